@@ -1,0 +1,172 @@
+//! Host benchmarks for the working core (issue 2), run with `cargo bench -p mpa-cli --bench host`:
+//!
+//! - host overhead per model iteration with a 200-message context against an instantly answering
+//!   mock: (time of a K-iteration turn − time of K bare model calls with the same context) / K;
+//! - `mpagent chat` cold start to the first model request arriving at the mock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::{Agent, AgentConfig, RegistryOptions, default_registry};
+use mpa_model::{ChatRequest, ModelClient, ModelConfig};
+use mpa_protocol::{Actor, Message, Outcome, ToolCall, UserId};
+use mpa_store::{Chat, Store};
+use mpa_test_support::{MockModelServer, MockReply};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const CONTEXT: usize = 200;
+const ITERATIONS: u32 = 100;
+
+fn context_messages() -> Vec<Message> {
+    let mut v = Vec::with_capacity(CONTEXT);
+    for i in 0..CONTEXT / 4 {
+        v.push(Message::user(format!("请帮我找一下电影 {i}, and check the downloader status please")));
+        v.push(Message::assistant(
+            "",
+            vec![ToolCall {
+                id: format!("c{i}"),
+                name: "test_echo".into(),
+                arguments: format!("{{\"text\":\"query {i}\"}}"),
+            }],
+        ));
+        v.push(Message::tool(
+            format!("c{i}"),
+            "test_echo",
+            format!("{{\"success\":true,\"echo\":\"{}\"}}", "result text ".repeat(40)),
+            Outcome::Succeeded,
+        ));
+        v.push(Message::assistant(format!("Here is what I found for item {i}. {}", "detail ".repeat(30)), vec![]));
+    }
+    v
+}
+
+fn model_config(mock: &MockModelServer) -> ModelConfig {
+    ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        ..ModelConfig::default()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
+    mock.set_default(MockReply::tool_calls(&[(
+        "call_x",
+        "test_echo",
+        serde_json::json!({"text": "ping"}),
+    )]));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let user = store.ensure_local_user("bench").await.unwrap();
+    let actor = Actor {
+        user_id: user.id.clone(),
+        user_name: user.name.clone(),
+        is_admin: false,
+    };
+    let mut cfg = AgentConfig::new(model_config(mock));
+    cfg.max_iterations = ITERATIONS;
+    let agent = Agent::new(
+        cfg,
+        store.clone(),
+        default_registry(&RegistryOptions {
+            diagnostic_tools: true,
+        }),
+    )
+    .unwrap();
+    let client = ModelClient::new(model_config(mock)).unwrap();
+    let mut turn_ms = Vec::new();
+    let mut bare_ms = Vec::new();
+    for round in 0..5 {
+        let sid = format!("bench{round}");
+        store
+            .save_chat(Chat {
+                session_id: sid.clone(),
+                user_id: UserId(user.id.0.clone()),
+                channel: "bench".into(),
+                title: String::new(),
+                agent_messages: context_messages(),
+                display_messages: serde_json::json!([]),
+                message_count: CONTEXT as i64,
+                created_at: chrono::Utc::now(),
+                updated_at: chrono::Utc::now(),
+            })
+            .await
+            .unwrap();
+        let session = agent.session(&actor, &sid, "bench").await.unwrap();
+        let t = Instant::now();
+        let mut rx = session.submit(actor.clone(), "go".into(), vec![]).unwrap();
+        while let Some(ev) = rx.recv().await {
+            if matches!(ev, mpa_protocol::Event::TurnEnded { .. }) {
+                break;
+            }
+        }
+        turn_ms.push(t.elapsed().as_secs_f64() * 1e3);
+
+        // The same number of bare model calls with a context of the same average size.
+        let mut msgs = vec![Message::system("system prompt ".repeat(100))];
+        msgs.extend(context_messages());
+        msgs.push(Message::user("go"));
+        let t = Instant::now();
+        for _ in 0..ITERATIONS {
+            let req = ChatRequest {
+                messages: msgs.clone(),
+                tools: vec![],
+            };
+            client
+                .stream_chat(&req, &CancellationToken::new(), &mut |_| {})
+                .await
+                .unwrap();
+            msgs.push(Message::assistant("", vec![]));
+            msgs.push(Message::tool("call_x", "test_echo", "{\"success\":true,\"echo\":\"ping\"}", Outcome::Succeeded));
+        }
+        bare_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let per_iter_turn = median(turn_ms) / f64::from(ITERATIONS);
+    let per_iter_bare = median(bare_ms) / f64::from(ITERATIONS);
+    (per_iter_turn, per_iter_turn - per_iter_bare)
+}
+
+async fn cold_start(mock: &MockModelServer) -> f64 {
+    mock.set_default(MockReply::text("hi"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..20 {
+        let before = mock.request_count();
+        let t = Instant::now();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env("LLM_BASE_URL", &mock.base_url)
+            .env("LLM_MODEL", "gpt-4o")
+            .args(["chat", "--session", "cold", "hello"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        while mock.request_count() == before {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        child.wait().await.unwrap();
+    }
+    median(samples)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mock = MockModelServer::start().await;
+        let (per_iter, overhead) = overhead_per_iteration(&mock).await;
+        println!(
+            "turn iteration with {CONTEXT}-message context: {per_iter:.3} ms per iteration, host overhead {overhead:.3} ms (median of 5 turns x {ITERATIONS} iterations)"
+        );
+        let cold = cold_start(&mock).await;
+        println!("mpagent chat cold start to first request: {cold:.1} ms (median of 20)");
+    });
+}

@@ -1,0 +1,191 @@
+//! `mpagent chat`: one turn, or a REPL. The terminal renderer only translates the session's event
+//! stream. Ctrl-C stops the running turn; a second Ctrl-C exits.
+
+use crate::context::CliContext;
+use clap::{Args, ValueEnum};
+use mpa_protocol::{Event, TurnStatus};
+use std::io::Write;
+use std::process::ExitCode;
+use tokio::io::AsyncBufReadExt;
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Streamed text with one line per tool activity.
+    Text,
+    /// One JSON event per line (machine-readable).
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Local user to chat as (created on first use).
+    #[arg(long, env = "MPA_USER", default_value = "local")]
+    pub user: String,
+    /// Continue this session (default: a new session; its id is printed to stderr).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Run tools with admin rights for this invocation.
+    #[arg(long)]
+    pub admin: bool,
+    /// Attach an image (URL or data URL); repeatable.
+    #[arg(long = "image")]
+    pub images: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// The message. Without it, an interactive REPL reads one message per line (`/exit` quits).
+    pub message: Option<String>,
+}
+
+struct Renderer {
+    format: OutputFormat,
+    mid_line: bool,
+}
+
+impl Renderer {
+    fn render(&mut self, ev: &Event) {
+        let mut out = std::io::stdout().lock();
+        if self.format == OutputFormat::Jsonl {
+            let _ = writeln!(out, "{}", serde_json::to_string(ev).unwrap_or_default());
+            let _ = out.flush();
+            return;
+        }
+        match ev {
+            Event::Delta { content } => {
+                let _ = write!(out, "{content}");
+                self.mid_line = !content.ends_with('\n');
+            }
+            Event::ToolStarted { message, .. } => {
+                self.break_line(&mut out);
+                let _ = writeln!(out, "[tool] {message} … running");
+            }
+            Event::ToolFinished {
+                name,
+                outcome,
+                message,
+                ..
+            } => {
+                self.break_line(&mut out);
+                let _ = writeln!(out, "[tool] {name} {outcome}: {message}");
+            }
+            Event::Error { message, .. } => {
+                self.break_line(&mut out);
+                let _ = out.flush();
+                eprintln!("error: {message}");
+            }
+            Event::TurnEnded { status, .. } => {
+                self.break_line(&mut out);
+                if *status == TurnStatus::Stopped {
+                    eprintln!("(stopped)");
+                }
+            }
+            Event::TurnStarted { .. }
+            | Event::Reasoning { .. }
+            | Event::PlanUpdated { .. }
+            | Event::Usage { .. } => {}
+        }
+        let _ = out.flush();
+    }
+
+    fn break_line(&mut self, out: &mut impl Write) {
+        if self.mid_line {
+            let _ = writeln!(out);
+            self.mid_line = false;
+        }
+    }
+}
+
+fn exit_code(status: TurnStatus) -> u8 {
+    match status {
+        TurnStatus::Completed => 0,
+        TurnStatus::Failed | TurnStatus::IterationLimit => 1,
+        TurnStatus::Stopped => 130,
+    }
+}
+
+pub async fn run(args: ChatArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    let actor = ctx.local_actor_with(&args.user, args.admin).await?;
+    let agent = ctx.agent()?;
+    let session_id = match &args.session {
+        Some(s) => s.clone(),
+        None => {
+            let id = mpa_core::new_session_id();
+            eprintln!("session: {id}");
+            id
+        }
+    };
+    let session = agent.session(&actor, &session_id, "cli").await?;
+    let mut renderer = Renderer {
+        format: args.output,
+        mid_line: false,
+    };
+    let code = match args.message {
+        Some(message) => {
+            let status = one_turn(&session, &actor, message, args.images, &mut renderer).await?;
+            exit_code(status)
+        }
+        None => repl(&session, &actor, &mut renderer).await?,
+    };
+    agent.shutdown().await;
+    Ok(ExitCode::from(code))
+}
+
+/// Runs one turn; a first Ctrl-C stops it, a second exits the process at once.
+async fn one_turn(
+    session: &mpa_core::SessionHandle,
+    actor: &mpa_protocol::Actor,
+    text: String,
+    images: Vec<String>,
+    renderer: &mut Renderer,
+) -> anyhow::Result<TurnStatus> {
+    let mut events = session.submit(actor.clone(), text, images)?;
+    let mut interrupts = 0u32;
+    loop {
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else { return Ok(TurnStatus::Failed) };
+                renderer.render(&ev);
+                if let Event::TurnEnded { status, .. } = ev {
+                    return Ok(status);
+                }
+            }
+            r = tokio::signal::ctrl_c() => {
+                r?;
+                interrupts += 1;
+                if interrupts >= 2 {
+                    eprintln!("\nexiting");
+                    std::process::exit(130);
+                }
+                eprintln!("\nstopping… (Ctrl-C again to exit now)");
+                session.stop();
+            }
+        }
+    }
+}
+
+async fn repl(
+    session: &mpa_core::SessionHandle,
+    actor: &mpa_protocol::Actor,
+    renderer: &mut Renderer,
+) -> anyhow::Result<u8> {
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        if interactive {
+            eprint!("you> ");
+        }
+        let line = tokio::select! {
+            l = lines.next_line() => l?,
+            r = tokio::signal::ctrl_c() => { r?; None }
+        };
+        let Some(line) = line else { return Ok(0) };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/exit" || text == "/quit" {
+            return Ok(0);
+        }
+        one_turn(session, actor, text.to_string(), Vec::new(), renderer).await?;
+    }
+}

@@ -1,0 +1,110 @@
+//! The one `Config` of the host: every option is a flag with an environment-variable fallback
+//! (names follow MoviePilot where it has one). It is parsed here and handed down as typed
+//! sub-configs; no library crate reads the environment.
+
+use clap::{ArgAction, Args};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Data directory: main store (agent.db), per-user history, memory and skills.
+    #[arg(long, env = "MPA_DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+
+    /// Base URL of an OpenAI-compatible API (Ollama, vLLM, llama.cpp server, OpenAI, DeepSeek…).
+    #[arg(
+        long,
+        env = "LLM_BASE_URL",
+        default_value = "http://127.0.0.1:11434/v1",
+        global = true
+    )]
+    pub llm_base_url: String,
+
+    /// API key sent as a bearer token (never printed or logged).
+    #[arg(long, env = "LLM_API_KEY", hide_env_values = true, global = true)]
+    pub llm_api_key: Option<String>,
+
+    /// Model name as the endpoint knows it.
+    #[arg(long, env = "LLM_MODEL", default_value = "qwen2.5:7b", global = true)]
+    pub llm_model: String,
+
+    /// Tools offered on the first model call (0 = all tools, no selection).
+    #[arg(long, env = "LLM_MAX_TOOLS", default_value_t = 0, global = true)]
+    pub llm_max_tools: u32,
+
+    /// Context window in K tokens, used when the model catalogue does not know the model.
+    #[arg(long, env = "LLM_MAX_CONTEXT_TOKENS", default_value_t = 128, global = true)]
+    pub llm_max_context_tokens: u64,
+
+    /// Model calls per turn before the turn stops with an iteration-limit error.
+    #[arg(long, env = "LLM_MAX_ITERATIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub llm_max_iterations: u32,
+
+    /// Seconds one tool call may run before its outcome becomes `unknown` (0 = unlimited).
+    #[arg(long, env = "LLM_TOOL_TIMEOUT", default_value_t = 300, global = true)]
+    pub llm_tool_timeout: u64,
+
+    /// Sampling temperature.
+    #[arg(long, env = "LLM_TEMPERATURE", default_value_t = 0.3, global = true)]
+    pub llm_temperature: f32,
+
+    /// Whether images are sent to the model (true/false).
+    #[arg(long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, global = true)]
+    pub llm_support_image_input: bool,
+
+    /// Enable retention cleanup of chat evidence (true/false).
+    #[arg(long, env = "DATA_CLEANUP_ENABLE", default_value_t = true, action = ArgAction::Set, global = true)]
+    pub data_cleanup_enable: bool,
+
+    /// Keep chat evidence this many days after its last activity (0 = keep forever).
+    #[arg(long, env = "DATA_CLEANUP_AGENT_CHAT_DAYS", default_value_t = 0, global = true)]
+    pub data_cleanup_agent_chat_days: u32,
+
+    /// MoviePilot base URL (for the business API tools).
+    #[arg(long, env = "MOVIEPILOT_URL", global = true)]
+    pub moviepilot_url: Option<String>,
+
+    /// MoviePilot API token (never printed or logged).
+    #[arg(long, env = "MOVIEPILOT_API_TOKEN", hide_env_values = true, global = true)]
+    pub moviepilot_api_token: Option<String>,
+
+    /// Address `mpagent serve` listens on.
+    #[arg(long, env = "MPA_LISTEN", default_value = "127.0.0.1:3001", global = true)]
+    pub listen: SocketAddr,
+
+    /// Static bearer token with admin rights, for automation (never printed or logged).
+    #[arg(long, env = "MPA_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    pub admin_token: Option<String>,
+
+    /// Working directory for commands the agent runs (default: the directory mpagent started in).
+    #[arg(long, env = "MPA_WORKDIR", global = true)]
+    pub workdir: Option<PathBuf>,
+
+    /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
+    #[arg(long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, global = true, hide_short_help = true)]
+    pub enable_test_tools: bool,
+}
+
+impl Config {
+    pub fn model_config(&self) -> mpa_model::ModelConfig {
+        mpa_model::ModelConfig {
+            base_url: self.llm_base_url.clone(),
+            api_key: self.llm_api_key.clone().filter(|k| !k.is_empty()),
+            model: self.llm_model.clone(),
+            temperature: Some(self.llm_temperature),
+            ..mpa_model::ModelConfig::default()
+        }
+    }
+
+    pub fn agent_config(&self) -> mpa_core::AgentConfig {
+        let mut cfg = mpa_core::AgentConfig::new(self.model_config());
+        cfg.max_iterations = self.llm_max_iterations;
+        cfg.tool_timeout =
+            (self.llm_tool_timeout > 0).then(|| Duration::from_secs(self.llm_tool_timeout));
+        cfg.max_context_tokens_k = self.llm_max_context_tokens;
+        cfg.support_image_input = self.llm_support_image_input;
+        cfg
+    }
+}

@@ -1,0 +1,52 @@
+//! What every subcommand shares: the parsed config, the data directory and the main store.
+
+use crate::config::Config;
+use anyhow::Context as _;
+use mpa_protocol::Actor;
+use mpa_store::Store;
+use std::path::PathBuf;
+
+pub struct CliContext {
+    pub config: Config,
+    pub data_dir: PathBuf,
+    pub store: Store,
+}
+
+impl CliContext {
+    pub fn open(config: Config) -> anyhow::Result<CliContext> {
+        let data_dir = config.data_dir.clone();
+        let store = Store::open_in(&data_dir)
+            .with_context(|| format!("cannot open the main store in {}", data_dir.display()))?;
+        Ok(CliContext {
+            config,
+            data_dir,
+            store,
+        })
+    }
+
+    /// The local user `name`, created on first use (local CLI use is trusted: whoever can run the
+    /// binary owns the data directory). `admin` grants admin rights for this invocation only.
+    pub async fn local_actor_with(&self, name: &str, admin: bool) -> anyhow::Result<Actor> {
+        let user = self.store.ensure_local_user(name).await?;
+        Ok(Actor {
+            user_id: user.id,
+            user_name: user.name,
+            is_admin: admin || user.is_admin,
+        })
+    }
+
+    pub async fn local_actor(&self, name: &str) -> anyhow::Result<Actor> {
+        self.local_actor_with(name, false).await
+    }
+
+    pub fn agent(&self) -> anyhow::Result<mpa_core::Agent> {
+        let registry = mpa_core::default_registry(&mpa_core::RegistryOptions {
+            diagnostic_tools: self.config.enable_test_tools,
+        });
+        Ok(mpa_core::Agent::new(
+            self.config.agent_config(),
+            self.store.clone(),
+            registry,
+        )?)
+    }
+}

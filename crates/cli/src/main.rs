@@ -1,0 +1,91 @@
+//! `mpagent`: the MoviePilot agent host — chat on the command line, run tools, manage users and
+//! (with `serve`) the HTTP host.
+
+mod chat;
+mod config;
+mod context;
+mod tool_cmd;
+mod user_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mpagent",
+    version,
+    about = "The MoviePilot agent host: chat, tools, accounts and evidence history.",
+    long_about = "The MoviePilot agent host. It plans, calls tools and keeps what it saw.\n\n\
+Every option can also be set through the environment variable shown in brackets. \
+The model is any OpenAI-compatible endpoint (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY)."
+)]
+struct Cli {
+    #[command(flatten)]
+    config: config::Config,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Chat with the agent: one turn with MESSAGE, or an interactive REPL without it.
+    Chat(chat::ChatArgs),
+    /// Run one tool exactly as the agent would and print its JSON result
+    /// (exit 0 succeeded/pending, 1 failed/unknown, 2 bad usage).
+    Tool(tool_cmd::ToolArgs),
+    /// Manage local user accounts.
+    User(user_cmd::UserArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MPA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Panic payloads can carry tool arguments or secrets, so only the location is reported; the
+/// failure itself reaches the model as a sanitised `failed` tool result.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_else(|| "unknown location".into());
+        eprintln!("internal error: a task panicked at {at} (details withheld)");
+    }));
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    install_panic_hook();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let ctx = context::CliContext::open(cli.config)?;
+    match cli.command {
+        Command::Chat(a) => chat::run(a, &ctx).await,
+        Command::Tool(a) => tool_cmd::run(a, &ctx).await,
+        Command::User(a) => user_cmd::run(a, &ctx).await,
+    }
+}

@@ -1,0 +1,468 @@
+//! End-to-end: the real `mpagent` binary against the mock model server (real SSE on 127.0.0.1).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const API_KEY: &str = "sk-test-SECRETKEY1234567890abcdef";
+
+fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", data)
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_API_KEY", API_KEY)
+        .env("LLM_MODEL", "gpt-4o")
+        .env("MPA_ENABLE_TEST_TOOLS", "true")
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn run(mut cmd: Command) -> Run {
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("mpagent did not finish in 60 s")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}")))
+        .collect()
+}
+
+/// A compact, order-preserving rendering of the event stream (deltas merged).
+fn compact(events: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let s = match e["type"].as_str().unwrap() {
+            "turn_started" => "turn_started".to_string(),
+            "delta" => {
+                let c = e["content"].as_str().unwrap();
+                if let Some(last) = out.last_mut()
+                    && last.starts_with("delta:")
+                {
+                    last.push_str(c);
+                    continue;
+                }
+                format!("delta:{c}")
+            }
+            "tool_started" => format!("tool_started:{}", e["tool_id"].as_str().unwrap()),
+            "tool_finished" => format!(
+                "tool_finished:{}:{}",
+                e["tool_id"].as_str().unwrap(),
+                e["outcome"].as_str().unwrap()
+            ),
+            "plan_updated" => "plan_updated".to_string(),
+            "usage" => continue,
+            "error" => format!("error:{}", e["code"].as_str().unwrap()),
+            "turn_ended" => format!("turn_ended:{}", e["status"].as_str().unwrap()),
+            other => other.to_string(),
+        };
+        out.push(s);
+    }
+    out
+}
+
+fn chat_row(data: &Path, session: &str) -> Option<(String, Value, Value, i64)> {
+    let c = rusqlite::Connection::open(data.join("agent.db")).unwrap();
+    c.query_row(
+        "SELECT user_id, agent_messages, display_messages, message_count FROM chats WHERE session_id = ?1",
+        [session],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                serde_json::from_str(&r.get::<_, String>(1)?).unwrap(),
+                serde_json::from_str(&r.get::<_, String>(2)?).unwrap(),
+                r.get::<_, i64>(3)?,
+            ))
+        },
+    )
+    .ok()
+}
+
+fn plan_args() -> Value {
+    json!({
+        "objective": "Check the two tools",
+        "steps": [
+            {"step": "Echo a value", "status": "in_progress"},
+            {"step": "Sleep briefly", "status": "pending"}
+        ]
+    })
+}
+
+fn system_text(req: &Value) -> String {
+    req["messages"][0]["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_then_parallel_tools_then_answer_and_restart_restores_plan() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::tool_calls(&[("call_plan", "update_plan", plan_args())]));
+    mock.push(MockReply::tool_calls(&[
+        ("call_a", "test_echo", json!({"text": "hello"})),
+        ("call_b", "test_sleep", json!({"ms": 200})),
+    ]));
+    mock.push(MockReply::text("Both tools ran: echo and sleep."));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "alice", "--session", "s1", "--output", "jsonl", "run both tools"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert!(!r.stderr.contains(API_KEY) && !r.stdout.contains(API_KEY));
+
+    assert_eq!(
+        compact(&events(&r.stdout)),
+        vec![
+            "turn_started",
+            "tool_started:call_plan",
+            "tool_finished:call_plan:succeeded",
+            "plan_updated",
+            "tool_started:call_a",
+            "tool_started:call_b",
+            "tool_finished:call_a:succeeded",
+            "tool_finished:call_b:succeeded",
+            "delta:Both tools ran: echo and sleep.",
+            "turn_ended:completed",
+        ]
+    );
+
+    // What the model received.
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0]["model"], "gpt-4o");
+    assert_eq!(reqs[0]["stream"], true);
+    assert!(system_text(&reqs[0]).contains("<task_planning>"));
+    assert!(!system_text(&reqs[0]).contains("<current_task_plan>"));
+    let tool_names: Vec<&str> = reqs[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tool_names.contains(&"update_plan") && tool_names.contains(&"test_echo"));
+    // Second request: plan block present, the plan call answered with its id.
+    let sys2 = system_text(&reqs[1]);
+    assert!(sys2.contains("<current_task_plan>"), "{sys2}");
+    assert!(sys2.contains("Check the two tools"));
+    let m2 = reqs[1]["messages"].as_array().unwrap();
+    assert_eq!(m2[1], json!({"role": "user", "content": "run both tools"}));
+    assert_eq!(m2[2]["role"], "assistant");
+    assert_eq!(m2[2]["tool_calls"][0]["id"], "call_plan");
+    assert_eq!(m2[3]["role"], "tool");
+    assert_eq!(m2[3]["tool_call_id"], "call_plan");
+    assert!(m2[3].get("outcome").is_none() && m2[3].get("metadata").is_none());
+    // Third request: both results paired with their call ids, in call order.
+    let m3 = reqs[2]["messages"].as_array().unwrap();
+    let n = m3.len();
+    assert_eq!(m3[n - 2]["tool_call_id"], "call_a");
+    assert!(m3[n - 2]["content"].as_str().unwrap().contains("hello"));
+    assert_eq!(m3[n - 1]["tool_call_id"], "call_b");
+    assert_eq!(m3[n - 3]["tool_calls"].as_array().unwrap().len(), 2);
+
+    // The chat snapshot in agent.db.
+    let (_owner, agent, display, count) = chat_row(dir.path(), "s1").unwrap();
+    let roles: Vec<&str> = agent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        vec!["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    );
+    assert_eq!(count, 7);
+    let msgs = agent.as_array().unwrap();
+    assert_eq!(msgs[2]["outcome"], "succeeded");
+    assert_eq!(msgs[4]["outcome"], "succeeded");
+    assert_eq!(msgs[6]["content"], "Both tools ran: echo and sleep.");
+    assert_eq!(
+        msgs[6]["metadata"]["moviepilot_task_plan"]["objective"],
+        "Check the two tools"
+    );
+    let display = display.as_array().unwrap();
+    assert_eq!(display.first().unwrap()["content"], "run both tools");
+    assert_eq!(display.last().unwrap()["role"], "assistant");
+
+    // Restart: a second process continues the session; its first request carries the plan.
+    mock.push(MockReply::text("Still on it."));
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "alice", "--session", "s1", "how is it going?"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert_eq!(r.stdout.trim(), "Still on it.");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 4);
+    let sys = system_text(&reqs[3]);
+    assert!(sys.contains("<current_task_plan>") && sys.contains("Check the two tools"));
+    // The whole earlier conversation was sent again, ending with the new question.
+    let m = reqs[3]["messages"].as_array().unwrap();
+    assert_eq!(m.len(), 1 + 7 + 1);
+    assert_eq!(m.last().unwrap()["content"], "how is it going?");
+
+    // Another user cannot continue alice's session: it is "not found".
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "mallory", "--session", "s1", "show me"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("session not found"), "{}", r.stderr);
+    assert_eq!(mock.requests().len(), 4);
+}
+
+async fn wait_for_line(child: &mut Child, pred: impl Fn(&Value) -> bool) -> Vec<String> {
+    let stdout = child.stdout.as_mut().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(90), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for output; seen: {seen:?}"))
+            .unwrap()
+            .expect("stdout closed early");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        seen.push(line);
+        if pred(&v) {
+            return seen;
+        }
+    }
+}
+
+fn sigint(child: &Child) {
+    let pid = child.id().unwrap() as i32;
+    // SAFETY: sending a signal to our own child process id has no memory-safety implications.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_mid_stream_keeps_what_was_received() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::text("partial answer that never finishes").stall_after(3));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "bob", "--session", "st", "--output", "jsonl", "talk"]);
+    let mut child = cmd.spawn().unwrap();
+    wait_for_line(&mut child, |v| v["type"] == "delta").await;
+    sigint(&child);
+    let out = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(mock.requests().len(), 1);
+    let (_, agent, _, _) = chat_row(dir.path(), "st").unwrap();
+    let msgs = agent.as_array().unwrap();
+    assert_eq!(msgs[0]["content"], "talk");
+    assert_eq!(msgs[1]["role"], "assistant");
+    assert_eq!(msgs[1]["metadata"]["interrupted"], true);
+    assert!(!msgs[1]["content"].as_str().unwrap().is_empty());
+    assert_eq!(msgs.last().unwrap()["metadata"]["moviepilot_interruption"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_mid_tool_dispatches_nothing_more_and_records_unknown() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::tool_calls(&[
+        ("call_slow", "test_sleep", json!({"ms": 60000})),
+        ("call_fast", "test_echo", json!({"text": "quick"})),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "bob", "--session", "sm", "--output", "jsonl", "go"]);
+    let mut child = cmd.spawn().unwrap();
+    wait_for_line(&mut child, |v| {
+        v["type"] == "tool_finished" && v["tool_id"] == "call_fast"
+    })
+    .await;
+    sigint(&child);
+    let out = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let rest = String::from_utf8_lossy(&out.stdout);
+    let tail = compact(&events(&rest));
+    assert_eq!(
+        tail,
+        vec!["tool_finished:call_slow:unknown", "turn_ended:stopped"]
+    );
+    // No further model call after the stop.
+    assert_eq!(mock.requests().len(), 1);
+    let (_, agent, _, _) = chat_row(dir.path(), "sm").unwrap();
+    let msgs = agent.as_array().unwrap();
+    let tools: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 2, "exactly one result per call");
+    assert_eq!(tools[0]["tool_call_id"], "call_slow");
+    assert_eq!(tools[0]["outcome"], "unknown");
+    assert!(tools[0]["content"].as_str().unwrap().contains("result unknown: interrupted"));
+    assert_eq!(tools[1]["tool_call_id"], "call_fast");
+    assert_eq!(tools[1]["outcome"], "succeeded");
+}
+
+async fn tool(data: &Path, mock: &MockModelServer, extra_env: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut cmd = mpagent(data, mock);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.arg("tool").args(args);
+    run(cmd).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_outcomes_timeout_panic_failure_pending() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+
+    let r = tool(d, &mock, &[("LLM_TOOL_TIMEOUT", "1")], &["test_sleep", "--args", r#"{"ms": 20000}"#]).await;
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["execution_outcome"], "unknown");
+    assert!(v["message"].as_str().unwrap().contains("may still be running"));
+    assert!(r.stderr.contains("outcome: unknown"));
+
+    let r = tool(d, &mock, &[], &["test_panic", "--args", r#"{"secret": "hunter2-pass"}"#]).await;
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["error"], "tool_failed");
+    assert!(!r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"));
+    assert!(r.stderr.contains("outcome: failed"));
+
+    let r = tool(d, &mock, &[], &["test_result", "--args", r#"{"content": {"success": false, "error": "nope"}}"#]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("outcome: failed"));
+
+    let r = tool(d, &mock, &[], &["test_result", "--args", r#"{"content": {"task_id": "t1", "status": "queued"}}"#]).await;
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.contains("outcome: pending"));
+
+    let r = tool(d, &mock, &[], &["test_echo", "--args", r#"{"text": "hi"}"#]).await;
+    assert_eq!(r.code, 0);
+    assert_eq!(serde_json::from_str::<Value>(r.stdout.trim()).unwrap()["echo"], "hi");
+
+    // Bad usage: unknown tool, arguments that are not a JSON object.
+    let r = tool(d, &mock, &[], &["no_such_tool"]).await;
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("unknown tool"));
+    let r = tool(d, &mock, &[], &["test_echo", "--args", "not json"]).await;
+    assert_eq!(r.code, 2);
+    // Arguments of the wrong shape are a tool failure with a specific message.
+    let r = tool(d, &mock, &[], &["test_echo", "--args", r#"{"txt": 1}"#]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("missing field `text`"), "{}", r.stdout);
+    assert!(mock.requests().is_empty(), "tools never call the model");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_update_plan_exits_1_and_changes_nothing() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::tool_calls(&[("p1", "update_plan", plan_args())]));
+    mock.push(MockReply::text("planned"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "carol", "--session", "sp", "plan it"]);
+    assert_eq!(run(cmd).await.code, 0);
+    let before = chat_row(dir.path(), "sp").unwrap();
+
+    let bad = json!({"objective": "x", "steps": [{"step": "a", "status": "completed"}]});
+    let r = tool(dir.path(), &mock, &[], &["update_plan", "--user", "carol", "--session", "sp", "--args", &bad.to_string()]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("evidence is required"), "{}", r.stdout);
+    assert!(r.stdout.contains("previous plan is kept"));
+    assert_eq!(chat_row(dir.path(), "sp").unwrap(), before);
+
+    let extra = json!({"objective": "x", "steps": [{"step": "a", "status": "pending", "owner": "me"}]});
+    let r = tool(dir.path(), &mock, &[], &["update_plan", "--args", &extra.to_string()]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("unknown field `owner`"), "{}", r.stdout);
+    // No chat was created by running tools.
+    let c = rusqlite::Connection::open(dir.path().join("agent.db")).unwrap();
+    let n: i64 = c.query_row("SELECT COUNT(*) FROM chats", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn model_errors_are_classified_and_never_leak_the_key() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+
+    mock.push(MockReply::status(401, r#"{"error": {"message": "Incorrect API key provided: sk-test-SECRETKEY1234567890abcdef"}}"#));
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "dan", "hello"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.to_lowercase().contains("auth"), "{}", r.stderr);
+    assert!(!r.stderr.contains(API_KEY) && !r.stdout.contains(API_KEY));
+    assert_eq!(mock.requests().len(), 1, "auth errors are not retried");
+
+    // 429 with Retry-After is retried, then succeeds.
+    mock.push(MockReply::status(429, r#"{"error": {"message": "slow down"}}"#).header("Retry-After", "1"));
+    mock.push(MockReply::text("after retry"));
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "dan", "hello again"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "after retry");
+    assert_eq!(mock.requests().len(), 3);
+
+    // A stream dropped after the first byte is not retried; the turn ends with a clear error.
+    mock.push(MockReply::text("this stream will break").drop_after(2));
+    mock.push(MockReply::text("must not be requested"));
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.args(["chat", "--user", "dan", "--session", "drop", "third"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("error:"), "{}", r.stderr);
+    assert_eq!(mock.requests().len(), 4);
+    let (_, agent, _, _) = chat_row(dir.path(), "drop").unwrap();
+    let last = agent.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["metadata"]["moviepilot_interruption"], true);
+    assert!(!agent.to_string().contains(API_KEY));
+}
+
+#[tokio::test]
+async fn help_documents_options_and_env_vars() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .args(["chat", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "LLM_BASE_URL",
+        "LLM_MODEL",
+        "LLM_API_KEY",
+        "LLM_MAX_ITERATIONS",
+        "LLM_TOOL_TIMEOUT",
+        "MPA_DATA_DIR",
+        "--session",
+    ] {
+        assert!(text.contains(needle), "chat --help lacks {needle}");
+    }
+}

@@ -1,0 +1,182 @@
+//! The agent: shared services plus the registry of live session actors.
+
+use crate::config::AgentConfig;
+use crate::error::{CoreError, Result};
+use crate::session::{SessionData, SessionHandle, spawn_session};
+use crate::tools::{SessionState, ToolContext, ToolOutput, ToolRegistry};
+use crate::turn::dispatch::run_single_tool;
+use mpa_model::ModelClient;
+use mpa_protocol::{Actor, Outcome, ToolCall, UserId};
+use mpa_store::Store;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Services every turn uses.
+pub struct Services {
+    pub cfg: AgentConfig,
+    pub model: ModelClient,
+    pub store: Store,
+    pub tools: ToolRegistry,
+}
+
+#[derive(Clone)]
+pub struct Agent {
+    services: Arc<Services>,
+    sessions: Arc<Mutex<HashMap<String, SessionHandle>>>,
+}
+
+/// Session ids only locate; they never authorise. Keep them to a safe alphabet so they can appear
+/// in logs and file names without escaping.
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
+}
+
+pub fn new_session_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+impl Agent {
+    pub fn new(cfg: AgentConfig, store: Store, tools: ToolRegistry) -> Result<Agent> {
+        let model = ModelClient::new(cfg.model.clone())?;
+        Ok(Agent {
+            services: Arc::new(Services {
+                cfg,
+                model,
+                store,
+                tools,
+            }),
+            sessions: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.services.store
+    }
+
+    /// Whether `actor` may access a chat owned by `owner`.
+    fn may_access(actor: &Actor, owner: &UserId) -> bool {
+        actor.is_admin || &actor.user_id == owner
+    }
+
+    /// The live session `session_id` (loaded from its snapshot, or new). Another user's session is
+    /// reported as not found; admins may continue it and it keeps its original owner.
+    pub async fn session(
+        &self,
+        actor: &Actor,
+        session_id: &str,
+        channel: &str,
+    ) -> Result<SessionHandle> {
+        if !valid_session_id(session_id) {
+            return Err(CoreError::InvalidSessionId(session_id.to_string()));
+        }
+        if let Some(h) = self.live(session_id) {
+            if !Self::may_access(actor, h.owner()) {
+                return Err(CoreError::SessionNotFound);
+            }
+            return Ok(h);
+        }
+        let data = match self.services.store.chat(session_id).await? {
+            Some(chat) => {
+                if !Self::may_access(actor, &chat.user_id) {
+                    return Err(CoreError::SessionNotFound);
+                }
+                SessionData::from_chat(chat)
+            }
+            None => SessionData::new(session_id, actor.user_id.clone(), channel),
+        };
+        let mut map = self
+            .sessions
+            .lock()
+            .map_err(|_| CoreError::SessionClosed)?;
+        // Another task may have loaded it meanwhile; keep the first.
+        if let Some(h) = map.get(session_id) {
+            return Ok(h.clone());
+        }
+        let handle = spawn_session(Arc::clone(&self.services), data);
+        map.insert(session_id.to_string(), handle.clone());
+        Ok(handle)
+    }
+
+    /// A live session, if one is loaded.
+    pub fn live(&self, session_id: &str) -> Option<SessionHandle> {
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_id).cloned())
+    }
+
+    /// Stops the session's running turn (if any); `false` when nothing was running.
+    pub fn stop(&self, session_id: &str) -> bool {
+        self.live(session_id).is_some_and(|h| h.stop())
+    }
+
+    /// Closes and forgets a live session (used before deleting a chat).
+    pub async fn close_session(&self, session_id: &str) {
+        let handle = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(session_id));
+        if let Some(h) = handle {
+            h.close().await;
+        }
+    }
+
+    /// Stops every running turn and waits until each session has written its snapshot.
+    pub async fn shutdown(&self) {
+        let handles: Vec<SessionHandle> = self
+            .sessions
+            .lock()
+            .map(|mut m| m.drain().map(|(_, h)| h).collect())
+            .unwrap_or_default();
+        for h in &handles {
+            h.stop();
+        }
+        for h in handles {
+            h.close().await;
+        }
+    }
+
+    /// Runs one tool exactly as the agent would (same registry, policy and outcome rules), outside
+    /// any model turn. Used by `mpagent tool`.
+    pub async fn run_tool(
+        &self,
+        actor: &Actor,
+        session_id: &str,
+        name: &str,
+        args: serde_json::Value,
+    ) -> Result<(ToolOutput, Outcome)> {
+        if self.services.tools.get(name).is_none() {
+            return Err(CoreError::UnknownTool(name.to_string()));
+        }
+        let plan = match self.services.store.chat(session_id).await? {
+            Some(chat) if Self::may_access(actor, &chat.user_id) => {
+                crate::plan::Plan::restore_from(&chat.agent_messages)
+            }
+            Some(_) => return Err(CoreError::SessionNotFound),
+            None => None,
+        };
+        let ctx = ToolContext {
+            actor: actor.clone(),
+            session_id: session_id.to_string(),
+            call_id: format!("cli_{}", new_session_id()),
+            cancel: CancellationToken::new(),
+            session: Arc::new(Mutex::new(SessionState { plan })),
+        };
+        let call = ToolCall {
+            id: ctx.call_id.clone(),
+            name: name.to_string(),
+            arguments: args.to_string(),
+        };
+        Ok(run_single_tool(&self.services, ctx, &call).await)
+    }
+}

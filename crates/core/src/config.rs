@@ -1,0 +1,33 @@
+use std::time::Duration;
+
+/// Typed runtime configuration handed down from the CLI's `Config` (no library crate reads the
+/// environment).
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub model: mpa_model::ModelConfig,
+    /// Model calls per turn before the turn ends with `iteration_limit` (`LLM_MAX_ITERATIONS`).
+    pub max_iterations: u32,
+    /// Per tool call; `None` = unlimited (`LLM_TOOL_TIMEOUT=0`).
+    pub tool_timeout: Option<Duration>,
+    /// Tool calls of one model response run concurrently up to this bound.
+    pub max_parallel_tools: usize,
+    /// Fallback context window in K tokens when the catalogue does not know the model.
+    pub max_context_tokens_k: u64,
+    pub support_image_input: bool,
+    /// Turns that may wait behind the running one in a session (`agent_manager_queue_full` beyond).
+    pub queue_capacity: usize,
+}
+
+impl AgentConfig {
+    pub fn new(model: mpa_model::ModelConfig) -> Self {
+        Self {
+            model,
+            max_iterations: 512,
+            tool_timeout: Some(Duration::from_secs(300)),
+            max_parallel_tools: 8,
+            max_context_tokens_k: 128,
+            support_image_input: true,
+            queue_capacity: 8,
+        }
+    }
+}

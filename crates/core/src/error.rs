@@ -1,0 +1,38 @@
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CoreError {
+    #[error(transparent)]
+    Store(#[from] mpa_store::StoreError),
+    #[error(transparent)]
+    Model(#[from] mpa_model::ModelError),
+    /// The session does not exist for this caller (also used for other users' sessions: no
+    /// existence leak).
+    #[error("session not found")]
+    SessionNotFound,
+    #[error("the session queue is full ({capacity} turns waiting); try again when the current turn ends")]
+    QueueFull { capacity: usize },
+    #[error("the session is shutting down")]
+    SessionClosed,
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
+    InvalidSessionId(String),
+}
+
+impl CoreError {
+    /// Stable machine-readable code for front ends.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CoreError::Store(_) => "storage_unavailable",
+            CoreError::Model(e) => e.code(),
+            CoreError::SessionNotFound => "session_not_found",
+            CoreError::QueueFull { .. } => "agent_manager_queue_full",
+            CoreError::SessionClosed => "agent_manager_unavailable",
+            CoreError::UnknownTool(_) => "unknown_tool",
+            CoreError::InvalidSessionId(_) => "invalid_session_id",
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, CoreError>;

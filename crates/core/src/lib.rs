@@ -1,0 +1,53 @@
+//! The agent runtime of moviepilot-agent.
+//!
+//! Public API:
+//! - [`Agent`]: shared services (model client, main store, tool registry) and the live session
+//!   actors. [`Agent::session`] loads or creates a session for an [`Actor`](mpa_protocol::Actor)
+//!   (another user's session is "not found"); [`SessionHandle::submit`] queues a turn and returns
+//!   that turn's [`Event`](mpa_protocol::Event) stream; [`SessionHandle::stop`] stops it;
+//!   [`Agent::run_tool`] runs one tool exactly as a turn would; [`Agent::shutdown`] stops all turns
+//!   and waits for their snapshots.
+//! - [`tools`]: the typed tool registry ([`tools::TypedTool`], [`tools::ToolRegistry`]) and the
+//!   built-in tools; [`default_registry`] builds the standard set.
+//! - [`outcome::classify`]: the host-wide outcome rules.
+//!
+//! Invariants: every tool call gets exactly one result message; a stop dispatches no further tool
+//! call and answers unfinished calls "result unknown: interrupted"; a timeout is `unknown`, never
+//! "nothing happened"; the chat snapshot is written at the end of every turn, stopped or not.
+
+pub mod agent;
+pub mod config;
+pub mod error;
+pub mod outcome;
+pub mod plan;
+pub mod prompt;
+pub mod redaction;
+pub mod result_cap;
+pub mod session;
+pub mod tools;
+pub mod turn;
+
+pub use agent::{Agent, new_session_id, valid_session_id};
+pub use config::AgentConfig;
+pub use error::{CoreError, Result};
+pub use session::SessionHandle;
+
+/// Options for the standard tool set.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// Register the diagnostic `test_*` tools (`MPA_ENABLE_TEST_TOOLS=1`).
+    pub diagnostic_tools: bool,
+}
+
+pub fn default_registry(opts: &RegistryOptions) -> tools::ToolRegistry {
+    use tools::{diagnostic, typed, update_plan};
+    let mut r = tools::ToolRegistry::new();
+    r.register(typed(update_plan::UpdatePlan));
+    if opts.diagnostic_tools {
+        r.register(typed(diagnostic::TestEcho));
+        r.register(typed(diagnostic::TestSleep));
+        r.register(typed(diagnostic::TestResult));
+        r.register(typed(diagnostic::TestPanic));
+    }
+    r
+}

@@ -1,0 +1,182 @@
+//! One session actor (a tokio task) per live `(user, session_id)`: it owns the transcript and the
+//! plan, runs turns one at a time from a bounded FIFO queue, and emits [`Event`]s to whoever
+//! submitted the turn. Stop goes around the queue so it reaches the running turn at once.
+
+use crate::agent::Services;
+use crate::error::{CoreError, Result};
+use crate::tools::SessionState;
+use crate::turn::{TurnInput, run_turn};
+use chrono::{DateTime, Utc};
+use mpa_protocol::{Actor, Event, Message, UserId};
+use mpa_store::Chat;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The state a session actor owns.
+pub struct SessionData {
+    pub session_id: String,
+    /// The original owner; continuing as an admin never changes it.
+    pub owner: UserId,
+    pub channel: String,
+    pub title: String,
+    pub created_at: DateTime<Utc>,
+    pub messages: Vec<Message>,
+    pub state: Arc<Mutex<SessionState>>,
+}
+
+impl SessionData {
+    pub fn new(session_id: &str, owner: UserId, channel: &str) -> Self {
+        Self {
+            session_id: session_id.to_string(),
+            owner,
+            channel: channel.to_string(),
+            title: String::new(),
+            created_at: Utc::now(),
+            messages: Vec::new(),
+            state: Arc::new(Mutex::new(SessionState::default())),
+        }
+    }
+
+    pub fn from_chat(chat: Chat) -> Self {
+        Self {
+            session_id: chat.session_id,
+            owner: chat.user_id,
+            channel: chat.channel,
+            title: chat.title,
+            created_at: chat.created_at,
+            messages: chat.agent_messages,
+            // The plan is restored from the newest snapshot at the start of the next turn.
+            state: Arc::new(Mutex::new(SessionState::default())),
+        }
+    }
+}
+
+enum Command {
+    Turn {
+        input: TurnInput,
+        events: mpsc::UnboundedSender<Event>,
+    },
+    Close,
+}
+
+struct Shared {
+    session_id: String,
+    owner: UserId,
+    processing: AtomicBool,
+    current: Mutex<Option<CancellationToken>>,
+    task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Clone)]
+pub struct SessionHandle {
+    tx: mpsc::Sender<Command>,
+    shared: Arc<Shared>,
+}
+
+pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> SessionHandle {
+    let (tx, rx) = mpsc::channel(services.cfg.queue_capacity.max(1));
+    let shared = Arc::new(Shared {
+        session_id: data.session_id.clone(),
+        owner: data.owner.clone(),
+        processing: AtomicBool::new(false),
+        current: Mutex::new(None),
+        task: tokio::sync::Mutex::new(None),
+    });
+    let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared)));
+    if let Ok(mut slot) = shared.task.try_lock() {
+        *slot = Some(task);
+    }
+    SessionHandle { tx, shared }
+}
+
+async fn actor_loop(
+    services: Arc<Services>,
+    mut data: SessionData,
+    mut rx: mpsc::Receiver<Command>,
+    shared: Arc<Shared>,
+) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Turn { input, events } => {
+                let cancel = CancellationToken::new();
+                if let Ok(mut cur) = shared.current.lock() {
+                    *cur = Some(cancel.clone());
+                }
+                shared.processing.store(true, Ordering::SeqCst);
+                run_turn(&services, &mut data, input, &events, cancel).await;
+                shared.processing.store(false, Ordering::SeqCst);
+                if let Ok(mut cur) = shared.current.lock() {
+                    *cur = None;
+                }
+            }
+            Command::Close => break,
+        }
+    }
+}
+
+impl SessionHandle {
+    pub fn session_id(&self) -> &str {
+        &self.shared.session_id
+    }
+
+    pub fn owner(&self) -> &UserId {
+        &self.shared.owner
+    }
+
+    pub fn is_processing(&self) -> bool {
+        self.shared.processing.load(Ordering::SeqCst)
+    }
+
+    /// Queues a turn. The receiver gets exactly this turn's events, ending with `TurnEnded`.
+    /// Dropping the receiver does not stop the turn.
+    pub fn submit(
+        &self,
+        actor: Actor,
+        text: String,
+        images: Vec<String>,
+    ) -> Result<mpsc::UnboundedReceiver<Event>> {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let cmd = Command::Turn {
+            input: TurnInput {
+                actor,
+                text,
+                images,
+            },
+            events: etx,
+        };
+        match self.tx.try_send(cmd) {
+            Ok(()) => Ok(erx),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(CoreError::QueueFull {
+                capacity: self.tx.max_capacity(),
+            }),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(CoreError::SessionClosed),
+        }
+    }
+
+    /// Stops the running turn: its model call is cancelled and no further tool call is dispatched.
+    /// Returns whether a turn was running.
+    pub fn stop(&self) -> bool {
+        match self.shared.current.lock() {
+            Ok(cur) => match cur.as_ref() {
+                Some(token) => {
+                    token.cancel();
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    /// Lets queued turns finish, then ends the actor and waits for it.
+    pub async fn close(&self) {
+        let _ = self.tx.send(Command::Close).await;
+        let task = self.shared.task.lock().await.take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+}

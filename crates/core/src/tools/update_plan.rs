@@ -1,0 +1,57 @@
+//! `update_plan` (spec runtime.md §1): atomically replaces the session plan; a validation failure
+//! is a recoverable tool error that keeps the previous plan.
+
+use super::{ToolContext, ToolMeta, ToolOutput, ToolTag, TypedTool};
+use crate::plan::{PLAN_METADATA_KEY, Plan};
+use async_trait::async_trait;
+
+pub struct UpdatePlan;
+
+#[async_trait]
+impl TypedTool for UpdatePlan {
+    type Args = Plan;
+    const NAME: &'static str = "update_plan";
+
+    fn description(&self) -> String {
+        "Record or replace the structured plan for multi-step work: the objective and the complete list \
+         of 1-12 steps, each pending, in_progress, completed or blocked. Completed and blocked steps need \
+         evidence (the observed result or the concrete blocker). Call it at most once per response. \
+         The plan is working state, not proof and not permission."
+            .into()
+    }
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            tags: &[ToolTag::Planning],
+            requires_admin: false,
+            internal: true,
+            self_capped: true,
+        }
+    }
+
+    async fn run(&self, ctx: ToolContext, args: Plan) -> ToolOutput {
+        let plan = match args.validated() {
+            Ok(p) => p,
+            Err(msg) => {
+                return ToolOutput::failure(
+                    "invalid_plan",
+                    format!("plan not updated: {msg}; the previous plan is kept"),
+                );
+            }
+        };
+        let json = plan.to_json();
+        match ctx.session.lock() {
+            Ok(mut st) => st.plan = Some(plan),
+            Err(_) => {
+                return ToolOutput::failure("plan_unavailable", "plan state is unavailable");
+            }
+        }
+        let mut out = ToolOutput::json(&serde_json::json!({
+            "success": true,
+            "message": "plan updated; step statuses are model claims, not verified facts",
+            "plan": json,
+        }));
+        out.metadata.insert(PLAN_METADATA_KEY.into(), json);
+        out
+    }
+}

@@ -1,0 +1,123 @@
+//! One turn, in order (DESIGN.md §2). Each stage is a module called explicitly here:
+//! [`begin`] (restore the plan), the model ⇄ tools loop ([`request`], [`dispatch`]) and [`end`]
+//! (interruption notice, plan snapshot, chat snapshot).
+
+pub mod begin;
+pub mod dispatch;
+pub mod end;
+pub mod request;
+
+use crate::agent::Services;
+use crate::session::SessionData;
+use mpa_model::{ModelError, StreamEvent};
+use mpa_protocol::{Actor, Event, Message, TurnStatus};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub struct TurnInput {
+    pub actor: Actor,
+    pub text: String,
+    pub images: Vec<String>,
+}
+
+/// Sends a turn's events; a consumer that went away is ignored (the turn keeps running).
+pub struct EventSink<'a>(&'a mpsc::UnboundedSender<Event>);
+
+impl EventSink<'_> {
+    pub fn emit(&self, e: Event) {
+        let _ = self.0.send(e);
+    }
+}
+
+pub async fn run_turn(
+    services: &Services,
+    data: &mut SessionData,
+    input: TurnInput,
+    events: &mpsc::UnboundedSender<Event>,
+    cancel: CancellationToken,
+) -> TurnStatus {
+    let sink = EventSink(events);
+    let actor = input.actor.clone();
+    begin::restore_plan(data);
+    let turn_start = data.messages.len();
+    data.messages
+        .push(begin::user_message(services, &input.text, &input.images));
+    let assistant_message_id = uuid::Uuid::new_v4().simple().to_string();
+    sink.emit(Event::TurnStarted {
+        session_id: data.session_id.clone(),
+        assistant_message_id,
+    });
+
+    let mut status = TurnStatus::IterationLimit;
+    let mut final_text = String::new();
+    let mut error: Option<(String, String)> = None;
+    for _ in 0..services.cfg.max_iterations {
+        if cancel.is_cancelled() {
+            status = TurnStatus::Stopped;
+            break;
+        }
+        let req = request::assemble(services, &actor, data);
+        let mut partial = String::new();
+        let mut on_event = |ev: StreamEvent| match ev {
+            StreamEvent::Content(c) => {
+                partial.push_str(&c);
+                sink.emit(Event::Delta { content: c });
+            }
+            StreamEvent::Reasoning(c) => sink.emit(Event::Reasoning { content: c }),
+        };
+        let result = services.model.stream_chat(&req, &cancel, &mut on_event).await;
+        let completion = match result {
+            Ok(c) => c,
+            Err(ModelError::Cancelled) => {
+                if !partial.is_empty() {
+                    let mut m = Message::assistant(partial, vec![]);
+                    m.metadata
+                        .insert("interrupted".into(), serde_json::Value::Bool(true));
+                    data.messages.push(m);
+                }
+                status = TurnStatus::Stopped;
+                break;
+            }
+            Err(e) => {
+                error = Some((e.code().to_string(), e.to_string()));
+                status = TurnStatus::Failed;
+                break;
+            }
+        };
+        if let Some(u) = completion.usage {
+            sink.emit(Event::Usage { usage: u });
+        }
+        let calls = completion.tool_calls.clone();
+        data.messages
+            .push(Message::assistant(completion.content.clone(), calls.clone()));
+        if calls.is_empty() {
+            final_text = completion.content;
+            status = TurnStatus::Completed;
+            break;
+        }
+        let outcome = dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel).await;
+        data.messages.extend(outcome.results);
+        if outcome.stopped {
+            status = TurnStatus::Stopped;
+            break;
+        }
+    }
+    if status == TurnStatus::IterationLimit {
+        error = Some((
+            "iteration_limit".into(),
+            format!(
+                "the turn reached LLM_MAX_ITERATIONS ({}) model calls without a final answer; the work may be incomplete",
+                services.cfg.max_iterations
+            ),
+        ));
+    }
+    if let Some((code, message)) = &error {
+        sink.emit(Event::Error {
+            code: code.clone(),
+            message: message.clone(),
+        });
+    }
+    end::finish(services, data, turn_start, status, error.as_ref().map(|e| e.1.as_str())).await;
+    sink.emit(Event::TurnEnded { status, final_text });
+    status
+}

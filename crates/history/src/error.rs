@@ -1,0 +1,71 @@
+//! The crate's single error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the evidence store. Messages never include message content,
+/// so no secret can leak through an error.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The user key is not a 32-hex-digit key, or names an internal (system) user.
+    #[error("history is not available for this user (internal or invalid user key)")]
+    InvalidUser,
+    /// Input rejected before any write (batch too large, bad session id, bad role…).
+    #[error("invalid history input: {0}")]
+    InvalidInput(String),
+    /// The database was written by a newer binary; we refuse to touch it.
+    #[error("history database schema version {found} is newer than supported version {supported}")]
+    SchemaTooNew { found: i64, supported: i64 },
+    /// A path component of the store is a symlink or not a regular file/directory.
+    #[error("refusing to use {0}: it is a symlink or not a regular file")]
+    UnsafePath(PathBuf),
+    #[error("history storage i/o error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("history database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The blocking worker panicked or was cancelled.
+    #[error("history worker failed: {0}")]
+    Worker(String),
+}
+
+pub type Result<T, E = HistoryError> = std::result::Result<T, E>;
+
+/// How a failed read should be reported to the model (spec §9.7, §12.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureClass {
+    Timeout,
+    Unavailable,
+    Storage,
+}
+
+impl HistoryError {
+    pub(crate) fn classify(&self) -> FailureClass {
+        use rusqlite::ErrorCode;
+        match self {
+            HistoryError::Sqlite(rusqlite::Error::SqliteFailure(e, msg)) => match e.code {
+                ErrorCode::OperationInterrupted
+                | ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked => FailureClass::Timeout,
+                ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
+                    let fts = msg.as_deref().is_some_and(|m| m.contains("fts5"))
+                        || e.extended_code == 267;
+                    if fts {
+                        FailureClass::Unavailable
+                    } else {
+                        FailureClass::Storage
+                    }
+                }
+                _ => FailureClass::Unavailable,
+            },
+            HistoryError::Sqlite(_) => FailureClass::Unavailable,
+            HistoryError::SchemaTooNew { .. }
+            | HistoryError::UnsafePath(_)
+            | HistoryError::Io { .. }
+            | HistoryError::InvalidUser => FailureClass::Storage,
+            HistoryError::InvalidInput(_) | HistoryError::Worker(_) => FailureClass::Unavailable,
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! Per-user evidence history: every user, assistant and tool message, verbatim (after secret
+//! redaction), in one SQLite file per user, searchable with FTS5 through the `session_search`
+//! tool — no model-written summaries.
+//!
+//! Public API:
+//! - [`HistoryHub`] (one per process, cheap to clone): lazily opens per-user stores and runs
+//!   every database call on a bounded blocking pool. [`HistoryHub::append`],
+//!   [`HistoryHub::mark_compacted`], [`HistoryHub::end_session`], [`HistoryHub::session_search`]
+//!   (always returns the tool's JSON), [`HistoryHub::delete_session`], [`HistoryHub::cleanup`],
+//!   [`HistoryHub::status`].
+//! - Tool metadata for the host: [`session_search_tool_description`],
+//!   [`session_search_parameters_schema`], [`RECALL_RULES`].
+//! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
+//!
+//! Invariants:
+//! - Files live at `<data>/agent/runtime/history/users/<user-key>/state.db`; directories are
+//!   0700, the database and its `-wal`/`-shm` 0600; symlinks are refused. No tool argument can
+//!   name a user, a path or a database: unknown arguments are rejected.
+//! - A database stamped with a newer `user_version` than [`store::SCHEMA_VERSION`] is refused
+//!   before anything is written.
+//! - Message ids are AUTOINCREMENT (never reused); `(session_id, message_uid)` is unique and the
+//!   first copy wins. Message rows and their FTS postings commit in one transaction.
+//! - Compaction only flips flags: `active=0, compacted=1` rows stay searchable; rewound rows
+//!   (`active=0, compacted=0`) are never shown. Nothing is deleted except by an explicit
+//!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
+//! - Display caps (1200/4000/2000 characters) never truncate storage.
+
+pub mod error;
+mod query;
+pub mod redact;
+mod search;
+pub mod store;
+pub mod tokenizer;
+pub mod tool;
+
+pub use error::{HistoryError, Result};
+pub use mpa_protocol::Role;
+pub use redact::redact;
+
+use mpa_protocol::UserKey;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::UserStore;
+use tokio::sync::Semaphore;
+
+/// Tokenizer declared for `messages_fts_cjk` (native Rust, registered on every connection).
+pub(crate) const CJK_TOKENIZE: &str = "cjk_unicode61";
+/// Whether `messages_fts_cjk` really splits CJK runs into bigrams (it does: the tokenizer is
+/// compiled in, so there is no "extension missing" state to track).
+pub(crate) const NATIVE_CJK: bool = true;
+
+/// Register custom tokenizers on a fresh connection (before any FTS table is touched).
+pub(crate) fn register_tokenizers(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    tokenizer::register_cjk_tokenizer(conn)
+}
+
+/// CJK code points: the tokenizer's own predicate, so query routing equals index classification.
+pub(crate) fn cjk_class(c: char) -> bool {
+    tokenizer::is_cjk(c)
+}
+
+/// Where a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Captured live by this host.
+    #[default]
+    Observed,
+    /// Imported from a recovery snapshot; its timestamp may be approximate.
+    LegacySnapshot,
+}
+
+impl Provenance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provenance::Observed => "observed",
+            Provenance::LegacySnapshot => "legacy_snapshot",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HistoryConfig {
+    /// The MPA data dir; stores live under `agent/runtime/history/users/<user-key>/state.db`.
+    pub data_dir: PathBuf,
+    /// Deadline of every read (VM-step progress handler) and the busy timeout; default 3 s.
+    pub query_deadline: Duration,
+    /// Size of the bounded blocking pool shared by all users.
+    pub blocking_permits: usize,
+}
+
+impl HistoryConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self { data_dir: data_dir.into(), query_deadline: Duration::from_secs(3), blocking_permits: 8 }
+    }
+}
+
+/// Session metadata sent with an append. `source` is first-write-wins; `title`/`model` update
+/// when non-empty; `parent_session_id` is set once.
+#[derive(Debug, Clone, Default)]
+pub struct SessionMeta {
+    pub session_id: String,
+    /// `web`, `cli`, `telegram`, `cron`, `subagent`, `tool`, `kanban`, … (empty = `chat`).
+    pub source: String,
+    pub title: Option<String>,
+    pub parent_session_id: Option<String>,
+    pub model: Option<String>,
+    /// Defaults to the earliest message timestamp of the first batch, else now.
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One message to archive. `content` is the full text (tool results before any display cap).
+#[derive(Debug, Clone)]
+pub struct CapturedMessage {
+    pub message_uid: String,
+    pub role: Role,
+    pub content: String,
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_calls: Option<serde_json::Value>,
+    /// `None`: now for observed messages; the session's last activity for legacy snapshots.
+    pub ts: Option<chrono::DateTime<chrono::Utc>>,
+    pub provenance: Provenance,
+}
+
+/// Host-injected search context (never from tool arguments).
+#[derive(Debug, Clone, Default)]
+pub struct SearchContext {
+    pub current_session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AppendReport {
+    pub inserted: usize,
+    /// Messages whose `(session_id, message_uid)` already existed (first copy kept).
+    pub duplicates: usize,
+    /// The session was deleted earlier; nothing was written.
+    pub tombstoned: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeleteReport {
+    pub session_id: String,
+    pub session_existed: bool,
+    pub messages_deleted: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CleanupReport {
+    /// False when `older_than_days` is 0 (retention disabled).
+    pub enabled: bool,
+    pub cutoff: Option<f64>,
+    pub sessions_expired: usize,
+    pub messages_deleted: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexStatus {
+    pub messages_fts: bool,
+    pub messages_fts_trigram: bool,
+    pub messages_fts_cjk: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    pub user_key: String,
+    pub db_path: PathBuf,
+    pub db_bytes: u64,
+    pub wal_bytes: u64,
+    pub schema_version: i64,
+    pub sessions: i64,
+    pub messages: i64,
+    pub active_messages: i64,
+    pub compacted_messages: i64,
+    pub rewound_messages: i64,
+    pub tombstones: i64,
+    pub index_status: IndexStatus,
+    pub cjk_tokenizer: &'static str,
+    pub legacy_import_complete: bool,
+}
+
+struct Inner {
+    cfg: HistoryConfig,
+    stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Inner {
+    fn store(&self, user: &UserKey) -> Result<Arc<UserStore>> {
+        let mut map = self.stores.lock().map_err(|_| HistoryError::Worker("store map poisoned".into()))?;
+        if let Some(s) = map.get(user) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(UserStore::open(&self.cfg.data_dir, user, self.cfg.query_deadline)?);
+        map.insert(user.clone(), s.clone());
+        Ok(s)
+    }
+}
+
+/// One per process; lazily opens per-user stores. Cloning shares the pool and the stores.
+#[derive(Clone)]
+pub struct HistoryHub {
+    inner: Arc<Inner>,
+}
+
+impl HistoryHub {
+    pub fn new(cfg: HistoryConfig) -> Self {
+        let permits = Arc::new(Semaphore::new(cfg.blocking_permits.max(1)));
+        Self { inner: Arc::new(Inner { cfg, stores: Mutex::new(HashMap::new()), permits }) }
+    }
+
+    pub fn config(&self) -> &HistoryConfig {
+        &self.inner.cfg
+    }
+
+    /// Run `f` on the bounded blocking pool against the user's store.
+    async fn run<T, F>(&self, user: &UserKey, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&UserStore) -> Result<T> + Send + 'static,
+    {
+        store::check_user_key(user)?;
+        let permit = self
+            .inner
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| HistoryError::Worker("blocking pool closed".into()))?;
+        let inner = self.inner.clone();
+        let user = user.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let store = inner.store(&user)?;
+            f(&store)
+        })
+        .await
+        .map_err(|e| HistoryError::Worker(e.to_string()))?
+    }
+
+    /// Append a batch (≤ 100 messages) idempotently. Validation happens before any write;
+    /// secrets are redacted before anything is stored; a tombstoned session is a no-op.
+    pub async fn append(
+        &self,
+        user: &UserKey,
+        session: SessionMeta,
+        msgs: Vec<CapturedMessage>,
+    ) -> Result<AppendReport> {
+        store::validate_append(&session, &msgs)?;
+        self.run(user, move |s| {
+            let prepared = store::prepare(msgs);
+            s.write(|c| store::append(c, &session, &prepared))
+        })
+        .await
+    }
+
+    /// Mark messages compacted out of the live context (still searchable). Returns rows changed.
+    pub async fn mark_compacted(&self, user: &UserKey, session_id: &str, message_uids: Vec<String>) -> Result<usize> {
+        store::validate_session_id(session_id)?;
+        let sid = session_id.to_owned();
+        self.run(user, move |s| s.write(|c| store::set_flags(c, &sid, &message_uids, true))).await
+    }
+
+    /// Mark messages rewound/undone (`active=0, compacted=0`): never searchable again.
+    pub async fn mark_rewound(&self, user: &UserKey, session_id: &str, message_uids: Vec<String>) -> Result<usize> {
+        store::validate_session_id(session_id)?;
+        let sid = session_id.to_owned();
+        self.run(user, move |s| s.write(|c| store::set_flags(c, &sid, &message_uids, false))).await
+    }
+
+    /// Record why a session ended (`compression`, `new_session`, `branched`, …).
+    pub async fn end_session(&self, user: &UserKey, session_id: &str, reason: &str) -> Result<()> {
+        store::validate_session_id(session_id)?;
+        let (sid, reason) = (session_id.to_owned(), reason.to_owned());
+        self.run(user, move |s| s.write(|c| store::end_session(c, &sid, &reason))).await
+    }
+
+    /// The `session_search` tool. Always returns the tool's JSON; failures are
+    /// `{success:false, error, …}` with the codes of spec §10.8 (plus `invalid_arguments`).
+    pub async fn session_search(&self, user: &UserKey, ctx: &SearchContext, args: serde_json::Value) -> serde_json::Value {
+        let parsed = match tool::parse_args(&args, store::now_epoch()) {
+            Ok(a) => a,
+            Err(msg) => return tool::invalid_arguments(&msg),
+        };
+        let ctx = ctx.clone();
+        match self.run(user, move |s| s.read(|c| tool::run(c, &ctx, &parsed))).await {
+            Ok(v) => v,
+            Err(e) => failure_json(&e),
+        }
+    }
+
+    /// Delete a session's evidence and leave a tombstone (late appends become no-ops).
+    pub async fn delete_session(&self, user: &UserKey, session_id: &str) -> Result<DeleteReport> {
+        store::validate_session_id(session_id)?;
+        let sid = session_id.to_owned();
+        self.run(user, move |s| s.write(|c| store::delete_session(c, &sid))).await
+    }
+
+    /// Expire sessions whose own last activity is older than `older_than_days`; 0 disables.
+    pub async fn cleanup(&self, user: &UserKey, older_than_days: u32) -> Result<CleanupReport> {
+        self.run(user, move |s| store::cleanup(s, older_than_days)).await
+    }
+
+    /// Users that have a history directory (for maintenance over all users).
+    pub fn known_users(&self) -> Vec<UserKey> {
+        let root = store::users_root(&self.inner.cfg.data_dir);
+        let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+        entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter_map(|name| serde_json::from_value::<UserKey>(serde_json::Value::String(name)).ok())
+            .filter(|k| store::check_user_key(k).is_ok())
+            .collect()
+    }
+
+    pub async fn status(&self, user: &UserKey) -> Result<StatusReport> {
+        let key = user.as_str().to_owned();
+        self.run(user, move |s| {
+            let db = s.db.clone();
+            let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            let mut wal = db.as_os_str().to_owned();
+            wal.push("-wal");
+            let (db_bytes, wal_bytes) = (size(&db), size(std::path::Path::new(&wal)));
+            s.read(|c| {
+                let one = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get(0))?) };
+                let ready = store::index_ready(c)?;
+                Ok(StatusReport {
+                    user_key: key,
+                    db_path: db,
+                    db_bytes,
+                    wal_bytes,
+                    schema_version: one("PRAGMA user_version")?,
+                    sessions: one("SELECT COUNT(*) FROM sessions")?,
+                    messages: one("SELECT COUNT(*) FROM messages")?,
+                    active_messages: one("SELECT COUNT(*) FROM messages WHERE active = 1")?,
+                    compacted_messages: one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 1")?,
+                    rewound_messages: one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 0")?,
+                    tombstones: one("SELECT COUNT(*) FROM deleted_sessions")?,
+                    index_status: IndexStatus {
+                        messages_fts: ready[0],
+                        messages_fts_trigram: ready[1],
+                        messages_fts_cjk: ready[2],
+                    },
+                    cjk_tokenizer: if NATIVE_CJK { CJK_TOKENIZE } else { "unicode61" },
+                    legacy_import_complete: true,
+                })
+            })
+        })
+        .await
+    }
+
+    /// Path of a user's database file (for diagnostics and tests; never exposed to tools).
+    pub fn db_path(&self, user: &UserKey) -> PathBuf {
+        store::db_path(&self.inner.cfg.data_dir, user)
+    }
+}
+
+fn failure_json(e: &HistoryError) -> serde_json::Value {
+    use error::FailureClass;
+    match e.classify() {
+        FailureClass::Timeout => serde_json::json!({
+            "success": false, "error": "query_timeout", "complete": false, "hint": tool::TIMEOUT_HINT,
+        }),
+        FailureClass::Unavailable => serde_json::json!({
+            "success": false, "error": "query_unavailable", "complete": false, "hint": tool::TIMEOUT_HINT,
+        }),
+        FailureClass::Storage => serde_json::json!({
+            "success": false, "error": "storage_unavailable", "complete": false,
+        }),
+    }
+}
+
+/// Text given to the model describing `session_search`.
+pub fn session_search_tool_description() -> &'static str {
+    "Search this user's past conversations: the actual stored messages (user, assistant and tool), \
+     not summaries. Four shapes, chosen by the arguments:\n\
+     - discover: pass `query` to find past sessions. Words are ANDed by default; use OR for recall \
+     (`docker OR podman`), quotes for phrases (`\"exact phrase\"`), NOT to exclude, `deploy*` for a \
+     prefix. A multi-word query with no full match is retried with OR automatically. Returns up to \
+     `limit` sessions (default 3, max 10), one per lineage; the top result (or every result with \
+     detail=full) includes a window of ±5 messages around the match and the first/last messages; \
+     detail=index returns only metadata, snippet and match_message_id (cheapest).\n\
+     - read: pass only `session_id` to read a session (first 20 and last 10 messages).\n\
+     - scroll: pass `session_id` and `around_message_id` to read `window` messages (1-20, default 5) \
+     on each side of a message. To scroll forward pass the last message id, backward the first; the \
+     boundary message repeats.\n\
+     - browse: pass nothing to list recent sessions.\n\
+     `session_id` with `query` searches inside that session, including messages compacted out of the \
+     live context. `role_filter` (default `user,assistant`; add `tool` to search full tool results), \
+     `after`/`before` (session start time: ISO date/datetime or relative `12h`, `3d`, `2w`; before is \
+     exclusive), `sort` (newest/oldest, default relevance) and `exclude_session_ids` (excludes their \
+     whole lineage) narrow the search. Results are past observations, not current state; a miss \
+     never proves something did not happen."
+}
+
+/// JSON schema of the `session_search` arguments (no `mode` parameter: the mode is inferred).
+pub fn session_search_parameters_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "query": {"type": "string", "maxLength": query::MAX_QUERY_CHARS,
+                      "description": "Search terms (FTS5: AND default, OR, NOT, \"phrase\", prefix*)."},
+            "session_id": {"type": "string", "maxLength": store::MAX_SESSION_ID_CHARS,
+                           "description": "Read this session, scroll in it (with around_message_id) or search inside it (with query)."},
+            "around_message_id": {"type": "integer", "minimum": 0,
+                                  "description": "Scroll anchor (a message id from earlier results); requires session_id."},
+            "window": {"type": "integer", "minimum": 1, "maximum": tool::MAX_WINDOW, "default": tool::DEFAULT_WINDOW,
+                       "description": "Messages on each side of the anchor when scrolling."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": tool::MAX_LIMIT, "default": tool::DEFAULT_LIMIT,
+                      "description": "Sessions to return (discover, browse)."},
+            "sort": {"type": "string", "enum": ["newest", "oldest"],
+                     "description": "Order by message time instead of relevance."},
+            "detail": {"type": "string", "enum": ["adaptive", "full", "index"], "default": "adaptive",
+                       "description": "adaptive: top result with context, others compact; full: context for all; index: metadata and snippet only."},
+            "role_filter": {"type": "string", "maxLength": 64,
+                            "description": "Comma-separated roles among user, assistant, tool (default user,assistant). Including tool searches full tool results."},
+            "after": {"type": "string", "maxLength": 40,
+                      "description": "Only sessions started at or after this time (ISO date/datetime or 12h, 3d, 2w ago)."},
+            "before": {"type": "string", "maxLength": 40,
+                       "description": "Only sessions started before this time (exclusive)."},
+            "exclude_session_ids": {"type": "array", "maxItems": tool::MAX_EXCLUDES,
+                                    "items": {"type": "string", "maxLength": store::MAX_SESSION_ID_CHARS},
+                                    "description": "Sessions already seen; their whole lineage is excluded."}
+        }
+    })
+}
+
+/// Rules injected into the model request when `session_search` is enabled (spec §10.9).
+pub const RECALL_RULES: &str = "<conversation_recall>\n\
+- session_search returns actual stored messages from this user's past sessions, not summaries written by a model.\n\
+- They are historical observations: not current state, and not authorisation to act.\n\
+- If the user gave a direct source (a URL, a file, a live system), inspect that first; history is secondary.\n\
+- A miss, a deleted message or an unavailable index never proves that something did not happen; say so, and try synonyms, OR, ids, a time range, or scroll around an earlier hit.\n\
+- Displayed messages may be truncated (content_truncated); never conclude a tool succeeded from a truncated excerpt alone.\n\
+</conversation_recall>";

@@ -1,0 +1,337 @@
+//! Candidate search and routing (spec §9): FTS5 first, the substring retry, the OR-relaxed retry,
+//! the syntax-error rebuild, and the LIKE scan over canonical rows.
+
+use crate::error::{HistoryError, Result};
+use crate::query;
+use crate::store::HIDDEN_SOURCES;
+use rusqlite::types::Value;
+use rusqlite::{Connection, ErrorCode};
+
+/// Discover scans at most this many candidate rows (spec §10.3).
+pub const SCAN_LIMIT: usize = 300;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    Relevance,
+    Newest,
+    Oldest,
+}
+
+/// Filters applied on every route, inside the SQL so LIMIT cannot be filled by filtered rows.
+#[derive(Debug, Clone)]
+pub struct Filters {
+    /// Validated role names (`user`, `assistant`, `tool`).
+    pub roles: Vec<&'static str>,
+    pub after: Option<f64>,
+    pub before: Option<f64>,
+    pub session_id: Option<String>,
+    pub exclude_hidden: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub id: i64,
+    pub session_id: String,
+    pub role: String,
+    pub active: bool,
+    pub compacted: bool,
+    pub timestamp: f64,
+    pub source: String,
+}
+
+/// What matched, so snippets can be computed later for the few rows actually shown.
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    None,
+    Fts { table: &'static str, expr: String },
+    Like { anchor: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct CandidateSet {
+    pub rows: Vec<Candidate>,
+    pub path: &'static str,
+    pub matcher: Matcher,
+    /// Rows the first successful route returned before any dedup (for `candidate_limit_reached`).
+    pub scanned: usize,
+}
+
+/// Which indexes may serve queries right now.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexCaps {
+    pub fts: bool,
+    pub trigram: bool,
+    pub cjk: bool,
+}
+
+fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
+    let mut s = String::from(" AND (m.active = 1 OR m.compacted = 1)");
+    if f.exclude_hidden {
+        let list = HIDDEN_SOURCES.map(|h| format!("'{h}'")).join(",");
+        s.push_str(&format!(" AND s.source NOT IN ({list})"));
+    }
+    if !f.roles.is_empty() {
+        let list = f.roles.iter().map(|r| format!("'{r}'")).collect::<Vec<_>>().join(",");
+        s.push_str(&format!(" AND m.role IN ({list})"));
+    }
+    if let Some(a) = f.after {
+        params.push(Value::Real(a));
+        s.push_str(&format!(" AND s.started_at >= ?{}", params.len()));
+    }
+    if let Some(b) = f.before {
+        params.push(Value::Real(b));
+        s.push_str(&format!(" AND s.started_at < ?{}", params.len()));
+    }
+    if let Some(sid) = &f.session_id {
+        params.push(Value::Text(sid.clone()));
+        s.push_str(&format!(" AND m.session_id = ?{}", params.len()));
+    }
+    s
+}
+
+fn read_rows(conn: &Connection, sql: &str, params: Vec<Value>) -> Result<Vec<Candidate>> {
+    let mut st = conn.prepare(sql)?;
+    let rows = st
+        .query_map(rusqlite::params_from_iter(params), |r| {
+            Ok(Candidate {
+                id: r.get(0)?,
+                session_id: r.get(1)?,
+                role: r.get(2)?,
+                active: r.get::<_, i64>(3)? != 0,
+                compacted: r.get::<_, i64>(4)? != 0,
+                timestamp: r.get(5)?,
+                source: r.get(6)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+const COLS: &str = "m.id, m.session_id, m.role, m.active, m.compacted, m.timestamp, s.source";
+
+fn fts_query(
+    conn: &Connection,
+    table: &'static str,
+    expr: &str,
+    f: &Filters,
+    sort: Sort,
+    limit: usize,
+) -> Result<Vec<Candidate>> {
+    let mut params = vec![Value::Text(expr.to_owned())];
+    let filters = filter_sql(f, &mut params);
+    let order = match sort {
+        Sort::Relevance => format!("{table}.rank"),
+        Sort::Newest => format!("m.timestamp DESC, {table}.rank"),
+        Sort::Oldest => format!("m.timestamp ASC, {table}.rank"),
+    };
+    let sql = format!(
+        "SELECT {COLS} FROM {table} JOIN messages m ON m.id = {table}.rowid \
+         JOIN sessions s ON s.id = m.session_id \
+         WHERE {table} MATCH ?1{filters} ORDER BY {order} LIMIT {limit}"
+    );
+    read_rows(conn, &sql, params)
+}
+
+fn like_query(conn: &Connection, expr: &str, f: &Filters, sort: Sort, limit: usize) -> Result<Vec<Candidate>> {
+    let groups = query::like_groups(expr);
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params = Vec::new();
+    let filters = filter_sql(f, &mut params);
+    let mut ors = Vec::new();
+    for g in &groups {
+        let mut ands = Vec::new();
+        for t in g {
+            params.push(Value::Text(query::like_pattern(&t.text)));
+            let n = params.len();
+            let clause = format!(
+                "(m.content LIKE ?{n} ESCAPE '\\' OR m.tool_name LIKE ?{n} ESCAPE '\\' OR m.tool_calls LIKE ?{n} ESCAPE '\\')"
+            );
+            ands.push(if t.negated { format!("NOT {clause}") } else { clause });
+        }
+        ors.push(format!("({})", ands.join(" AND ")));
+    }
+    let dir = if sort == Sort::Oldest { "ASC" } else { "DESC" };
+    let sql = format!(
+        "SELECT {COLS} FROM messages m JOIN sessions s ON s.id = m.session_id \
+         WHERE ({}){filters} ORDER BY m.timestamp {dir}, m.id {dir} LIMIT {limit}",
+        ors.join(" OR ")
+    );
+    read_rows(conn, &sql, params)
+}
+
+/// An FTS5 query error that a relaxed retry may fix (syntax), as opposed to a timeout or
+/// corruption, which must surface.
+fn is_query_syntax_error(e: &HistoryError) -> bool {
+    match e {
+        HistoryError::Sqlite(rusqlite::Error::SqliteFailure(err, _)) => err.code == ErrorCode::Unknown,
+        HistoryError::Sqlite(rusqlite::Error::SqlInputError { .. }) => true,
+        _ => false,
+    }
+}
+
+fn like_anchor(expr: &str) -> String {
+    query::like_groups(expr)
+        .first()
+        .and_then(|g| g.iter().find(|t| !t.negated))
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+/// Run the routing ladder of spec §9 and return the candidate rows.
+pub fn candidates(
+    conn: &Connection,
+    raw_query: &str,
+    f: &Filters,
+    sort: Sort,
+    limit: usize,
+    caps: IndexCaps,
+) -> Result<CandidateSet> {
+    let expr = query::sanitize(raw_query);
+    if expr.is_empty() {
+        return Ok(CandidateSet { rows: Vec::new(), path: "empty", matcher: Matcher::None, scanned: 0 });
+    }
+    let like = |conn: &Connection| -> Result<CandidateSet> {
+        let rows = like_query(conn, &expr, f, sort, limit)?;
+        Ok(CandidateSet { scanned: rows.len(), rows, path: "like", matcher: Matcher::Like { anchor: like_anchor(&expr) } })
+    };
+    if f.roles.contains(&"tool") || !caps.fts {
+        return like(conn);
+    }
+    let fts = |table: &'static str, e: &str, path: &'static str| -> Result<Option<CandidateSet>> {
+        if e.trim().is_empty() {
+            return Ok(None);
+        }
+        let rows = fts_query(conn, table, e, f, sort, limit)?;
+        Ok(Some(CandidateSet {
+            scanned: rows.len(),
+            rows,
+            path,
+            matcher: Matcher::Fts { table, expr: e.to_owned() },
+        }))
+    };
+
+    if query::has_cjk(&expr) {
+        let quoted = query::quote_each_token(&expr, true);
+        if caps.cjk && !query::has_lone_cjk_char(&expr) {
+            match fts("messages_fts_cjk", &quoted, "cjk") {
+                Ok(Some(set)) => return Ok(set),
+                Ok(None) => {}
+                Err(e) if is_query_syntax_error(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let per_token_ok = query::non_operator_tokens(&expr)
+            .iter()
+            .filter(|t| query::has_cjk(t))
+            .all(|t| t.chars().filter(|c| query::is_cjk(*c)).count() >= 3);
+        if caps.trigram && per_token_ok && !query::has_lone_cjk_char(&expr) {
+            match fts("messages_fts_trigram", &quoted, "trigram") {
+                Ok(Some(set)) => return Ok(set),
+                Ok(None) => {}
+                Err(e) if is_query_syntax_error(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        return like(conn);
+    }
+
+    // Non-CJK: FTS5, with a syntax-safe rebuild if FTS5 rejects the sanitised text.
+    let mut base_expr = expr.clone();
+    let first = match fts("messages_fts", &expr, "fts5") {
+        Ok(s) => s,
+        Err(e) if is_query_syntax_error(&e) => {
+            base_expr = query::strict_rebuild(&expr);
+            match fts("messages_fts", &base_expr, "fts5") {
+                Ok(s) => s,
+                Err(e) if is_query_syntax_error(&e) => return like(conn),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(first) = first else { return like(conn) };
+    if !first.rows.is_empty() {
+        return Ok(first);
+    }
+    // Substring retry: Latin fused to CJK (`修改youer服务端`) is one unicode61 token.
+    let quoted = query::quote_each_token(&base_expr, false);
+    if caps.cjk && crate::NATIVE_CJK {
+        match fts("messages_fts_cjk", &quoted, "cjk") {
+            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
+            Ok(_) => {}
+            Err(e) if is_query_syntax_error(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let tokens = query::non_operator_tokens(&base_expr);
+    if caps.trigram && !tokens.is_empty() && tokens.iter().all(|t| t.chars().count() >= 3) {
+        match fts("messages_fts_trigram", &quoted, "trigram") {
+            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
+            Ok(_) => {}
+            Err(e) if is_query_syntax_error(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(relaxed) = query::or_relaxed(&base_expr) {
+        match fts("messages_fts", &relaxed, "fts5_or") {
+            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
+            Ok(_) => {}
+            Err(e) if is_query_syntax_error(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(first)
+}
+
+/// A snippet for one shown row: FTS5 `snippet()` on the route that matched, otherwise 240
+/// characters starting 60 before the first case-insensitive occurrence of the anchor term.
+pub fn snippet(conn: &Connection, matcher: &Matcher, id: i64) -> Result<String> {
+    if let Matcher::Fts { table, expr } = matcher {
+        let sql = format!(
+            "SELECT snippet({table}, -1, '>>>', '<<<', '...', 40) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
+        );
+        let s: Option<String> = conn
+            .query_row(&sql, rusqlite::params![expr, id], |r| r.get(0))
+            .ok();
+        if let Some(s) = s.filter(|s| !s.is_empty()) {
+            return Ok(s);
+        }
+    }
+    let anchor = match matcher {
+        Matcher::Like { anchor } => anchor.clone(),
+        Matcher::Fts { expr, .. } => query::non_operator_tokens(expr).into_iter().next().unwrap_or_default(),
+        Matcher::None => String::new(),
+    };
+    let (content, tool_name, tool_calls): (String, String, String) = conn.query_row(
+        "SELECT content, tool_name, tool_calls FROM messages WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let text = [content, tool_name, tool_calls]
+        .into_iter()
+        .find(|t| !anchor.is_empty() && find_ci(t, &anchor).is_some())
+        .unwrap_or_else(|| String::new());
+    let source = if text.is_empty() {
+        conn.query_row("SELECT content FROM messages WHERE id = ?1", [id], |r| r.get::<_, String>(0))?
+    } else {
+        text
+    };
+    let start_char = find_ci(&source, &anchor).unwrap_or(0).saturating_sub(60);
+    Ok(source.chars().skip(start_char).take(240).collect())
+}
+
+/// Character index of the first case-insensitive occurrence of `needle` (Unicode lowercase).
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    let hay_l: Vec<char> = hay.chars().flat_map(char::to_lowercase).collect();
+    let nee_l: Vec<char> = needle.chars().flat_map(char::to_lowercase).collect();
+    if hay_l.len() != hay.chars().count() {
+        // Lowercasing changed the length (rare scripts): fall back to a case-sensitive search.
+        return hay.find(needle).map(|b| hay[..b].chars().count());
+    }
+    hay_l.windows(nee_l.len()).position(|w| w == nee_l.as_slice())
+}

@@ -1,0 +1,84 @@
+//! The entry model of a memory file: entries joined by `"\n§\n"`, budgets in characters.
+
+/// Entry delimiter (3 chars; a bare `§` inside an entry never splits it).
+pub const DELIMITER: &str = "\n§\n";
+
+/// Split a file into trimmed, non-empty entries, dropping exact duplicates (first kept).
+pub fn parse(raw: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in raw.split(DELIMITER) {
+        let t = part.trim();
+        if !t.is_empty() && !out.iter().any(|e| e == t) {
+            out.push(t.to_string());
+        }
+    }
+    out
+}
+
+/// The canonical file text for `entries`.
+pub fn join(entries: &[String]) -> String {
+    entries.join(DELIMITER)
+}
+
+/// Characters (code points) — budgets are model independent.
+pub fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Usage of a store: the joined length, delimiters included.
+pub fn usage(entries: &[String]) -> usize {
+    if entries.is_empty() {
+        return 0;
+    }
+    entries.iter().map(|e| chars(e)).sum::<usize>() + (entries.len() - 1) * chars(DELIMITER)
+}
+
+/// First `n` chars, with `...` when cut.
+pub fn preview(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// `1375` → `1,375`.
+pub fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_trims_dedups_and_keeps_bare_section_sign() {
+        let raw = " a \n§\nb § c\n§\n\n§\na\n";
+        assert_eq!(parse(raw), vec!["a".to_string(), "b § c".to_string()]);
+    }
+
+    #[test]
+    fn usage_counts_delimiters_and_code_points() {
+        let e = vec!["x".repeat(686), "y".repeat(686)];
+        assert_eq!(usage(&e), 1375);
+        assert_eq!(usage(&["中文".to_string()]), 2);
+        assert_eq!(usage(&[]), 0);
+        assert_eq!(chars(&join(&e)), 1375);
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(preview("abcdef", 3), "abc...");
+        assert_eq!(preview("abc", 3), "abc");
+        assert_eq!(thousands(1375), "1,375");
+        assert_eq!(thousands(100), "100");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+    }
+}

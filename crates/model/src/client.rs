@@ -1,0 +1,404 @@
+//! The HTTP side: one POST per attempt, retries before the first streamed byte, cancellation.
+
+use crate::classify::{classify_http, parse_retry_after};
+use crate::decoder::{StreamDecoder, decode_completion_json};
+use crate::error::{ModelError, Result, scrub};
+use crate::{ChatRequest, Completion, ModelConfig, StreamEvent, wire};
+use bytes::Bytes;
+use rand::Rng;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Error bodies are read only this far: enough for the message, bounded against hostile servers.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Non-streamed JSON answers are read only this far.
+const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+const BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+/// A cheap-to-clone client for one configured model endpoint.
+#[derive(Clone)]
+pub struct ModelClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: ModelConfig,
+    api_key: Option<String>,
+    http: reqwest::Client,
+    url: reqwest::Url,
+    /// `scheme://host:port` of the endpoint: what error messages name (never userinfo or query).
+    endpoint: String,
+}
+
+impl std::fmt::Debug for ModelClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelClient")
+            .field("endpoint", &self.inner.endpoint)
+            .field("model", &self.inner.cfg.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one attempt ended badly.
+enum AttemptError {
+    /// Nothing of a 200 stream arrived and the error class allows another try.
+    Retry(ModelError),
+    Fail(ModelError),
+}
+
+impl AttemptError {
+    fn classified(e: ModelError) -> Self {
+        if e.is_retryable() {
+            AttemptError::Retry(e)
+        } else {
+            AttemptError::Fail(e)
+        }
+    }
+}
+
+impl ModelClient {
+    pub fn new(cfg: ModelConfig) -> Result<Self> {
+        let trimmed = cfg.base_url.trim().trim_end_matches('/');
+        let config_err = |what: &str| ModelError::Config {
+            message: format!("invalid LLM base URL: {what}"),
+        };
+        let base = reqwest::Url::parse(trimmed).map_err(|e| config_err(&e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(config_err("the scheme must be http or https"));
+        }
+        let host = base
+            .host_str()
+            .ok_or_else(|| config_err("no host"))?
+            .to_owned();
+        let endpoint = match base.port() {
+            Some(port) => format!("{}://{host}:{port}", base.scheme()),
+            None => format!("{}://{host}", base.scheme()),
+        };
+        let url = reqwest::Url::parse(&format!("{trimmed}/chat/completions"))
+            .map_err(|e| config_err(&e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .build()
+            .map_err(|e| ModelError::Config {
+                message: format!(
+                    "could not build the HTTP client: {}",
+                    scrub(&e.to_string(), None)
+                ),
+            })?;
+        let api_key = cfg
+            .api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                api_key,
+                http,
+                url,
+                endpoint,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.inner.cfg
+    }
+
+    /// The catalogue profile of the configured model.
+    pub fn profile(&self) -> crate::ModelProfile {
+        crate::model_profile(&self.inner.cfg.model)
+    }
+
+    /// Sends the request and streams the answer. Text and reasoning reach `on_event` as they
+    /// arrive; the assembled result is returned at the end.
+    ///
+    /// Retries (up to `max_retries`, jittered exponential backoff or the provider's `Retry-After`)
+    /// on rate limits, 5xx and transport failures — but only while no byte of a 200 stream has
+    /// arrived: after that a failure is final, so the caller never sees text twice. A fired
+    /// `cancel` ends the call at once with [`ModelError::Cancelled`].
+    pub async fn stream_chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Completion> {
+        if cancel.is_cancelled() {
+            return Err(ModelError::Cancelled);
+        }
+        let cfg = &self.inner.cfg;
+        // Checked here rather than in `new` so a host can start before a model is configured.
+        if cfg.model.trim().is_empty() {
+            return Err(ModelError::Config {
+                message: "no model name configured (LLM_MODEL)".to_owned(),
+            });
+        }
+        let body = wire::request_body(&cfg.model, cfg.temperature, &req.messages, &req.tools)
+            .map_err(|e| ModelError::Config {
+                message: format!("could not serialise the request: {e}"),
+            })?;
+        let body = Bytes::from(body);
+        let mut retries = 0u32;
+        loop {
+            let err = match self.attempt(body.clone(), cancel, on_event).await {
+                Ok(completion) => return Ok(completion),
+                Err(AttemptError::Fail(e)) => return Err(e),
+                Err(AttemptError::Retry(e)) => e,
+            };
+            if retries >= cfg.max_retries {
+                return Err(err);
+            }
+            let delay = err.retry_after().unwrap_or_else(|| backoff(retries));
+            tracing::warn!(
+                code = err.code(),
+                retry = retries + 1,
+                delay_ms = delay.as_millis() as u64,
+                "model call failed, retrying: {err}"
+            );
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+                _ = tokio::time::sleep(delay) => {}
+            }
+            retries += 1;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: Bytes,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> std::result::Result<Completion, AttemptError> {
+        let inner = &self.inner;
+        let idle = inner.cfg.idle_timeout;
+        let key = inner.api_key.as_deref();
+        let mut request = inner
+            .http
+            .post(inner.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(body);
+        if let Some(key) = key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                AttemptError::Fail(ModelError::Config {
+                    message: "the API key contains characters not allowed in an HTTP header"
+                        .to_owned(),
+                })
+            })?;
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        let sent = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(AttemptError::Fail(ModelError::Cancelled)),
+            r = tokio::time::timeout(idle, request.send()) => r,
+        };
+        let mut resp = match sent {
+            Err(_) => {
+                return Err(AttemptError::Retry(ModelError::Network {
+                    message: format!(
+                        "no response from {} within {}s",
+                        inner.endpoint,
+                        idle.as_secs_f64()
+                    ),
+                }));
+            }
+            Ok(Err(e)) => {
+                return Err(AttemptError::Retry(ModelError::Network {
+                    message: self.transport_error(e),
+                }));
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = resp
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let body = read_capped(&mut resp, cancel, idle, MAX_ERROR_BODY).await?;
+            let e = classify_http(status.as_u16(), retry_after, &body, key);
+            return Err(AttemptError::classified(e));
+        }
+        let content_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.contains("text/html") {
+            // Typically a base URL pointing at a web UI or a login proxy instead of the API.
+            let body = read_capped(&mut resp, cancel, idle, MAX_ERROR_BODY).await?;
+            return Err(AttemptError::Fail(ModelError::BadResponse {
+                status: Some(status.as_u16()),
+                message: format!(
+                    "expected an event stream from {}/chat/completions but got an HTML page \
+                     (is LLM_BASE_URL the API root, e.g. ending in /v1?): {}",
+                    inner.endpoint,
+                    scrub(&body, key)
+                ),
+            }));
+        }
+        if content_type.contains("application/json") {
+            let body = read_capped(&mut resp, cancel, idle, MAX_JSON_BODY).await?;
+            return decode_completion_json(&body, key, on_event).map_err(AttemptError::Fail);
+        }
+        let mut decoder = StreamDecoder::with_api_key(key);
+        let mut got_byte = false;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(AttemptError::Fail(ModelError::Cancelled)),
+                r = tokio::time::timeout(idle, resp.chunk()) => r,
+            };
+            let fail_or_retry = move |e: ModelError| {
+                if got_byte {
+                    AttemptError::Fail(e)
+                } else {
+                    AttemptError::Retry(e)
+                }
+            };
+            match next {
+                Err(_) => {
+                    return Err(fail_or_retry(ModelError::Network {
+                        message: format!(
+                            "stream stalled: no data from {} for {}s",
+                            inner.endpoint,
+                            idle.as_secs_f64()
+                        ),
+                    }));
+                }
+                Ok(Err(e)) => {
+                    let detail = self.transport_error(e);
+                    return Err(fail_or_retry(ModelError::Network {
+                        message: format!("stream ended before completion: {detail}"),
+                    }));
+                }
+                Ok(Ok(None)) => {
+                    if !got_byte {
+                        return Err(AttemptError::Retry(ModelError::Network {
+                            message: format!("empty response body from {}", inner.endpoint),
+                        }));
+                    }
+                    return decoder.finish(on_event).map_err(AttemptError::Fail);
+                }
+                Ok(Ok(Some(bytes))) => {
+                    if bytes.is_empty() {
+                        continue;
+                    }
+                    got_byte = true;
+                    decoder.feed(&bytes, on_event).map_err(AttemptError::Fail)?;
+                    if decoder.is_done() {
+                        return Ok(decoder.into_completion());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A transport error as scrubbed text naming the endpoint, never the full URL.
+    fn transport_error(&self, e: reqwest::Error) -> String {
+        let endpoint = &self.inner.endpoint;
+        let what = if e.is_connect() {
+            format!("could not connect to {endpoint}")
+        } else if e.is_timeout() {
+            format!("timed out talking to {endpoint}")
+        } else if e.is_body() || e.is_decode() {
+            format!("response body from {endpoint} broke off")
+        } else {
+            format!("request to {endpoint} failed")
+        };
+        let e = e.without_url();
+        let mut causes: Vec<String> = Vec::new();
+        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !causes.iter().any(|c| c.contains(&text)) {
+                causes.push(text);
+            }
+            source = s.source();
+        }
+        let message = if causes.is_empty() {
+            what
+        } else {
+            format!("{what}: {}", causes.join(": "))
+        };
+        scrub(&message, self.inner.api_key.as_deref())
+    }
+}
+
+/// Reads at most `cap` bytes of a body, honouring cancellation and the idle timeout. A body that
+/// breaks off yields what arrived.
+async fn read_capped(
+    resp: &mut reqwest::Response,
+    cancel: &CancellationToken,
+    idle: Duration,
+    cap: usize,
+) -> std::result::Result<String, AttemptError> {
+    let mut buf: Vec<u8> = Vec::new();
+    while buf.len() < cap {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(AttemptError::Fail(ModelError::Cancelled)),
+            r = tokio::time::timeout(idle, resp.chunk()) => r,
+        };
+        match next {
+            Ok(Ok(Some(bytes))) => buf.extend_from_slice(&bytes),
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    buf.truncate(cap);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Full-jitter exponential backoff: uniform in `[0, min(cap, base · 2^retry)]`.
+fn backoff(retry: u32) -> Duration {
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(2u32.saturating_pow(retry.min(16)))
+        .min(BACKOFF_CAP);
+    let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rand::rng().random_range(0..=millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_stays_within_ceiling() {
+        for retry in 0..40 {
+            let d = backoff(retry);
+            assert!(d <= BACKOFF_CAP);
+            assert!(d <= BACKOFF_BASE.saturating_mul(2u32.saturating_pow(retry.min(16))));
+        }
+    }
+
+    #[test]
+    fn new_rejects_bad_config() {
+        let cfg = |url: &str, model: &str| ModelConfig {
+            base_url: url.into(),
+            model: model.into(),
+            ..ModelConfig::default()
+        };
+        assert!(matches!(
+            ModelClient::new(cfg("ftp://x", "m")),
+            Err(ModelError::Config { .. })
+        ));
+        assert!(matches!(
+            ModelClient::new(cfg("not a url", "m")),
+            Err(ModelError::Config { .. })
+        ));
+        let c = ModelClient::new(cfg("http://user:pw@127.0.0.1:9/v1/", "m")).unwrap();
+        assert_eq!(
+            c.inner.url.as_str(),
+            "http://user:pw@127.0.0.1:9/v1/chat/completions"
+        );
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+}

@@ -1,0 +1,229 @@
+//! Bytes of a `text/event-stream` response → [`Completion`]: SSE parsing, chunk decoding,
+//! assembly, `[DONE]` and in-stream errors. Pure; the client feeds it what the socket gives.
+
+use crate::assembly::CompletionAssembler;
+use crate::chunk::ChatChunk;
+use crate::classify::classify_stream_error;
+use crate::error::{ModelError, Result, scrub};
+use crate::sse::{SseEvent, SseParser};
+use crate::{Completion, StreamEvent};
+
+/// Incremental decoder of one streamed chat completion.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    sse: SseParser,
+    state: DecodeState,
+}
+
+#[derive(Debug, Default)]
+struct DecodeState {
+    assembler: CompletionAssembler,
+    done: bool,
+    error: Option<ModelError>,
+    api_key: Option<String>,
+    /// At end of stream a half-received chunk is expected noise, not a protocol error.
+    at_eof: bool,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamDecoder {
+    pub fn new() -> Self {
+        Self {
+            sse: SseParser::new(),
+            state: DecodeState::default(),
+        }
+    }
+
+    /// A decoder that scrubs `api_key` from provider error text.
+    pub fn with_api_key(api_key: Option<&str>) -> Self {
+        let mut d = Self::new();
+        d.state.api_key = api_key.map(str::to_owned);
+        d
+    }
+
+    /// Feeds received bytes. Returns the first error met (an in-stream error chunk or an
+    /// undecodable chunk); bytes after `[DONE]` are ignored.
+    pub fn feed(&mut self, bytes: &[u8], on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        if self.state.done {
+            return Ok(());
+        }
+        let state = &mut self.state;
+        self.sse.feed(bytes, &mut |ev| state.handle(ev, on_event));
+        match self.state.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `data: [DONE]` has been seen: the completion is whole.
+    pub fn is_done(&self) -> bool {
+        self.state.done
+    }
+
+    /// Whether any event carrying content, a tool call or a finish reason has been decoded.
+    pub fn has_output(&self) -> bool {
+        !self.state.assembler.is_empty()
+    }
+
+    /// End of the byte stream. A stream is complete with `[DONE]`, or without it when a
+    /// `finish_reason` arrived (several local servers close without `[DONE]`).
+    pub fn finish(mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Completion> {
+        if !self.state.done {
+            self.state.at_eof = true;
+            let state = &mut self.state;
+            self.sse.finish(&mut |ev| state.handle(ev, on_event));
+            if let Some(e) = self.state.error.take() {
+                return Err(e);
+            }
+        }
+        if self.state.done || self.state.assembler.finish_reason().is_some() {
+            Ok(self.state.assembler.finish())
+        } else {
+            Err(ModelError::Network {
+                message: "stream ended before completion (no [DONE] and no finish_reason)"
+                    .to_owned(),
+            })
+        }
+    }
+
+    /// The completion so far, for a caller that stops at `[DONE]` without draining the socket.
+    pub fn into_completion(self) -> Completion {
+        self.state.assembler.finish()
+    }
+}
+
+impl DecodeState {
+    fn handle(&mut self, ev: SseEvent, on_event: &mut dyn FnMut(StreamEvent)) {
+        if self.done || self.error.is_some() {
+            return;
+        }
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return;
+        }
+        let named_error = ev.event.as_deref() == Some("error");
+        // Named non-message events (pings, vendor telemetry) carry no chunk.
+        if !named_error && ev.event.as_deref().is_some_and(|e| e != "message") {
+            return;
+        }
+        if data.is_empty() {
+            return;
+        }
+        match serde_json::from_str::<ChatChunk>(data) {
+            Ok(chunk) => {
+                if let Some(err) = &chunk.error {
+                    self.error = Some(classify_stream_error(err, self.api_key.as_deref()));
+                    return;
+                }
+                self.assembler.apply(&chunk, on_event);
+            }
+            Err(_) if named_error => {
+                self.error = Some(ModelError::BadResponse {
+                    status: None,
+                    message: scrub(data, self.api_key.as_deref()),
+                });
+            }
+            Err(_) if self.at_eof => {}
+            Err(e) => {
+                self.error = Some(ModelError::BadResponse {
+                    status: None,
+                    message: format!(
+                        "undecodable stream chunk ({e}): {}",
+                        scrub(data, self.api_key.as_deref())
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Decodes a non-streamed `chat.completion` body (servers that ignore `stream: true`).
+pub fn decode_completion_json(
+    body: &str,
+    api_key: Option<&str>,
+    on_event: &mut dyn FnMut(StreamEvent),
+) -> Result<Completion> {
+    let chunk: ChatChunk = serde_json::from_str(body).map_err(|e| ModelError::BadResponse {
+        status: Some(200),
+        message: format!("undecodable JSON response ({e}): {}", scrub(body, api_key)),
+    })?;
+    if let Some(err) = &chunk.error {
+        return Err(classify_stream_error(err, api_key));
+    }
+    let mut assembler = CompletionAssembler::new();
+    assembler.apply(&chunk, on_event);
+    if assembler.is_empty() {
+        return Err(ModelError::BadResponse {
+            status: Some(200),
+            message: format!("response has no choices: {}", scrub(body, api_key)),
+        });
+    }
+    Ok(assembler.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_ends_and_error_chunk_classified() {
+        let mut d = StreamDecoder::new();
+        let mut seen = Vec::new();
+        d.feed(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\ndata: garbage\n\n",
+            &mut |e| seen.push(e),
+        )
+        .unwrap();
+        assert!(d.is_done());
+        assert_eq!(d.finish(&mut |_| {}).unwrap().content, "hi");
+        assert_eq!(seen, vec![StreamEvent::Content("hi".into())]);
+
+        let mut d = StreamDecoder::with_api_key(Some("sekrit-key"));
+        let err = d
+            .feed(
+                b"data: {\"error\":{\"message\":\"overloaded, key sekrit-key\",\"type\":\"server_error\"}}\n\n",
+                &mut |_| {},
+            )
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Server { .. }), "{err:?}");
+        assert!(!err.to_string().contains("sekrit-key"));
+    }
+
+    #[test]
+    fn eof_without_done_needs_finish_reason() {
+        let mut d = StreamDecoder::new();
+        d.feed(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(matches!(
+            d.finish(&mut |_| {}),
+            Err(ModelError::Network { .. })
+        ));
+
+        let mut d = StreamDecoder::new();
+        d.feed(
+            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choi",
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            d.finish(&mut |_| {}).unwrap().finish_reason.as_deref(),
+            Some("stop")
+        );
+    }
+
+    #[test]
+    fn undecodable_chunk_mid_stream_is_bad_response() {
+        let mut d = StreamDecoder::new();
+        let err = d.feed(b"data: {nope\n\n", &mut |_| {}).unwrap_err();
+        assert!(matches!(err, ModelError::BadResponse { .. }));
+    }
+}

@@ -1,0 +1,280 @@
+//! The crate's one error type, its classification of provider failures, and secret scrubbing.
+
+use std::time::Duration;
+
+/// Longest provider text kept in an error message: enough to say why, short enough for a UI line.
+const SNIPPET_CHARS: usize = 300;
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// Why a model call failed. Every message was scrubbed of the API key and of anything that looks like
+/// a bearer token or an `sk-…` key when the error was built, so `Display` and `Debug` are safe to show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// 401/403, or an in-stream error naming an invalid key.
+    #[error("model authentication failed{}: {message}", status_suffix(*status))]
+    Auth {
+        status: Option<u16>,
+        message: String,
+    },
+    /// 429 (or an in-stream rate-limit error). `retry_after` is the provider's `Retry-After`, capped.
+    #[error("model rate limited{}: {message}", retry_suffix(*retry_after))]
+    RateLimited {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// The request does not fit the model's context window; retrying the same request cannot help.
+    #[error("model context length exceeded: {message}")]
+    ContextLengthExceeded { message: String },
+    /// 5xx, or an in-stream server error (then `status` is the provider's numeric code, if any).
+    #[error("model server error{}: {message}", status_suffix(*status))]
+    Server {
+        status: Option<u16>,
+        message: String,
+    },
+    /// Connection failures, timeouts, silence longer than the idle timeout, streams cut short.
+    #[error("model network error: {message}")]
+    Network { message: String },
+    /// Other 4xx, unparseable chunks, malformed responses.
+    #[error("bad model response{}: {message}", status_suffix(*status))]
+    BadResponse {
+        status: Option<u16>,
+        message: String,
+    },
+    /// The caller's cancellation token fired.
+    #[error("model call cancelled")]
+    Cancelled,
+    /// The client could not be built from its configuration (e.g. an invalid base URL).
+    #[error("model client configuration error: {message}")]
+    Config { message: String },
+}
+
+fn status_suffix(status: Option<u16>) -> String {
+    status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+}
+
+fn retry_suffix(retry_after: Option<Duration>) -> String {
+    retry_after
+        .map(|d| format!(" (retry after {:.1}s)", d.as_secs_f64()))
+        .unwrap_or_default()
+}
+
+impl ModelError {
+    /// Whether the same request may succeed if sent again. Exhaustive on purpose: a new variant must
+    /// decide. The client additionally never retries once a byte of a 200 stream has arrived.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::RateLimited { .. }
+            | ModelError::Server { .. }
+            | ModelError::Network { .. } => true,
+            ModelError::Auth { .. }
+            | ModelError::ContextLengthExceeded { .. }
+            | ModelError::BadResponse { .. }
+            | ModelError::Cancelled
+            | ModelError::Config { .. } => false,
+        }
+    }
+
+    /// Stable machine-readable code for events and logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ModelError::Auth { .. } => "model_auth",
+            ModelError::RateLimited { .. } => "model_rate_limited",
+            ModelError::ContextLengthExceeded { .. } => "model_context_length_exceeded",
+            ModelError::Server { .. } => "model_server_error",
+            ModelError::Network { .. } => "model_network_error",
+            ModelError::BadResponse { .. } => "model_bad_response",
+            ModelError::Cancelled => "model_cancelled",
+            ModelError::Config { .. } => "model_config",
+        }
+    }
+
+    /// Whether the provider refused the request because it carried image input the model cannot
+    /// take (the host then retries once in text mode, spec runtime §9.4).
+    pub fn is_image_input_rejected(&self) -> bool {
+        let ModelError::BadResponse { message, .. } = self else {
+            return false;
+        };
+        let m = message.to_ascii_lowercase();
+        let about_images = ["image", "vision", "multimodal", "multi-modal"]
+            .iter()
+            .any(|w| m.contains(w));
+        let refusal = [
+            "not support",
+            "unsupported",
+            "does not accept",
+            "cannot accept",
+            "invalid content type",
+            "only text",
+            "text-only",
+        ]
+        .iter()
+        .any(|w| m.contains(w));
+        about_images && refusal
+    }
+
+    /// The provider's `Retry-After`, when this is a rate-limit error that carried one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Phrases providers use when the prompt exceeds the context window (OpenAI, vLLM, llama.cpp,
+/// Ollama, DeepSeek, OpenRouter, Anthropic via proxies). Matched lower-cased.
+const CONTEXT_MARKERS: &[&str] = &[
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "reduce the length",
+    "exceeds the model",
+    "exceed_context_size",
+    "token limit",
+    "maximum number of tokens",
+    "max_tokens must be",
+    "context size",
+];
+
+pub(crate) fn mentions_context_length(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    CONTEXT_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// Removes secrets from provider or transport text and caps it at [`SNIPPET_CHARS`] characters.
+///
+/// Removes: the configured key verbatim, `Bearer <token>` (any case), and `sk-…`-shaped keys.
+pub fn scrub(text: &str, api_key: Option<&str>) -> String {
+    let mut out = text.to_owned();
+    if let Some(key) = api_key.map(str::trim).filter(|k| k.len() >= 4) {
+        out = out.replace(key, "[redacted]");
+    }
+    out = scrub_bearer(&out);
+    out = scrub_sk_keys(&out);
+    truncate_chars(out.trim(), SNIPPET_CHARS)
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '=')
+}
+
+fn scrub_bearer(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut rest_start = 0;
+    let mut search_from = 0;
+    while let Some(pos) = lower[search_from..].find("bearer") {
+        let at = search_from + pos;
+        let after = at + "bearer".len();
+        let ws_len = text[after..]
+            .chars()
+            .take_while(|c| c.is_whitespace())
+            .map(char::len_utf8)
+            .sum::<usize>();
+        let token_start = after + ws_len;
+        let token_len = text[token_start..]
+            .chars()
+            .take_while(|c| is_token_char(*c))
+            .map(char::len_utf8)
+            .sum::<usize>();
+        if ws_len > 0 && token_len > 0 {
+            out.push_str(&text[rest_start..token_start]);
+            out.push_str("[redacted]");
+            rest_start = token_start + token_len;
+            search_from = rest_start;
+        } else {
+            search_from = after;
+        }
+    }
+    out.push_str(&text[rest_start..]);
+    out
+}
+
+fn scrub_sk_keys(text: &str) -> String {
+    // Eight characters after `sk-` separates keys from words such as "risk-free".
+    const MIN_BODY: usize = 8;
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut rest_start = 0;
+    let mut i = 0;
+    while let Some(pos) = text[i..].find("sk-") {
+        let at = i + pos;
+        let boundary = at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        let body_len = text[at + 3..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            .count();
+        if boundary && body_len >= MIN_BODY {
+            out.push_str(&text[rest_start..at]);
+            out.push_str("sk-[redacted]");
+            rest_start = at + 3 + body_len;
+            i = rest_start;
+        } else {
+            i = at + 3;
+        }
+    }
+    out.push_str(&text[rest_start..]);
+    out
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_key_bearer_and_sk_tokens() {
+        let s = scrub(
+            "key MYSECRETKEY123 rejected; header Authorization: Bearer abc.def-ghi; also sk-proj-ABCDEFGH1234 and risk-free",
+            Some("MYSECRETKEY123"),
+        );
+        assert!(!s.contains("MYSECRETKEY123"), "{s}");
+        assert!(!s.contains("abc.def-ghi"), "{s}");
+        assert!(!s.contains("ABCDEFGH1234"), "{s}");
+        assert!(s.contains("risk-free"), "{s}");
+        assert!(s.contains("Bearer [redacted]"), "{s}");
+    }
+
+    #[test]
+    fn scrub_caps_length_on_char_boundary() {
+        let s = scrub(&"界".repeat(1000), None);
+        assert_eq!(s.chars().count(), SNIPPET_CHARS + 1);
+        assert!(s.ends_with('…'));
+    }
+
+    #[test]
+    fn retryability_and_codes() {
+        let e = ModelError::Server {
+            status: Some(503),
+            message: "x".into(),
+        };
+        assert!(e.is_retryable());
+        assert_eq!(e.code(), "model_server_error");
+        assert_eq!(e.to_string(), "model server error (HTTP 503): x");
+        assert!(!ModelError::Cancelled.is_retryable());
+        let e = ModelError::BadResponse {
+            status: Some(400),
+            message: "This model does not support image input".into(),
+        };
+        assert!(e.is_image_input_rejected());
+    }
+
+    #[test]
+    fn context_markers() {
+        assert!(mentions_context_length(
+            "This model's maximum context length is 8192 tokens"
+        ));
+        assert!(!mentions_context_length("invalid model name"));
+    }
+}

@@ -1,0 +1,385 @@
+//! Plain data shared by every crate of moviepilot-agent. No I/O, no async runtime.
+//!
+//! Roles:
+//! - [`UserId`] / [`UserKey`]: who owns data. A `UserKey` is the irreversible directory name
+//!   derived from the stable user id; renames never change it.
+//! - [`Message`], [`ToolCall`], [`ContentPart`]: the chat transcript in the OpenAI shape.
+//! - [`ToolSpec`]: what the model is told about a tool.
+//! - [`Outcome`]: what actually happened to an effect — the product's honesty enum.
+//! - [`Op`] (client → session) and [`Event`] (session → clients): the session actor's interface.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Stable identity of a user (never reused, unchanged by renames).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserId(pub String);
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Directory-safe, irreversible key for a user's files: the first 32 hex chars of
+/// SHA-256 of `"mpa-user:" + stable id`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserKey(String);
+
+impl UserKey {
+    pub fn for_user(id: &UserId) -> Self {
+        let digest = Sha256::digest(format!("mpa-user:{}", id.0).as_bytes());
+        let mut hex = hex::encode(digest);
+        hex.truncate(32);
+        Self(hex)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UserKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who is acting in a turn or a tool call. Built by the host, never from tool arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub user_id: UserId,
+    pub user_name: String,
+    pub is_admin: bool,
+}
+
+impl Actor {
+    pub fn user_key(&self) -> UserKey {
+        UserKey::for_user(&self.user_id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// One part of a multi-part user message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
+}
+
+/// Message content: plain text or parts (text + images).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl Default for Content {
+    fn default() -> Self {
+        Content::Text(String::new())
+    }
+}
+
+impl Content {
+    /// The text of the content; image parts are left out.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => {
+                let texts: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        ContentPart::Text { text } => Some(text.as_str()),
+                        ContentPart::ImageUrl { .. } => None,
+                    })
+                    .collect();
+                texts.join("\n")
+            }
+        }
+    }
+
+    pub fn image_count(&self) -> usize {
+        match self {
+            Content::Text(_) => 0,
+            Content::Parts(parts) => parts
+                .iter()
+                .filter(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                .count(),
+        }
+    }
+}
+
+/// A tool call requested by the model. `arguments` is the raw JSON text the model produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One transcript message in the OpenAI chat shape, plus host metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    #[serde(default)]
+    pub content: Content,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Tool name on tool messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Host-side outcome of a tool message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// Host metadata (e.g. the plan snapshot under `moviepilot_task_plan`). Never sent to the model.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Message {
+    fn base(role: Role, content: Content) -> Self {
+        Self {
+            role,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            outcome: None,
+            metadata: serde_json::Map::new(),
+        }
+    }
+
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::base(Role::System, Content::Text(text.into()))
+    }
+
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::base(Role::User, Content::Text(text.into()))
+    }
+
+    pub fn user_parts(parts: Vec<ContentPart>) -> Self {
+        Self::base(Role::User, Content::Parts(parts))
+    }
+
+    pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        let mut m = Self::base(Role::Assistant, Content::Text(text.into()));
+        m.tool_calls = tool_calls;
+        m
+    }
+
+    pub fn tool(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        outcome: Outcome,
+    ) -> Self {
+        let mut m = Self::base(Role::Tool, Content::Text(content.into()));
+        m.tool_call_id = Some(call_id.into());
+        m.name = Some(name.into());
+        m.outcome = Some(outcome);
+        m
+    }
+
+    pub fn text(&self) -> String {
+        self.content.text()
+    }
+}
+
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// What actually happened to a tool call's effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    /// Accepted, not finished.
+    Pending,
+    /// The effect may or may not have happened.
+    Unknown,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Pending => "pending",
+            Outcome::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "succeeded" => Some(Outcome::Succeeded),
+            "failed" => Some(Outcome::Failed),
+            "pending" => Some(Outcome::Pending),
+            "unknown" => Some(Outcome::Unknown),
+            _ => None,
+        }
+    }
+
+    /// Whether a front end should show the call as an error.
+    pub fn is_error(self) -> bool {
+        matches!(self, Outcome::Failed | Outcome::Unknown)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Token usage reported by a provider (all optional on the wire; zero when absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    pub cache_read_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens += other.total_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+    }
+}
+
+/// What a client submits to a session actor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// Start a turn with this user input.
+    UserInput {
+        text: String,
+        #[serde(default)]
+        images: Vec<String>,
+    },
+    /// Stop the running turn: cancel the model call, dispatch no further tool call.
+    Stop,
+    /// Close the session actor after the current turn.
+    Close,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model gave a final answer.
+    Completed,
+    /// A stop was requested.
+    Stopped,
+    /// The model call or the host failed.
+    Failed,
+    /// `LLM_MAX_ITERATIONS` model calls were made without a final answer.
+    IterationLimit,
+}
+
+/// What a session actor emits. Front ends (SSE, OpenAI endpoint, CLI) only translate these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    TurnStarted {
+        session_id: String,
+        assistant_message_id: String,
+    },
+    /// Streamed answer text.
+    Delta { content: String },
+    /// Streamed reasoning text (providers that send `reasoning_content`).
+    Reasoning { content: String },
+    ToolStarted {
+        tool_id: String,
+        name: String,
+        message: String,
+    },
+    ToolFinished {
+        tool_id: String,
+        name: String,
+        outcome: Outcome,
+        message: String,
+    },
+    PlanUpdated { plan: serde_json::Value },
+    Usage { usage: Usage },
+    Error { code: String, message: String },
+    TurnEnded {
+        status: TurnStatus,
+        final_text: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_key_is_stable_and_irreversible() {
+        let k = UserKey::for_user(&UserId("42".into()));
+        assert_eq!(k.as_str().len(), 32);
+        assert_eq!(k, UserKey::for_user(&UserId("42".into())));
+        assert_ne!(k, UserKey::for_user(&UserId("43".into())));
+        assert!(!k.as_str().contains("42") || k.as_str().len() == 32);
+    }
+
+    #[test]
+    fn message_roundtrip_skips_empty_fields() {
+        let m = Message::user("hi");
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v, serde_json::json!({"role": "user", "content": "hi"}));
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn content_parts_text_leaves_images_out() {
+        let c = Content::Parts(vec![
+            ContentPart::Text { text: "a".into() },
+            ContentPart::ImageUrl {
+                image_url: ImageUrl { url: "data:x".into() },
+            },
+        ]);
+        assert_eq!(c.text(), "a");
+        assert_eq!(c.image_count(), 1);
+    }
+}

@@ -1,0 +1,103 @@
+//! Recorded chat-completion streams in the wire formats of several vendors, byte for byte as they
+//! arrive (line endings, comments and keep-alives included), with what each must assemble to.
+
+use std::path::PathBuf;
+
+/// One recorded stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Fixture {
+    /// File stem under `crates/test-support/fixtures/`.
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+    /// What the stream is an example of.
+    pub about: &'static str,
+}
+
+/// Every recorded stream.
+pub const FIXTURES: &[Fixture] = &[
+    Fixture {
+        name: "openai_text",
+        bytes: include_bytes!("../fixtures/openai_text.sse"),
+        about: "OpenAI gpt-4o: text deltas, finish chunk, then a usage-only chunk (include_usage)",
+    },
+    Fixture {
+        name: "openai_tool_calls",
+        bytes: include_bytes!("../fixtures/openai_tool_calls.sse"),
+        about: "OpenAI: two parallel tool calls with index, arguments fragmented, cached tokens",
+    },
+    Fixture {
+        name: "llamacpp_no_index",
+        bytes: include_bytes!("../fixtures/llamacpp_no_index.sse"),
+        about: "llama.cpp / vLLM style: no tool-call index, repeated name, whole arguments in one \
+                chunk, usage and timings in the finish chunk",
+    },
+    Fixture {
+        name: "deepseek_reasoning",
+        bytes: include_bytes!("../fixtures/deepseek_reasoning.sse"),
+        about: "DeepSeek reasoner: reasoning_content then content, keep-alive comments, \
+                prompt_cache_hit_tokens",
+    },
+    Fixture {
+        name: "openrouter_crlf",
+        bytes: include_bytes!("../fixtures/openrouter_crlf.sse"),
+        about: "OpenRouter style: CRLF line ends, processing comments, `reasoning` field, one \
+                chunk spread over two data lines, usage in the finish chunk",
+    },
+];
+
+/// The bytes of a recorded stream, by name.
+pub fn fixture(name: &str) -> Option<&'static [u8]> {
+    FIXTURES.iter().find(|f| f.name == name).map(|f| f.bytes)
+}
+
+/// Where a fixture lives on disk (for tools that want a path, e.g. a subprocess).
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.sse"))
+}
+
+/// Splits a stream after each blank line, so a replay sends one event per write as a server would.
+pub fn split_events(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        let end = if rest.starts_with(b"\r\n\r\n") {
+            Some(4)
+        } else if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
+            Some(2)
+        } else {
+            None
+        };
+        match end {
+            Some(n) => {
+                i += n;
+                frames.push(bytes[start..i].to_vec());
+                start = i;
+            }
+            None => i += 1,
+        }
+    }
+    if start < bytes.len() {
+        frames.push(bytes[start..].to_vec());
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixtures_exist_and_split_losslessly() {
+        for f in FIXTURES {
+            assert!(fixture_path(f.name).is_file(), "{}", f.name);
+            let frames = split_events(f.bytes);
+            assert!(frames.len() > 3, "{}", f.name);
+            assert_eq!(frames.concat(), f.bytes, "{}", f.name);
+        }
+        assert!(fixture("nope").is_none());
+    }
+}

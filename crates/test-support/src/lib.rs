@@ -1,0 +1,27 @@
+//! Test doubles speaking real wire formats: the mock OpenAI-compatible model server and recorded
+//! vendor streams. A dev-dependency only; it speaks the wire and imports no `mpa-*` crate.
+//!
+//! Public API:
+//! - [`MockModelServer`]: `start()` (or `start_blocking()`) binds `127.0.0.1:0` on its own thread
+//!   and runtime and serves `POST …/chat/completions` (plus `GET …/models`). `base_url` is
+//!   `http://127.0.0.1:PORT/v1`, usable from this process or a spawned `mpagent`
+//!   (`LLM_BASE_URL`). Replies come from a FIFO queue (`push`), else the `set_default` reply, else
+//!   a 500 saying the script ran out. Every request body and header list is recorded
+//!   (`requests`, `request_headers`, `wait_for_requests`).
+//! - [`MockReply`]: scripted text / tool calls rendered as real SSE chunk streams in a
+//!   [`Dialect`] (OpenAI; no-`index` vLLM/llama.cpp; DeepSeek `reasoning_content`), raw `data:`
+//!   payloads, raw bytes, recorded fixtures, or plain HTTP status replies; modifiers `header`,
+//!   `chunk_delay`, `stall_after`, `drop_after`.
+//! - [`FIXTURES`] / [`fixture`]: recorded streams under `fixtures/*.sse`, embedded in the crate.
+//!
+//! Invariants: a scripted stream always ends with `data: [DONE]` unless cut; `stall_after(n)` and
+//! `drop_after(n)` count writes (one SSE event per write); dropping the server cuts every open
+//! connection, so a stalled stream never outlives its test.
+
+mod fixtures;
+mod reply;
+mod server;
+
+pub use fixtures::{FIXTURES, Fixture, fixture, fixture_path, split_events};
+pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
+pub use server::MockModelServer;
