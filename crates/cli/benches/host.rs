@@ -5,7 +5,7 @@
 //! - `mpagent chat` cold start to the first model request arriving at the mock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use mpa_core::{Agent, AgentConfig, RegistryOptions, default_registry};
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_model::{ChatRequest, ModelClient, ModelConfig};
 use mpa_protocol::{Actor, Message, Outcome, ToolCall, UserId};
 use mpa_store::{Chat, Store};
@@ -71,9 +71,13 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
     let agent = Agent::new(
         cfg,
         store.clone(),
-        default_registry(&RegistryOptions {
-            diagnostic_tools: true,
-        }),
+        default_registry(
+            &RegistryOptions {
+                diagnostic_tools: true,
+            },
+            &Capabilities::default(),
+        ),
+        Capabilities::default(),
     )
     .unwrap();
     let client = ModelClient::new(model_config(mock)).unwrap();

@@ -7,6 +7,7 @@ use mpa_protocol::{Event, TurnStatus};
 use std::io::Write;
 use std::process::ExitCode;
 use tokio::io::AsyncBufReadExt;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -119,12 +120,23 @@ pub async fn run(args: ChatArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
         format: args.output,
         mid_line: false,
     };
+    // One listener for the whole process: a signal that arrives between two events is kept, not
+    // lost (a fresh `ctrl_c()` future per loop iteration would miss it).
+    let mut sigint = signal(SignalKind::interrupt())?;
     let code = match args.message {
         Some(message) => {
-            let status = one_turn(&session, &actor, message, args.images, &mut renderer).await?;
+            let status = one_turn(
+                &session,
+                &actor,
+                message,
+                args.images,
+                &mut renderer,
+                &mut sigint,
+            )
+            .await?;
             exit_code(status)
         }
-        None => repl(&session, &actor, &mut renderer).await?,
+        None => repl(&session, &actor, &mut renderer, &mut sigint).await?,
     };
     agent.shutdown().await;
     Ok(ExitCode::from(code))
@@ -137,6 +149,7 @@ async fn one_turn(
     text: String,
     images: Vec<String>,
     renderer: &mut Renderer,
+    sigint: &mut Signal,
 ) -> anyhow::Result<TurnStatus> {
     let mut events = session.submit(actor.clone(), text, images)?;
     let mut interrupts = 0u32;
@@ -149,8 +162,7 @@ async fn one_turn(
                     return Ok(status);
                 }
             }
-            r = tokio::signal::ctrl_c() => {
-                r?;
+            _ = sigint.recv() => {
                 interrupts += 1;
                 if interrupts >= 2 {
                     eprintln!("\nexiting");
@@ -167,6 +179,7 @@ async fn repl(
     session: &mpa_core::SessionHandle,
     actor: &mpa_protocol::Actor,
     renderer: &mut Renderer,
+    sigint: &mut Signal,
 ) -> anyhow::Result<u8> {
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -176,7 +189,7 @@ async fn repl(
         }
         let line = tokio::select! {
             l = lines.next_line() => l?,
-            r = tokio::signal::ctrl_c() => { r?; None }
+            _ = sigint.recv() => None,
         };
         let Some(line) = line else { return Ok(0) };
         let text = line.trim();
@@ -186,6 +199,6 @@ async fn repl(
         if text == "/exit" || text == "/quit" {
             return Ok(0);
         }
-        one_turn(session, actor, text.to_string(), Vec::new(), renderer).await?;
+        one_turn(session, actor, text.to_string(), Vec::new(), renderer, sigint).await?;
     }
 }

@@ -82,6 +82,10 @@ pub struct Config {
     #[arg(long, env = "MPA_WORKDIR", global = true)]
     pub workdir: Option<PathBuf>,
 
+    /// Python virtual environment put first on PATH for commands (default: <workdir>/venv if present).
+    #[arg(long, env = "VENV_PATH", global = true)]
+    pub venv_path: Option<PathBuf>,
+
     /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
     #[arg(long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, global = true, hide_short_help = true)]
     pub enable_test_tools: bool,

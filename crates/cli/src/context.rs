@@ -39,14 +39,33 @@ impl CliContext {
         self.local_actor_with(name, false).await
     }
 
-    pub fn agent(&self) -> anyhow::Result<mpa_core::Agent> {
-        let registry = mpa_core::default_registry(&mpa_core::RegistryOptions {
-            diagnostic_tools: self.config.enable_test_tools,
+    /// The process's capability hubs, built from the config.
+    pub fn capabilities(&self) -> anyhow::Result<mpa_core::Capabilities> {
+        let workdir = match &self.config.workdir {
+            Some(w) => w.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
+            workdir,
+            venv_path: self.config.venv_path.clone(),
+            spill_dir: self.data_dir.join("agent/runtime/exec/output"),
         });
+        Ok(mpa_core::Capabilities { exec: Some(exec) })
+    }
+
+    pub fn agent(&self) -> anyhow::Result<mpa_core::Agent> {
+        let caps = self.capabilities()?;
+        let registry = mpa_core::default_registry(
+            &mpa_core::RegistryOptions {
+                diagnostic_tools: self.config.enable_test_tools,
+            },
+            &caps,
+        );
         Ok(mpa_core::Agent::new(
             self.config.agent_config(),
             self.store.clone(),
             registry,
+            caps,
         )?)
     }
 }

@@ -258,6 +258,21 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// User + system CPU seconds of this process (from /proc/self/stat, clock ticks of 10 ms), so
+/// rates can be judged on a shared, loaded machine.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ut: f64 = f.get(11)?.parse().ok()?;
+            let st: f64 = f.get(12)?.parse().ok()?;
+            Some((ut + st) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -313,6 +328,7 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     let rss_before = peak_rss_kb();
     let bar = progress_bar(corpus_bytes);
     let started = Instant::now();
+    let cpu_started = cpu_seconds();
     let reader = BufReader::with_capacity(1 << 20, std::fs::File::open(&corpus_path)?);
     let stats = import::import_reader(&hub, &key, "bench-history", reader, |p| {
         bar.set_position(p.bytes);
@@ -322,6 +338,7 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     .await?;
     bar.finish_and_clear();
     let import_secs = started.elapsed().as_secs_f64();
+    let import_cpu = cpu_seconds() - cpu_started;
     let rss_after = peak_rss_kb();
     let status = hub.status(&key).await?;
 
@@ -340,14 +357,25 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     let mut timings: Vec<Value> = Vec::new();
     let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
     let mut discover = Vec::with_capacity(args.iterations);
+    let mut per_query: std::collections::BTreeMap<&str, (String, Vec<Duration>)> = Default::default();
     for i in 0..args.iterations {
         let q = BENCH_QUERIES[i % BENCH_QUERIES.len()];
         let t = Instant::now();
         let r = hub.session_search(&key, &sctx, json!({"query": q})).await;
-        discover.push(t.elapsed());
-        *paths.entry(r["search_path"].as_str().unwrap_or("error").to_owned()).or_default() += 1;
+        let el = t.elapsed();
+        discover.push(el);
+        let path = r["search_path"].as_str().unwrap_or("error").to_owned();
+        *paths.entry(path.clone()).or_default() += 1;
+        per_query.entry(q).or_insert_with(|| (path, Vec::new())).1.push(el);
     }
     timings.push(summary("discover", discover));
+    let per_query: Vec<Value> = per_query
+        .into_iter()
+        .map(|(q, (path, mut t))| {
+            t.sort();
+            json!({"query": q, "search_path": path, "p50_ms": percentile(&t, 0.5), "max_ms": percentile(&t, 1.0)})
+        })
+        .collect();
     let mut read = Vec::with_capacity(args.iterations);
     for _ in 0..args.iterations {
         let sid = format!("s{:07}", 1 + rng.below(sessions as u64));
@@ -375,10 +403,11 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     print_json(&json!({
         "messages": args.messages, "sessions": sessions, "corpus_mb": corpus_bytes as f64 / 1e6,
         "import": {"seconds": import_secs, "messages_per_second": stats.lines as f64 / import_secs,
-                   "inserted": stats.inserted, "skipped": stats.skipped.len(),
+                   "inserted": stats.inserted, "skipped": stats.skipped.len(), "cpu_seconds": import_cpu,
+                   "messages_per_cpu_second": stats.lines as f64 / import_cpu.max(1e-9),
                    "peak_rss_mb_before": rss_before as f64 / 1024.0, "peak_rss_mb": rss_after as f64 / 1024.0},
         "db_mb": (status.db_bytes + status.wal_bytes) as f64 / 1e6,
-        "search_paths": paths, "timings": timings,
+        "search_paths": paths, "timings": timings, "discover_per_query": per_query,
     }))?;
     if !args.keep && args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -466,3 +466,44 @@ async fn help_documents_options_and_env_vars() {
         assert!(text.contains(needle), "chat --help lacks {needle}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn execute_command_is_admin_only_and_outcomes_are_honest() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ok = json!({"action": "run", "command": "echo hi-from-shell"}).to_string();
+    let r = tool(d, &mock, &[], &["execute_command", "--user", "eve", "--args", &ok]).await;
+    assert_eq!(r.code, 1, "non-admins are refused: {}", r.stdout);
+    assert!(!r.stdout.contains("hi-from-shell"));
+
+    let r = tool(d, &mock, &[], &["execute_command", "--user", "root", "--admin", "--args", &ok]).await;
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["exit_code"], 0);
+    assert!(v["output"].as_str().unwrap().contains("hi-from-shell"));
+
+    // Through a turn: a non-zero exit is `failed`, never "it printed something".
+    mock.push(MockReply::tool_calls(&[(
+        "call_x",
+        "execute_command",
+        json!({"action": "run", "command": "echo partial; exit 3"}),
+    )]));
+    mock.push(MockReply::text("The command failed with exit code 3."));
+    let mut cmd = mpagent(d, &mock);
+    cmd.args(["chat", "--user", "root", "--admin", "--session", "ex", "--output", "jsonl", "run it"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(compact(&events(&r.stdout)).contains(&"tool_finished:call_x:failed".to_string()));
+    let (_, agent, _, _) = chat_row(d, "ex").unwrap();
+    let tool_msg = agent
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(tool_msg["outcome"], "failed");
+    let body: Value = serde_json::from_str(tool_msg["content"].as_str().unwrap()).unwrap();
+    assert_eq!(body["exit_code"], 3);
+}

@@ -12,12 +12,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// Optional capability hubs (one per process), shared by the tools that adapt them.
+#[derive(Clone, Default)]
+pub struct Capabilities {
+    pub exec: Option<mpa_exec::ExecHub>,
+}
+
 /// Services every turn uses.
 pub struct Services {
     pub cfg: AgentConfig,
     pub model: ModelClient,
     pub store: Store,
     pub tools: ToolRegistry,
+    pub caps: Capabilities,
 }
 
 #[derive(Clone)]
@@ -41,7 +48,12 @@ pub fn new_session_id() -> String {
 }
 
 impl Agent {
-    pub fn new(cfg: AgentConfig, store: Store, tools: ToolRegistry) -> Result<Agent> {
+    pub fn new(
+        cfg: AgentConfig,
+        store: Store,
+        tools: ToolRegistry,
+        caps: Capabilities,
+    ) -> Result<Agent> {
         let model = ModelClient::new(cfg.model.clone())?;
         Ok(Agent {
             services: Arc::new(Services {
@@ -49,6 +61,7 @@ impl Agent {
                 model,
                 store,
                 tools,
+                caps,
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
         })
@@ -119,6 +132,62 @@ impl Agent {
         self.live(session_id).is_some_and(|h| h.stop())
     }
 
+    /// The chat `session_id` if `actor` may see it (owner or admin); otherwise not found, whether
+    /// or not it exists.
+    pub async fn chat_for(&self, actor: &Actor, session_id: &str) -> Result<mpa_store::Chat> {
+        if !valid_session_id(session_id) {
+            return Err(CoreError::SessionNotFound);
+        }
+        match self.services.store.chat(session_id).await? {
+            Some(chat) if Self::may_access(actor, &chat.user_id) => Ok(chat),
+            _ => Err(CoreError::SessionNotFound),
+        }
+    }
+
+    /// Whether `actor` may access the session (a stored chat, or a live session not yet saved).
+    pub async fn check_access(&self, actor: &Actor, session_id: &str) -> Result<()> {
+        if let Some(h) = self.live(session_id) {
+            return if Self::may_access(actor, h.owner()) {
+                Ok(())
+            } else {
+                Err(CoreError::SessionNotFound)
+            };
+        }
+        self.chat_for(actor, session_id).await.map(|_| ())
+    }
+
+    /// Sessions visible to `actor`: their own, or everyone's for an admin when `all` is set.
+    pub async fn list_sessions(
+        &self,
+        actor: &Actor,
+        all: bool,
+        page: u32,
+        count: u32,
+    ) -> Result<Vec<mpa_store::ChatSummary>> {
+        let user = if actor.is_admin && all {
+            None
+        } else {
+            Some(&actor.user_id)
+        };
+        Ok(self.services.store.list_chats(user, page, count).await?)
+    }
+
+    /// Stops the running turn of a session `actor` may access. `Ok(false)` when idle.
+    pub async fn stop_session(&self, actor: &Actor, session_id: &str) -> Result<bool> {
+        self.check_access(actor, session_id).await?;
+        Ok(self.stop(session_id))
+    }
+
+    /// Deletes a chat `actor` may access: stops and closes its actor, deletes its evidence (with a
+    /// tombstone), then the chat row. Safe to retry if the second step fails.
+    pub async fn delete_session(&self, actor: &Actor, session_id: &str) -> Result<()> {
+        self.check_access(actor, session_id).await?;
+        self.stop(session_id);
+        self.close_session(session_id).await;
+        self.services.store.delete_chat(session_id).await?;
+        Ok(())
+    }
+
     /// Closes and forgets a live session (used before deleting a chat).
     pub async fn close_session(&self, session_id: &str) {
         let handle = self
@@ -143,6 +212,9 @@ impl Agent {
         }
         for h in handles {
             h.close().await;
+        }
+        if let Some(exec) = &self.services.caps.exec {
+            exec.shutdown().await;
         }
     }
 
@@ -170,7 +242,10 @@ impl Agent {
             session_id: session_id.to_string(),
             call_id: format!("cli_{}", new_session_id()),
             cancel: CancellationToken::new(),
-            session: Arc::new(Mutex::new(SessionState { plan })),
+            session: Arc::new(Mutex::new(SessionState {
+                plan,
+                exec_scope: None,
+            })),
         };
         let call = ToolCall {
             id: ctx.call_id.clone(),

@@ -27,7 +27,7 @@ pub mod session;
 pub mod tools;
 pub mod turn;
 
-pub use agent::{Agent, new_session_id, valid_session_id};
+pub use agent::{Agent, Capabilities, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use session::SessionHandle;
@@ -39,10 +39,14 @@ pub struct RegistryOptions {
     pub diagnostic_tools: bool,
 }
 
-pub fn default_registry(opts: &RegistryOptions) -> tools::ToolRegistry {
-    use tools::{diagnostic, typed, update_plan};
+/// The standard tool set for the given capabilities.
+pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::ToolRegistry {
+    use tools::{diagnostic, execute_command, typed, update_plan};
     let mut r = tools::ToolRegistry::new();
     r.register(typed(update_plan::UpdatePlan));
+    if let Some(hub) = &caps.exec {
+        r.register(std::sync::Arc::new(execute_command::ExecuteCommand { hub: hub.clone() }));
+    }
     if opts.diagnostic_tools {
         r.register(typed(diagnostic::TestEcho));
         r.register(typed(diagnostic::TestSleep));

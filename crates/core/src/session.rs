@@ -115,6 +115,14 @@ async fn actor_loop(
             Command::Close => break,
         }
     }
+    // Closing the session seals its terminal scope and terminates only what it owns.
+    let scope = data.state.lock().ok().and_then(|mut s| s.exec_scope.take());
+    if let (Some(scope), Some(exec)) = (scope, &services.caps.exec) {
+        let report = exec.close_scope(&scope).await;
+        if !report.is_complete() {
+            tracing::warn!(session = %data.session_id, "terminal scope did not fully close");
+        }
+    }
 }
 
 impl SessionHandle {

@@ -234,7 +234,14 @@ impl Capture {
         self.spilled = true;
         let name = format!("moviepilot-command-{}.log", uuid::Uuid::new_v4().simple());
         let path = spill_dir.join(name);
-        let opened = std::fs::create_dir_all(spill_dir).and_then(|()| {
+        let created = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(spill_dir)
+        };
+        let opened = created.and_then(|()| {
             use std::os::unix::fs::OpenOptionsExt;
             std::fs::OpenOptions::new()
                 .write(true)

@@ -3,6 +3,7 @@
 //! external ones through the same [`Tool`] trait.
 
 pub mod diagnostic;
+pub mod execute_command;
 pub mod update_plan;
 
 use crate::plan::Plan;
@@ -52,6 +53,8 @@ impl ToolMeta {
 #[derive(Debug, Default)]
 pub struct SessionState {
     pub plan: Option<Plan>,
+    /// The session's terminal scope, opened on first use and closed with the session.
+    pub exec_scope: Option<mpa_exec::ScopeId>,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
