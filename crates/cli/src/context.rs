@@ -50,7 +50,17 @@ impl CliContext {
             venv_path: self.config.venv_path.clone(),
             spill_dir: self.data_dir.join("agent/runtime/exec/output"),
         });
-        Ok(mpa_core::Capabilities { exec: Some(exec) })
+        let skills = mpa_skills::SkillHub::new(self.data_dir.clone());
+        for line in skills.recover_on_start() {
+            tracing::warn!("skills recovery: {line}");
+        }
+        Ok(mpa_core::Capabilities {
+            exec: Some(exec),
+            memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+                self.data_dir.clone(),
+            ))),
+            skills: Some(skills),
+        })
     }
 
     pub fn agent(&self) -> anyhow::Result<mpa_core::Agent> {

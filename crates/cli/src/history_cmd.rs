@@ -148,7 +148,9 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
         }
         HistoryCommand::Search(a) => {
             let key = user_key(ctx, &a.user).await?;
-            let sctx = SearchContext { current_session_id: a.current_session.clone() };
+            let sctx = SearchContext {
+                current_session_id: a.current_session.clone(),
+            };
             let out = hub.session_search(&key, &sctx, a.tool_args()).await;
             print_json(&out)?;
             Ok(match (out["success"].as_bool(), out["error"].as_str()) {
@@ -201,7 +203,12 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
     bar
 }
 
-async fn import_file(hub: &HistoryHub, key: &UserKey, owner: &str, file: &PathBuf) -> anyhow::Result<ExitCode> {
+async fn import_file(
+    hub: &HistoryHub,
+    key: &UserKey,
+    owner: &str,
+    file: &PathBuf,
+) -> anyhow::Result<ExitCode> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let total = f.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = progress_bar(total);
@@ -209,7 +216,11 @@ async fn import_file(hub: &HistoryHub, key: &UserKey, owner: &str, file: &PathBu
     let stats = import::import_reader(hub, key, owner, BufReader::with_capacity(1 << 20, f), |p| {
         bar.set_position(p.bytes);
         let secs = started.elapsed().as_secs_f64().max(1e-3);
-        bar.set_message(format!("{} msgs, {:.0} msg/s", p.inserted, p.lines as f64 / secs));
+        bar.set_message(format!(
+            "{} msgs, {:.0} msg/s",
+            p.inserted,
+            p.lines as f64 / secs
+        ));
     })
     .await?;
     bar.finish_and_clear();
@@ -223,7 +234,11 @@ async fn import_file(hub: &HistoryHub, key: &UserKey, owner: &str, file: &PathBu
         "skipped": stats.skipped.iter().map(|(l, r)| json!({"line": l, "reason": r})).collect::<Vec<_>>(),
         "seconds": secs, "messages_per_second": stats.lines as f64 / secs.max(1e-9),
     }))?;
-    Ok(if stats.skipped.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if stats.skipped.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `mpagent bench history`: generate a deterministic corpus, import it, then time the four
@@ -288,9 +303,22 @@ fn summary(name: &str, mut t: Vec<Duration>) -> Value {
 }
 
 const BENCH_QUERIES: [&str; 16] = [
-    "docker networking", "tracker 403", "subscription status", "Dune", "TLS certificate expired",
-    "rename plex library", "REMUX", "better release", "订阅", "下载失败", "站点证书", "中文字幕",
-    "三体 订阅", "Severance OR Shogun", "download NOT failed", "dolby vision",
+    "docker networking",
+    "tracker 403",
+    "subscription status",
+    "Dune",
+    "TLS certificate expired",
+    "rename plex library",
+    "REMUX",
+    "better release",
+    "订阅",
+    "下载失败",
+    "站点证书",
+    "中文字幕",
+    "三体 订阅",
+    "Severance OR Shogun",
+    "download NOT failed",
+    "dolby vision",
 ];
 
 pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<ExitCode> {
@@ -346,9 +374,17 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     let sctx = SearchContext::default();
     let mut anchors: Vec<(String, i64)> = Vec::new();
     for q in BENCH_QUERIES {
-        let r = hub.session_search(&key, &sctx, json!({"query": q, "limit": 10, "detail": "index"})).await;
+        let r = hub
+            .session_search(
+                &key,
+                &sctx,
+                json!({"query": q, "limit": 10, "detail": "index"}),
+            )
+            .await;
         for res in r["results"].as_array().into_iter().flatten() {
-            if let (Some(s), Some(id)) = (res["session_id"].as_str(), res["match_message_id"].as_i64()) {
+            if let (Some(s), Some(id)) =
+                (res["session_id"].as_str(), res["match_message_id"].as_i64())
+            {
                 anchors.push((s.to_owned(), id));
             }
         }
@@ -356,8 +392,10 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     let mut rng = corpus::Rng::new(args.seed ^ 0x9E37);
     let mut timings: Vec<Value> = Vec::new();
     let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
+    let discover_cpu = cpu_seconds();
     let mut discover = Vec::with_capacity(args.iterations);
-    let mut per_query: std::collections::BTreeMap<&str, (String, Vec<Duration>)> = Default::default();
+    let mut per_query: std::collections::BTreeMap<&str, (String, Vec<Duration>)> =
+        Default::default();
     for i in 0..args.iterations {
         let q = BENCH_QUERIES[i % BENCH_QUERIES.len()];
         let t = Instant::now();
@@ -366,8 +404,13 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         discover.push(el);
         let path = r["search_path"].as_str().unwrap_or("error").to_owned();
         *paths.entry(path.clone()).or_default() += 1;
-        per_query.entry(q).or_insert_with(|| (path, Vec::new())).1.push(el);
+        per_query
+            .entry(q)
+            .or_insert_with(|| (path, Vec::new()))
+            .1
+            .push(el);
     }
+    let discover_cpu_ms = (cpu_seconds() - discover_cpu) * 1000.0 / args.iterations.max(1) as f64;
     timings.push(summary("discover", discover));
     let per_query: Vec<Value> = per_query
         .into_iter()
@@ -380,15 +423,25 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     for _ in 0..args.iterations {
         let sid = format!("s{:07}", 1 + rng.below(sessions as u64));
         let t = Instant::now();
-        let _ = hub.session_search(&key, &sctx, json!({"session_id": sid})).await;
+        let _ = hub
+            .session_search(&key, &sctx, json!({"session_id": sid}))
+            .await;
         read.push(t.elapsed());
     }
     timings.push(summary("read", read));
     let mut scroll = Vec::with_capacity(args.iterations);
     for i in 0..args.iterations {
-        let Some((sid, id)) = anchors.get(i % anchors.len().max(1)) else { break };
+        let Some((sid, id)) = anchors.get(i % anchors.len().max(1)) else {
+            break;
+        };
         let t = Instant::now();
-        let _ = hub.session_search(&key, &sctx, json!({"session_id": sid, "around_message_id": id})).await;
+        let _ = hub
+            .session_search(
+                &key,
+                &sctx,
+                json!({"session_id": sid, "around_message_id": id}),
+            )
+            .await;
         scroll.push(t.elapsed());
     }
     timings.push(summary("scroll", scroll));
@@ -408,6 +461,7 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
                    "peak_rss_mb_before": rss_before as f64 / 1024.0, "peak_rss_mb": rss_after as f64 / 1024.0},
         "db_mb": (status.db_bytes + status.wal_bytes) as f64 / 1e6,
         "search_paths": paths, "timings": timings, "discover_per_query": per_query,
+        "discover_cpu_ms_per_call": discover_cpu_ms,
     }))?;
     if !args.keep && args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -4,6 +4,7 @@
 mod chat;
 mod config;
 mod context;
+mod serve_cmd;
 mod tool_cmd;
 mod user_cmd;
 
@@ -35,6 +36,8 @@ enum Command {
     Tool(tool_cmd::ToolArgs),
     /// Manage local user accounts.
     User(user_cmd::UserArgs),
+    /// Run the HTTP host: web page, SSE chat API, OpenAI-compatible endpoint.
+    Serve(serve_cmd::ServeArgs),
 }
 
 fn init_logging() {
@@ -87,5 +90,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(a) => chat::run(a, &ctx).await,
         Command::Tool(a) => tool_cmd::run(a, &ctx).await,
         Command::User(a) => user_cmd::run(a, &ctx).await,
+        Command::Serve(a) => serve_cmd::run(a, &ctx).await,
     }
 }

@@ -507,3 +507,43 @@ async fn execute_command_is_admin_only_and_outcomes_are_honest() {
     let body: Value = serde_json::from_str(tool_msg["content"].as_str().unwrap()).unwrap();
     assert_eq!(body["exit_code"], 3);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_written_in_one_session_is_in_the_next_sessions_prompt() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    mock.push(MockReply::tool_calls(&[(
+        "m1",
+        "memory",
+        json!({"action": "add", "target": "user", "content": "Prefers 2160p remux releases"}),
+    )]));
+    mock.push(MockReply::text("Saved."));
+    let mut cmd = mpagent(d, &mock);
+    cmd.args(["chat", "--user", "fay", "--session", "mem1", "--output", "jsonl", "remember: I like 2160p remux"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(compact(&events(&r.stdout)).contains(&"tool_finished:m1:succeeded".to_string()), "{}", r.stdout);
+
+    mock.push(MockReply::text("ok"));
+    let mut cmd = mpagent(d, &mock);
+    cmd.args(["chat", "--user", "fay", "--session", "mem2", "hello"]);
+    assert_eq!(run(cmd).await.code, 0);
+    let reqs = mock.requests();
+    let sys = system_text(&reqs[2]);
+    assert!(sys.contains("Prefers 2160p remux releases"), "{sys}");
+    // Another user never sees it.
+    mock.push(MockReply::text("ok"));
+    let mut cmd = mpagent(d, &mock);
+    cmd.args(["chat", "--user", "gus", "--session", "mem3", "hello"]);
+    assert_eq!(run(cmd).await.code, 0);
+    assert!(!system_text(&mock.requests()[3]).contains("2160p"));
+
+    // Host commands are answered by the host, never by the model.
+    let mut cmd = mpagent(d, &mock);
+    cmd.args(["chat", "--user", "fay", "--session", "mem2", "/memory pending"]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.trim().is_empty());
+    assert_eq!(mock.requests().len(), 4);
+}

@@ -26,7 +26,12 @@ fn mpagent(data: &Path, args: &[&str]) -> Output {
 
 fn json_out(o: &Output) -> Value {
     let text = String::from_utf8_lossy(&o.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&o.stderr)))
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
 }
 
 fn line(session: &str, id: &str, role: &str, content: &str, minute: u32) -> String {
@@ -58,8 +63,21 @@ fn import_search_status_delete_roundtrip() {
     ];
     src.push(json!({"session_id": "s2", "message_id": "m3", "role": "tool", "tool_name": "search_media", "content": "found Dune 2160p", "ts": "2026-03-15T09:06:00Z", "source": "web"}).to_string());
     let file = write_jsonl(tmp.path(), &src);
-    let out = mpagent(&data, &["history", "import", "--user", "alice", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "skipped lines make the exit code 1");
+    let out = mpagent(
+        &data,
+        &[
+            "history",
+            "import",
+            "--user",
+            "alice",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "skipped lines make the exit code 1"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     for n in ["line 3:", "line 5:", "line 6:"] {
         assert!(stderr.contains(n), "{n} not reported: {stderr}");
@@ -69,34 +87,102 @@ fn import_search_status_delete_roundtrip() {
     assert_eq!(r["skipped"].as_array().unwrap().len(), 3);
 
     // Idempotent re-import.
-    let r = json_out(&mpagent(&data, &["history", "import", "--user", "alice", file.to_str().unwrap()]));
-    assert_eq!((r["inserted"].as_i64(), r["duplicates"].as_i64()), (Some(0), Some(4)));
+    let r = json_out(&mpagent(
+        &data,
+        &[
+            "history",
+            "import",
+            "--user",
+            "alice",
+            file.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(
+        (r["inserted"].as_i64(), r["duplicates"].as_i64()),
+        (Some(0), Some(4))
+    );
 
-    let out = mpagent(&data, &["history", "search", "--user", "alice", "--query", "docker", "--limit", "10"]);
+    let out = mpagent(
+        &data,
+        &[
+            "history", "search", "--user", "alice", "--query", "docker", "--limit", "10",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0));
     let r = json_out(&out);
     assert_eq!(r["mode"], "discover");
     assert_eq!(r["results"][0]["session_id"], "s1");
-    let out = mpagent(&data, &["history", "search", "--user", "alice", "--query", "Dune", "--role-filter", "tool"]);
+    let out = mpagent(
+        &data,
+        &[
+            "history",
+            "search",
+            "--user",
+            "alice",
+            "--query",
+            "Dune",
+            "--role-filter",
+            "tool",
+        ],
+    );
     assert_eq!(json_out(&out)["search_path"], "like");
-    let out = mpagent(&data, &["history", "search", "--user", "alice", "--query", "docker", "--limit", "11"]);
+    let out = mpagent(
+        &data,
+        &[
+            "history", "search", "--user", "alice", "--query", "docker", "--limit", "11",
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(json_out(&out)["error"], "invalid_arguments");
-    let out = mpagent(&data, &["history", "search", "--user", "alice", "--session-id", "s1"]);
+    let out = mpagent(
+        &data,
+        &["history", "search", "--user", "alice", "--session-id", "s1"],
+    );
     assert_eq!(json_out(&out)["message_count"], 2);
     // Another user sees nothing of alice's history.
-    let r = json_out(&mpagent(&data, &["history", "search", "--user", "bob", "--query", "docker"]));
+    let r = json_out(&mpagent(
+        &data,
+        &["history", "search", "--user", "bob", "--query", "docker"],
+    ));
     assert_eq!(r["count"], 0);
 
     let st = json_out(&mpagent(&data, &["history", "status", "--user", "alice"]));
-    assert_eq!((st["sessions"].as_i64(), st["messages"].as_i64()), (Some(2), Some(4)));
+    assert_eq!(
+        (st["sessions"].as_i64(), st["messages"].as_i64()),
+        (Some(2), Some(4))
+    );
     assert_eq!(st["index_status"]["messages_fts"], true);
 
-    let d = json_out(&mpagent(&data, &["history", "delete-session", "--user", "alice", "--session", "s1"]));
+    let d = json_out(&mpagent(
+        &data,
+        &[
+            "history",
+            "delete-session",
+            "--user",
+            "alice",
+            "--session",
+            "s1",
+        ],
+    ));
     assert_eq!(d["messages_deleted"], 2);
-    let r = json_out(&mpagent(&data, &["history", "import", "--user", "alice", file.to_str().unwrap()]));
-    assert_eq!(r["tombstoned"], 2, "re-import cannot resurrect a deleted session");
-    let r = json_out(&mpagent(&data, &["history", "search", "--user", "alice", "--query", "docker"]));
+    let r = json_out(&mpagent(
+        &data,
+        &[
+            "history",
+            "import",
+            "--user",
+            "alice",
+            file.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(
+        r["tombstoned"], 2,
+        "re-import cannot resurrect a deleted session"
+    );
+    let r = json_out(&mpagent(
+        &data,
+        &["history", "search", "--user", "alice", "--query", "docker"],
+    ));
     assert_eq!(r["count"], 0);
     let c = mpagent(&data, &["history", "cleanup", "--days", "0"]);
     assert_eq!(c.status.code(), Some(0));
@@ -112,14 +198,26 @@ fn killed_import_resumes_without_loss_or_duplicates() {
     for s in 0..1500 {
         for m in 0..20 {
             let role = if m % 2 == 0 { "user" } else { "assistant" };
-            lines.push(line(&format!("s{s}"), &format!("m{m}"), role, &format!("{body} session {s} message {m}"), (m % 60) as u32));
+            lines.push(line(
+                &format!("s{s}"),
+                &format!("m{m}"),
+                role,
+                &format!("{body} session {s} message {m}"),
+                (m % 60) as u32,
+            ));
         }
     }
     let file = write_jsonl(tmp.path(), &lines);
     let mut child = Command::new(bin())
         .arg("--data-dir")
         .arg(&data)
-        .args(["history", "import", "--user", "alice", file.to_str().unwrap()])
+        .args([
+            "history",
+            "import",
+            "--user",
+            "alice",
+            file.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -128,7 +226,11 @@ fn killed_import_resumes_without_loss_or_duplicates() {
     let users = data.join("agent/runtime/history/users");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let db = loop {
-        let found = std::fs::read_dir(&users).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path().join("state.db"));
+        let found = std::fs::read_dir(&users)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("state.db"));
         if let Some(db) = found.filter(|p| p.exists()) {
             let n: i64 = rusqlite::Connection::open(&db)
                 .and_then(|c| c.query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0)))
@@ -137,20 +239,50 @@ fn killed_import_resumes_without_loss_or_duplicates() {
                 break db;
             }
         }
-        assert!(std::time::Instant::now() < deadline, "import never committed anything");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "import never committed anything"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     child.kill().unwrap();
     let status = child.wait().unwrap();
-    assert!(!status.success(), "the import should have been killed half-way");
-    let partial: i64 = rusqlite::Connection::open(&db).unwrap().query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0)).unwrap();
-    assert!(partial < lines.len() as i64, "killed too late to test anything ({partial} rows)");
+    assert!(
+        !status.success(),
+        "the import should have been killed half-way"
+    );
+    let partial: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        partial < lines.len() as i64,
+        "killed too late to test anything ({partial} rows)"
+    );
 
-    let out = mpagent(&data, &["history", "import", "--user", "alice", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = mpagent(
+        &data,
+        &[
+            "history",
+            "import",
+            "--user",
+            "alice",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (total, distinct): (i64, i64) = conn
-        .query_row("SELECT COUNT(*), COUNT(DISTINCT session_id || '/' || message_uid) FROM messages", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(
+            "SELECT COUNT(*), COUNT(DISTINCT session_id || '/' || message_uid) FROM messages",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
     assert_eq!((total, distinct), (lines.len() as i64, lines.len() as i64));
     mpa_history::store::integrity_check(&db).unwrap();

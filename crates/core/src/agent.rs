@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Default)]
 pub struct Capabilities {
     pub exec: Option<mpa_exec::ExecHub>,
+    pub memory: Option<mpa_memory::MemoryHub>,
+    pub skills: Option<mpa_skills::SkillHub>,
 }
 
 /// Services every turn uses.
@@ -244,8 +246,9 @@ impl Agent {
             cancel: CancellationToken::new(),
             session: Arc::new(Mutex::new(SessionState {
                 plan,
-                exec_scope: None,
+                ..SessionState::default()
             })),
+            review: None,
         };
         let call = ToolCall {
             id: ctx.call_id.clone(),

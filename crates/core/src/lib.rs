@@ -47,6 +47,15 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     if let Some(hub) = &caps.exec {
         r.register(std::sync::Arc::new(execute_command::ExecuteCommand { hub: hub.clone() }));
     }
+    if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
+        for op in tools::learning::LearningOp::ALL {
+            r.register(std::sync::Arc::new(tools::learning::LearningTool {
+                op,
+                memory: memory.clone(),
+                skills: skills.clone(),
+            }));
+        }
+    }
     if opts.diagnostic_tools {
         r.register(typed(diagnostic::TestEcho));
         r.register(typed(diagnostic::TestSleep));

@@ -84,6 +84,21 @@ pub(crate) struct Op {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_text: Option<String>,
+    /// `replace` with `mode: "substring"` swaps only `old_text` inside the entry instead of
+    /// the whole entry (the whole-entry default is the reference contract).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub substring: bool,
+}
+
+impl Op {
+    /// The text that replaces `entry` for a replace op.
+    pub(crate) fn replacement(&self, entry: &str) -> String {
+        let content = self.content.clone().unwrap_or_default();
+        match (&self.old_text, self.substring) {
+            (Some(old), true) if entry != old => entry.replacen(old.as_str(), &content, 1),
+            _ => content,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -209,6 +224,16 @@ impl MemoryHub {
     pub fn begin_user_turn(&self, actor: &Actor) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(&failure_key(actor, &WriteOrigin::Foreground));
+        }
+    }
+
+    /// A background review ended: drop its failure counter.
+    pub fn end_review(&self, actor: &Actor, token: &crate::ReviewToken) {
+        if let Ok(mut map) = self.failures.lock() {
+            map.remove(&failure_key(
+                actor,
+                &WriteOrigin::BackgroundReview(token.clone()),
+            ));
         }
     }
 
@@ -517,7 +542,11 @@ fn locate_or_fail(list: &[String], old: &str, prefix: &str) -> std::result::Resu
 
 type Applied = (Vec<Option<String>>, String, bool);
 
-fn apply_single(list: &mut Vec<String>, op: &Op, store: &Store) -> std::result::Result<Applied, Fail> {
+fn apply_single(
+    list: &mut Vec<String>,
+    op: &Op,
+    store: &Store,
+) -> std::result::Result<Applied, Fail> {
     let limit = store.limit;
     let file = store.target.file_name();
     match op.action {
@@ -547,7 +576,11 @@ fn apply_single(list: &mut Vec<String>, op: &Op, store: &Store) -> std::result::
             Ok((vec![None], "Entry added.".into(), true))
         }
         Action::Replace | Action::Remove => {
-            let verb = if op.action == Action::Replace { "replace" } else { "remove" };
+            let verb = if op.action == Action::Replace {
+                "replace"
+            } else {
+                "remove"
+            };
             let Some(old) = op.old_text.as_deref().filter(|s| !s.is_empty()) else {
                 return Err(Fail::with_entries(format!(
                     "old_text is required for {verb}. Reissue the call with old_text set to a short unique part of one of current_entries."
@@ -564,9 +597,8 @@ fn apply_single(list: &mut Vec<String>, op: &Op, store: &Store) -> std::result::
                 list.remove(i);
                 return Ok((vec![Some(previous)], "Entry removed.".into(), true));
             }
-            let content = op.content.clone().unwrap_or_default();
             let mut next = list.clone();
-            next[i] = content;
+            next[i] = op.replacement(&list[i]);
             dedup(&mut next);
             let total = usage(&next);
             if total > limit {
@@ -606,7 +638,11 @@ pub(crate) fn apply_batch(
     for (n, op) in ops.iter().enumerate() {
         let prefix = format!("Operation {}: ", n + 1);
         let abort = |mut f: Fail| {
-            f.error = format!("{}{} {NOTHING_APPLIED}", prefix, f.error.trim_start_matches(&prefix));
+            f.error = format!(
+                "{}{} {NOTHING_APPLIED}",
+                prefix,
+                f.error.trim_start_matches(&prefix)
+            );
             f.show_entries = true;
             f
         };
@@ -626,8 +662,7 @@ pub(crate) fn apply_batch(
                         "old_text is required for replace/remove.",
                     )));
                 };
-                if op.action == Action::Replace && op.content.as_deref().unwrap_or("").is_empty()
-                {
+                if op.action == Action::Replace && op.content.as_deref().unwrap_or("").is_empty() {
                     return Err(abort(Fail::plain(
                         "replace needs non-empty content; use remove to delete an entry.",
                     )));
@@ -637,7 +672,7 @@ pub(crate) fn apply_batch(
                 if op.action == Action::Remove {
                     work.remove(i);
                 } else {
-                    work[i] = op.content.clone().unwrap_or_default();
+                    work[i] = op.replacement(&work[i]);
                     dedup(&mut work);
                 }
             }
@@ -658,15 +693,25 @@ pub(crate) fn apply_batch(
     }
     let changed = work != *list;
     *list = work;
-    Ok((previous, format!("Applied {} operation(s).", ops.len()), changed))
+    Ok((
+        previous,
+        format!("Applied {} operation(s).", ops.len()),
+        changed,
+    ))
 }
 
-fn get_str(obj: &Map<String, Value>, key: &str, ctx: &str) -> std::result::Result<Option<String>, String> {
+fn get_str(
+    obj: &Map<String, Value>,
+    key: &str,
+    ctx: &str,
+) -> std::result::Result<Option<String>, String> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => {
             if chars(s) > MAX_ARG_CHARS {
-                return Err(format!("{ctx}{key} is longer than {MAX_ARG_CHARS} characters."));
+                return Err(format!(
+                    "{ctx}{key} is longer than {MAX_ARG_CHARS} characters."
+                ));
             }
             Ok(Some(s.trim().to_string()))
         }
@@ -681,6 +726,16 @@ fn parse_action(s: &str, ctx: &str) -> std::result::Result<Action, String> {
         "remove" => Ok(Action::Remove),
         other => Err(format!(
             "{ctx}Unknown action '{other}'. Use add, replace or remove."
+        )),
+    }
+}
+
+fn parse_mode(obj: &Map<String, Value>, ctx: &str) -> std::result::Result<bool, String> {
+    match get_str(obj, "mode", ctx)?.as_deref() {
+        None | Some("entry") => Ok(false),
+        Some("substring") => Ok(true),
+        Some(other) => Err(format!(
+            "{ctx}Invalid mode '{other}'. Use 'entry' (replace the whole entry) or 'substring'."
         )),
     }
 }
@@ -709,7 +764,9 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
     };
     if let Some(ops) = obj.get("operations").filter(|v| !v.is_null()) {
         if action.is_some() {
-            return Err("Omit action when using operations (each operation has its own action).".into());
+            return Err(
+                "Omit action when using operations (each operation has its own action).".into(),
+            );
         }
         let Some(items) = ops.as_array() else {
             return Err("operations must be an array.".into());
@@ -726,14 +783,16 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
             let Some(o) = item.as_object() else {
                 return Err(format!("{ctx}each operation must be an object."));
             };
-            if let Some(k) = o
-                .keys()
-                .find(|k| !matches!(k.as_str(), "action" | "content" | "new_text" | "old_text"))
-            {
+            if let Some(k) = o.keys().find(|k| {
+                !matches!(
+                    k.as_str(),
+                    "action" | "content" | "new_text" | "old_text" | "mode"
+                )
+            }) {
                 return Err(format!("{ctx}unknown field '{k}'."));
             }
-            let a = get_str(o, "action", &ctx)?
-                .ok_or_else(|| format!("{ctx}action is required."))?;
+            let a =
+                get_str(o, "action", &ctx)?.ok_or_else(|| format!("{ctx}action is required."))?;
             let content = match get_str(o, "content", &ctx)? {
                 Some(c) => Some(c),
                 None => get_str(o, "new_text", &ctx)?,
@@ -742,6 +801,7 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
                 action: parse_action(&a, &ctx)?,
                 content,
                 old_text: get_str(o, "old_text", &ctx)?,
+                substring: parse_mode(o, &ctx)?,
             });
         }
         return Ok(Parsed::Write(Request {
@@ -752,7 +812,10 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
         }));
     }
     let Some(a) = action else {
-        return Err("action is required (add, replace, remove or pending), or pass operations for a batch.".into());
+        return Err(
+            "action is required (add, replace, remove or pending), or pass operations for a batch."
+                .into(),
+        );
     };
     let content = match get_str(obj, "content", "")? {
         Some(c) => Some(c),
@@ -765,6 +828,7 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
             action: parse_action(&a, "")?,
             content,
             old_text: get_str(obj, "old_text", "")?,
+            substring: parse_mode(obj, "")?,
         }],
         batch: false,
     }))

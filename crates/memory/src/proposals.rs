@@ -30,7 +30,9 @@ pub(crate) struct Proposal {
 const USAGE: &str = "Usage: /memory pending [ID] · /memory approve ID · /memory discard ID";
 
 fn is_id(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl MemoryHub {
@@ -287,7 +289,7 @@ impl MemoryHub {
                     if op.action == Action::Remove {
                         work.remove(at);
                     } else {
-                        work[at] = op.content.clone().unwrap_or_default();
+                        work[at] = op.replacement(&work[at]);
                     }
                 }
             }

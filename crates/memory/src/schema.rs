@@ -21,7 +21,8 @@ pub fn memory_tool_schema() -> Value {
         "properties": {
             "action": {"type": "string", "enum": ["add", "replace", "remove"]},
             "content": {"type": "string", "description": "Entry text for add/replace."},
-            "old_text": {"type": "string", "description": "Short unique part of the entry to replace/remove."}
+            "old_text": {"type": "string", "description": "Short unique part of the entry to replace/remove."},
+            "mode": {"type": "string", "enum": ["entry", "substring"], "default": "entry"}
         },
         "required": ["action"],
         "additionalProperties": false
@@ -37,6 +38,8 @@ pub fn memory_tool_schema() -> Value {
                 "description": "global = the shared MEMORY.md (administrators only)."},
             "content": {"type": "string"},
             "old_text": {"type": "string"},
+            "mode": {"type": "string", "enum": ["entry", "substring"], "default": "entry",
+                "description": "replace only: entry = replace the whole entry (default); substring = replace just old_text inside it."},
             "operations": {"type": "array", "minItems": 1, "maxItems": 20, "items": op}
         },
         "additionalProperties": false

@@ -67,7 +67,11 @@ impl MemoryHub {
         let Some(obj) = args.as_object() else {
             return fail("Arguments must be a JSON object.");
         };
-        let query = obj.get("query").and_then(Value::as_str).unwrap_or("").trim();
+        let query = obj
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim();
         if query.is_empty() {
             return fail("query is required.");
         }
@@ -85,7 +89,10 @@ impl MemoryHub {
                 ));
             }
         };
-        let use_regex = obj.get("use_regex").and_then(Value::as_bool).unwrap_or(false);
+        let use_regex = obj
+            .get("use_regex")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let limit = obj
             .get("limit")
             .and_then(Value::as_u64)
@@ -247,10 +254,11 @@ fn walk(root: &Path, dir: &Path, depth: usize, global_root: bool, out: &mut Vec<
         }
         if ft.is_dir() {
             walk(root, &path, depth + 1, global_root, out);
-        } else if ft.is_file() && name.ends_with(".md") {
-            if let Ok(rel) = path.strip_prefix(root) {
-                out.push(rel.to_string_lossy().into_owned());
-            }
+        } else if ft.is_file()
+            && name.ends_with(".md")
+            && let Ok(rel) = path.strip_prefix(root)
+        {
+            out.push(rel.to_string_lossy().into_owned());
         }
     }
 }

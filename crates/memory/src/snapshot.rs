@@ -33,8 +33,16 @@ impl MemoryHub {
     /// Load the caller's visible stores and sanitise every entry.
     pub fn snapshot(&self, actor: &Actor) -> MemorySnapshot {
         let specs = [
-            (Scope::Global, Target::Memory, "Global memory (shared by all users)"),
-            (Scope::User, Target::Memory, "Your notes about this environment"),
+            (
+                Scope::Global,
+                Target::Memory,
+                "Global memory (shared by all users)",
+            ),
+            (
+                Scope::User,
+                Target::Memory,
+                "Your notes about this environment",
+            ),
             (Scope::User, Target::User, "User profile and preferences"),
         ];
         let stores = specs

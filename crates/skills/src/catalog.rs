@@ -121,14 +121,18 @@ impl SkillHub {
 
     /// `skills_list`: every visible skill, sorted by (category, name).
     pub fn skills_list(&self, actor: &Actor, args: Value) -> Value {
-        let filter = args.get("category").and_then(Value::as_str).map(str::to_string);
+        let filter = args
+            .get("category")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let mut skills: Vec<SkillInfo> = self
             .discover(&actor.user_key())
             .into_iter()
             .filter(|s| filter.is_none() || s.category == filter)
             .collect();
         skills.sort_by(|a, b| (&a.category, &a.name).cmp(&(&b.category, &b.name)));
-        let mut categories: Vec<String> = skills.iter().filter_map(|s| s.category.clone()).collect();
+        let mut categories: Vec<String> =
+            skills.iter().filter_map(|s| s.category.clone()).collect();
         categories.dedup();
         let list: Vec<Value> = skills
             .iter()
@@ -165,7 +169,9 @@ impl SkillHub {
             return fail(format!("Invalid skill name '{name}'."));
         }
         let Some(skill) = self.find(&key, name) else {
-            return fail(format!("Skill '{name}' not found. Use skills_list to see available skills."));
+            return fail(format!(
+                "Skill '{name}' not found. Use skills_list to see available skills."
+            ));
         };
         let fp = args.get("file_path").and_then(Value::as_str);
         let target = match validate::check_file_path(name, fp) {
@@ -219,7 +225,12 @@ impl SkillHub {
     }
 
     /// The hash recorded by the last `skill_view` of `path` under `origin`.
-    pub(crate) fn read_mark(&self, key: &UserKey, origin: &WriteOrigin, path: &Path) -> Option<String> {
+    pub(crate) fn read_mark(
+        &self,
+        key: &UserKey,
+        origin: &WriteOrigin,
+        path: &Path,
+    ) -> Option<String> {
         self.read_marks
             .lock()
             .ok()?
@@ -313,4 +324,25 @@ pub(crate) fn personal_names(root: &Path) -> std::collections::HashSet<String> {
         .into_iter()
         .map(|s| s.name)
         .collect()
+}
+
+pub fn skills_list_description() -> &'static str {
+    "List the skills available to you: public skills (read-only) and your personal skills. \
+Returns name, a short description, category and source. Call skill_view before work a skill matches."
+}
+
+pub fn skill_view_description() -> &'static str {
+    "Read a skill's SKILL.md (omit file_path) or one support file (references/, templates/, scripts/, assets/). \
+Viewing is required before background maintenance edits a file. Skills are guidance, never authorization."
+}
+
+pub fn skill_manage_description() -> &'static str {
+    "Maintain personal skills in one ordered batch: {operations: [...]} with 1-20 operations, each \
+{action, name, ...}: create {name, content (SKILL.md with name/description frontmatter), category?}; \
+patch {name, old_string, new_string, file_path?, replace_all?} (fuzzy matching tolerates whitespace, \
+indentation and quote differences; ambiguous matches are refused) or patch {name, content} for a full \
+SKILL.md rewrite; write_file {name, file_path under references/|templates/|scripts/|assets/, file_content}; \
+remove_file {name, file_path}; delete {name, absorbed_into?} (alone in its batch). Any failing operation \
+means nothing is changed. Public skills are read-only; frontmatter may not declare allowed-tools. \
+Read the file with skill_view first and copy old_string exactly."
 }

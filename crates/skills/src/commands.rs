@@ -1,14 +1,15 @@
 //! `/skills restore|adopt|pin|unpin NAME` and the `<personal_skills>` prompt block.
 
+use crate::SkillHub;
 use crate::catalog::SkillSource;
 use crate::durable_fs::MutationLock;
 use crate::ownership::{self, CreatedBy, Record};
 use crate::validate;
-use crate::SkillHub;
 use mpa_protocol::Actor;
 use std::fs;
 
-const USAGE: &str = "Usage: /skills restore NAME · /skills adopt NAME · /skills pin NAME · /skills unpin NAME";
+const USAGE: &str =
+    "Usage: /skills restore NAME · /skills adopt NAME · /skills pin NAME · /skills unpin NAME";
 
 impl SkillHub {
     /// Handle `/skills …` typed by the user. `None` when `text` is not a skills command.
@@ -61,7 +62,9 @@ impl SkillHub {
             }
             "pin" => {
                 record.pinned = true;
-                format!("Pinned '{name}': background review will not change it and it cannot be deleted.")
+                format!(
+                    "Pinned '{name}': background review will not change it and it cannot be deleted."
+                )
             }
             _ => {
                 record.pinned = false;

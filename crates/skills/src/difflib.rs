@@ -28,20 +28,40 @@ pub enum OpTag {
 pub struct Matcher<'s> {
     a: &'s [char],
     b: &'s [char],
-    b2j: HashMap<char, Vec<usize>>,
+    /// b2j for ASCII elements, indexed by code point (the common case, no hashing).
+    ascii: Vec<Vec<usize>>,
+    other: HashMap<char, Vec<usize>>,
 }
 
 impl<'s> Matcher<'s> {
     pub fn new(a: &'s [char], b: &'s [char]) -> Self {
-        let mut b2j: HashMap<char, Vec<usize>> = HashMap::new();
+        let mut ascii: Vec<Vec<usize>> = vec![Vec::new(); 128];
+        let mut other: HashMap<char, Vec<usize>> = HashMap::new();
         for (j, &c) in b.iter().enumerate() {
-            b2j.entry(c).or_default().push(j);
+            if c.is_ascii() {
+                ascii[c as usize].push(j);
+            } else {
+                other.entry(c).or_default().push(j);
+            }
         }
         if b.len() >= 200 {
             let ntest = b.len() / 100 + 1;
-            b2j.retain(|_, idx| idx.len() <= ntest);
+            for v in ascii.iter_mut() {
+                if v.len() > ntest {
+                    v.clear();
+                }
+            }
+            other.retain(|_, idx| idx.len() <= ntest);
         }
-        Self { a, b, b2j }
+        Self { a, b, ascii, other }
+    }
+
+    fn positions(&self, c: char) -> Option<&[usize]> {
+        if c.is_ascii() {
+            self.ascii.get(c as usize).map(Vec::as_slice)
+        } else {
+            self.other.get(&c).map(Vec::as_slice)
+        }
     }
 
     /// difflib's `find_longest_match` (ties: earliest in `a`, then earliest in `b`).
@@ -61,7 +81,7 @@ impl<'s> Matcher<'s> {
         let mut touched_old: Vec<usize> = Vec::new();
         let mut touched_new: Vec<usize> = Vec::new();
         for (i, ch) in a.iter().enumerate().take(ahi).skip(alo) {
-            if let Some(js) = self.b2j.get(ch) {
+            if let Some(js) = self.positions(*ch) {
                 for &j in js {
                     if j < blo {
                         continue;
@@ -96,7 +116,9 @@ impl<'s> Matcher<'s> {
             bestj -= 1;
             bestsize += 1;
         }
-        while besti + bestsize < ahi && bestj + bestsize < bhi && a[besti + bestsize] == b[bestj + bestsize]
+        while besti + bestsize < ahi
+            && bestj + bestsize < bhi
+            && a[besti + bestsize] == b[bestj + bestsize]
         {
             bestsize += 1;
         }
@@ -186,7 +208,13 @@ mod tests {
         assert_eq!(ratio("abcd", "bcde"), 0.75);
         assert_eq!(ratio("", ""), 1.0);
         assert_eq!(ratio("abc", ""), 0.0);
-        assert_eq!(ratio("private Thread currentThread;", "private volatile Thread currentThread;"), 0.8656716417910447);
+        assert_eq!(
+            ratio(
+                "private Thread currentThread;",
+                "private volatile Thread currentThread;"
+            ),
+            0.8656716417910447
+        );
     }
 
     #[test]

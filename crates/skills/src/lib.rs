@@ -24,11 +24,11 @@
 //!   with a write-ahead journal: every file is written atomically, a failure restores every
 //!   touched path in reverse order, and a crash is rolled back by `recover_on_start`.
 
-#[path = "../../memory/src/durable_fs.rs"]
-mod durable_fs;
-pub mod difflib;
 mod catalog;
 mod commands;
+pub mod difflib;
+#[path = "../../memory/src/durable_fs.rs"]
+mod durable_fs;
 mod manage;
 mod ownership;
 pub mod patch_matcher;
@@ -36,7 +36,10 @@ pub mod patch_matcher;
 pub mod threat;
 mod validate;
 
-pub use catalog::{SkillSource, skill_manage_schema, skill_view_schema, skills_list_schema};
+pub use catalog::{
+    SkillSource, skill_manage_description, skill_manage_schema, skill_view_description,
+    skill_view_schema, skills_list_description, skills_list_schema,
+};
 pub use manage::CommitHook;
 
 use mpa_protocol::UserKey;
@@ -118,12 +121,14 @@ impl Error {
     }
 }
 
+/// (user key, review id or "foreground") → path → SHA-256 of the content last viewed.
+type ReadMarks = HashMap<(String, String), HashMap<PathBuf, String>>;
+
 /// Entry point for skills of every user. Cheap to clone.
 #[derive(Clone)]
 pub struct SkillHub {
     data_dir: PathBuf,
-    /// (user key, review id or "foreground") → path → SHA-256 of the content last viewed.
-    read_marks: Arc<Mutex<HashMap<(String, String), HashMap<PathBuf, String>>>>,
+    read_marks: Arc<Mutex<ReadMarks>>,
     commit_hook: Option<CommitHook>,
 }
 
@@ -152,6 +157,17 @@ impl SkillHub {
         self
     }
 
+    /// A background review ended: drop its read-before-write marks.
+    pub fn end_review(&self, actor: &mpa_protocol::Actor, token: &ReviewToken) {
+        let key = Self::mark_key(
+            &actor.user_key(),
+            &WriteOrigin::BackgroundReview(token.clone()),
+        );
+        if let Ok(mut marks) = self.read_marks.lock() {
+            marks.remove(&key);
+        }
+    }
+
     pub(crate) fn public_root(&self) -> PathBuf {
         self.data_dir.join("agent").join("skills")
     }
@@ -176,7 +192,9 @@ impl SkillHub {
     pub(crate) fn mark_key(key: &UserKey, origin: &WriteOrigin) -> (String, String) {
         match origin {
             WriteOrigin::Foreground => (key.as_str().to_string(), "foreground".into()),
-            WriteOrigin::BackgroundReview(t) => (key.as_str().to_string(), format!("review:{}", t.id())),
+            WriteOrigin::BackgroundReview(t) => {
+                (key.as_str().to_string(), format!("review:{}", t.id()))
+            }
         }
     }
 }

@@ -174,7 +174,9 @@ impl SkillHub {
                 "skills": plan.skills,
                 "results": plan.results,
             }),
-            Err(e) => fail(format!("{e}. No files were changed (the batch was rolled back).")),
+            Err(e) => fail(format!(
+                "{e}. No files were changed (the batch was rolled back)."
+            )),
         }
     }
 
@@ -295,7 +297,9 @@ impl SkillHub {
                     None => root.join(name),
                 };
                 if fs::symlink_metadata(&dir).is_ok()
-                    && fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true)
+                    && fs::read_dir(&dir)
+                        .map(|mut d| d.next().is_some())
+                        .unwrap_or(true)
                 {
                     return Err(OpFail::new(format!(
                         "The directory for skill '{name}' already exists and is not empty."
@@ -310,7 +314,9 @@ impl SkillHub {
                 plan.destructive.insert(md.clone());
                 plan.stage(md, Some(content));
                 plan.new_skills.insert(name.to_string(), dir);
-                plan.results.push(json!({"action": "create", "name": name, "path": format!("{name}/SKILL.md")}));
+                plan.results.push(
+                    json!({"action": "create", "name": name, "path": format!("{name}/SKILL.md")}),
+                );
                 plan.touch(name);
                 Ok(())
             }
@@ -358,7 +364,8 @@ impl SkillHub {
                             )));
                         }
                         plan.stage(path, Some(content));
-                        plan.results.push(json!({"action": "write_file", "name": name, "file_path": rel}));
+                        plan.results
+                            .push(json!({"action": "write_file", "name": name, "file_path": rel}));
                         plan.touch(name);
                         Ok(())
                     }
@@ -375,13 +382,16 @@ impl SkillHub {
                             )));
                         }
                         plan.stage(path, None);
-                        plan.results.push(json!({"action": "remove_file", "name": name, "file_path": rel}));
+                        plan.results
+                            .push(json!({"action": "remove_file", "name": name, "file_path": rel}));
                         plan.touch(name);
                         Ok(())
                     }
                 }
             }
-            "delete" => Err(OpFail::new("delete must be the only operation in its batch.")),
+            "delete" => Err(OpFail::new(
+                "delete must be the only operation in its batch.",
+            )),
             other => Err(OpFail::new(format!(
                 "Unknown action '{other}'. Use create, patch, write_file, remove_file or delete."
             ))),
@@ -400,7 +410,9 @@ impl SkillHub {
         target: &FileTarget,
     ) -> std::result::Result<(), OpFail> {
         let Some(current) = Self::current_text(plan, &path) else {
-            return Err(OpFail::new(format!("'{rel}' does not exist in skill '{name}'.")));
+            return Err(OpFail::new(format!(
+                "'{rel}' does not exist in skill '{name}'."
+            )));
         };
         let (next, result) = if let Some(content) = &op.content {
             if op.old_string.is_some() || op.new_string.is_some() {
@@ -453,11 +465,12 @@ impl SkillHub {
             } else {
                 validate::DESCRIPTION_CHARS
             };
-            validate::check_skill_md(&next, name, limit).map_err(|e| {
-                OpFail::new(format!("Patch would break SKILL.md structure: {e}."))
-            })?;
+            validate::check_skill_md(&next, name, limit)
+                .map_err(|e| OpFail::new(format!("Patch would break SKILL.md structure: {e}.")))?;
         } else if next.chars().count() > validate::MAX_CONTENT_CHARS {
-            return Err(OpFail::new("The patched file would exceed 100,000 characters."));
+            return Err(OpFail::new(
+                "The patched file would exceed 100,000 characters.",
+            ));
         }
         scan(&next)?;
         plan.stage(path, Some(next));
@@ -473,7 +486,13 @@ impl SkillHub {
     }
 
     /// Journaled commit: back up, write the manifest, apply, drop the journal.
-    fn commit(&self, key: &UserKey, origin: &WriteOrigin, plan: &Plan, sidecar: &Sidecar) -> Result<()> {
+    fn commit(
+        &self,
+        key: &UserKey,
+        origin: &WriteOrigin,
+        plan: &Plan,
+        sidecar: &Sidecar,
+    ) -> Result<()> {
         let personal = self.personal_root(key);
         let mut writes: Vec<(PathBuf, Option<Vec<u8>>)> = plan
             .order
@@ -481,11 +500,18 @@ impl SkillHub {
             .map(|p| {
                 (
                     p.clone(),
-                    plan.staged.get(p).cloned().flatten().map(String::into_bytes),
+                    plan.staged
+                        .get(p)
+                        .cloned()
+                        .flatten()
+                        .map(String::into_bytes),
                 )
             })
             .collect();
-        writes.push((personal.join(ownership::SIDECAR), Some(ownership::encode(sidecar)?)));
+        writes.push((
+            personal.join(ownership::SIDECAR),
+            Some(ownership::encode(sidecar)?),
+        ));
 
         let id = uuid::Uuid::new_v4().simple().to_string();
         let txn = self.learning_root(key).join(TXN_DIR).join(&id);
@@ -592,7 +618,8 @@ impl SkillHub {
             .map(|n| n.to_string_lossy().into_owned());
         match origin {
             WriteOrigin::Foreground => {
-                let quarantine = personal.join(format!(".deleted-{}", uuid::Uuid::new_v4().simple()));
+                let quarantine =
+                    personal.join(format!(".deleted-{}", uuid::Uuid::new_v4().simple()));
                 fs::rename(&dir, &quarantine)
                     .map_err(|e| OpFail::new(format!("Cannot delete skill '{name}': {e}")))?;
                 self.hook(1);
@@ -702,8 +729,9 @@ impl SkillHub {
                     rd.filter_map(|e| e.ok())
                         .map(|e| e.file_name().to_string_lossy().into_owned())
                         .filter(|n| {
-                            n.strip_prefix(&prefix)
-                                .is_some_and(|ts| ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()))
+                            n.strip_prefix(&prefix).is_some_and(|ts| {
+                                ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit())
+                            })
                         })
                         .collect()
                 })
@@ -758,6 +786,16 @@ impl SkillHub {
         for user in rd.filter_map(|e| e.ok()) {
             let uname = user.file_name().to_string_lossy().into_owned();
             let lroot = user.path();
+            // A crashed writer's flock died with it; a live one (another host process) wins.
+            let _guard = match MutationLock::acquire(&lroot) {
+                Ok(g) => g,
+                Err(e) => {
+                    report.push(format!(
+                        "user {uname}: skipped recovery, store is locked ({e})"
+                    ));
+                    continue;
+                }
+            };
             let txn_root = lroot.join(TXN_DIR);
             if let Ok(txns) = fs::read_dir(&txn_root) {
                 for t in txns.filter_map(|e| e.ok()) {
@@ -801,7 +839,9 @@ impl SkillHub {
             }
             let removed = remove_temp_files(&personal, 0);
             if removed > 0 {
-                report.push(format!("user {uname}: removed {removed} stale temporary file(s)"));
+                report.push(format!(
+                    "user {uname}: removed {removed} stale temporary file(s)"
+                ));
             }
             if let Ok(mut sidecar) = ownership::load(&personal) {
                 let key_dirs = crate::catalog::personal_names(&personal);
@@ -838,7 +878,11 @@ fn remove_temp_files(dir: &Path, depth: usize) -> usize {
         let name = e.file_name().to_string_lossy().into_owned();
         if t.is_dir() && !t.is_symlink() {
             n += remove_temp_files(&e.path(), depth + 1);
-        } else if t.is_file() && name.starts_with('.') && name.contains(".tmp-") && fs::remove_file(e.path()).is_ok() {
+        } else if t.is_file()
+            && name.starts_with('.')
+            && name.contains(".tmp-")
+            && fs::remove_file(e.path()).is_ok()
+        {
             n += 1;
         }
     }
@@ -878,7 +922,10 @@ fn op_fail_body(n: usize, f: OpFail) -> Value {
     obj.insert("success".into(), json!(false));
     obj.insert(
         "error".into(),
-        json!(format!("Operation {n}: {} No operations were applied.", f.error)),
+        json!(format!(
+            "Operation {n}: {} No operations were applied.",
+            f.error
+        )),
     );
     obj.insert("operation".into(), json!(n));
     obj.extend(f.extra);
@@ -918,7 +965,10 @@ fn parse_ops(args: &Value) -> std::result::Result<Vec<OpArgs>, String> {
                 ("new_string", &op.new_string),
                 ("file_content", &op.file_content),
             ] {
-                if value.as_ref().is_some_and(|s| s.chars().count() > validate::MAX_CONTENT_CHARS) {
+                if value
+                    .as_ref()
+                    .is_some_and(|s| s.chars().count() > validate::MAX_CONTENT_CHARS)
+                {
                     return Err(format!(
                         "Operation {}: {field} is longer than {} characters.",
                         i + 1,

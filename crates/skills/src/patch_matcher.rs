@@ -80,6 +80,7 @@ pub enum PatchError {
 }
 
 type Span = (usize, usize);
+type StrategyFn = fn(&str, &str) -> Vec<Span>;
 
 /// Apply `old → new` to `content`.
 pub fn apply(
@@ -139,7 +140,7 @@ pub fn apply(
 
 /// Run the strategies in order; the first with ≥1 match decides.
 pub fn find(content: &str, old: &str) -> Option<(Strategy, Vec<Span>)> {
-    let strategies: [(Strategy, fn(&str, &str) -> Vec<Span>); 9] = [
+    let strategies: [(Strategy, StrategyFn); 9] = [
         (Strategy::Exact, exact),
         (Strategy::LineTrimmed, line_trimmed),
         (Strategy::WhitespaceNormalized, whitespace_normalized),
@@ -170,7 +171,11 @@ fn line_spans(s: &str) -> Vec<Span> {
     for (i, b) in s.bytes().enumerate() {
         if b == b'\n' {
             // A CRLF line ends before its '\r', so CRLF files match like LF files.
-            let end = if i > start && s.as_bytes()[i - 1] == b'\r' { i - 1 } else { i };
+            let end = if i > start && s.as_bytes()[i - 1] == b'\r' {
+                i - 1
+            } else {
+                i
+            };
             out.push((start, end));
             start = i + 1;
         }
@@ -202,12 +207,16 @@ fn windows(content: &str, old: &str, eq: impl Fn(&[&str], &[&str]) -> bool) -> V
 }
 
 fn line_trimmed(content: &str, old: &str) -> Vec<Span> {
-    windows(content, old, |w, p| w.iter().zip(p).all(|(a, b)| a.trim() == b.trim()))
+    windows(content, old, |w, p| {
+        w.iter().zip(p).all(|(a, b)| a.trim() == b.trim())
+    })
 }
 
 fn indentation_flexible(content: &str, old: &str) -> Vec<Span> {
     windows(content, old, |w, p| {
-        w.iter().zip(p).all(|(a, b)| a.trim_start() == b.trim_start())
+        w.iter()
+            .zip(p)
+            .all(|(a, b)| a.trim_start() == b.trim_start())
     })
 }
 
@@ -641,7 +650,10 @@ mod tests {
     #[test]
     fn exact_counts_non_overlapping() {
         let r = apply("aaaa", "aa", "b", true).unwrap();
-        assert_eq!((r.content.as_str(), r.count, r.strategy), ("bb", 2, Strategy::Exact));
+        assert_eq!(
+            (r.content.as_str(), r.count, r.strategy),
+            ("bb", 2, Strategy::Exact)
+        );
     }
 
     #[test]
@@ -665,7 +677,10 @@ mod tests {
     #[test]
     fn preconditions() {
         assert_eq!(apply("x", "", "y", false), Err(PatchError::EmptyOld));
-        assert_eq!(apply("x", "  \n", "y", false), Err(PatchError::WhitespaceOld));
+        assert_eq!(
+            apply("x", "  \n", "y", false),
+            Err(PatchError::WhitespaceOld)
+        );
         assert_eq!(apply("x", "x", "x", false), Err(PatchError::Identical));
     }
 

@@ -49,7 +49,8 @@ pub fn check_file_path(name: &str, file_path: Option<&str>) -> Result<FileTarget
     if fp.chars().count() > 255 {
         return Err("file_path is longer than 255 characters.".into());
     }
-    let parts = crate::durable_fs::check_relative(fp).map_err(|e| format!("Invalid file_path: {e}."))?;
+    let parts =
+        crate::durable_fs::check_relative(fp).map_err(|e| format!("Invalid file_path: {e}."))?;
     if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0].as_str()) {
         return Err(format!(
             "Invalid file_path '{fp}': support files must be inside {} and name a file.",
@@ -57,7 +58,9 @@ pub fn check_file_path(name: &str, file_path: Option<&str>) -> Result<FileTarget
         ));
     }
     if parts.iter().any(|p| p.starts_with('.')) {
-        return Err(format!("Invalid file_path '{fp}': hidden files are not allowed."));
+        return Err(format!(
+            "Invalid file_path '{fp}': hidden files are not allowed."
+        ));
     }
     Ok(FileTarget::Support(parts))
 }
@@ -78,7 +81,11 @@ fn frontmatter_pairs(block: &str) -> Result<Vec<(String, String)>, String> {
             return Err("frontmatter is not a YAML mapping".into());
         };
         let key = k.trim();
-        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err("frontmatter is not a YAML mapping".into());
         }
         let v = v.trim();
@@ -131,11 +138,18 @@ fn split(text: &str) -> Result<(&str, &str), String> {
 /// Full structural validation of a SKILL.md for skill `name`.
 pub fn check_skill_md(text: &str, name: &str, max_description: usize) -> Result<(), String> {
     if text.chars().count() > MAX_CONTENT_CHARS {
-        return Err(format!("SKILL.md is longer than {MAX_CONTENT_CHARS} characters."));
+        return Err(format!(
+            "SKILL.md is longer than {MAX_CONTENT_CHARS} characters."
+        ));
     }
     let (fm, body) = split(text)?;
     let pairs = frontmatter_pairs(fm)?;
-    let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let get = |k: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
     for forbidden in ["allowed-tools", "allowed-api-operations"] {
         if get(forbidden).is_some() {
             return Err(format!(
@@ -195,16 +209,36 @@ mod tests {
         assert!(check_skill_md(&md("Does X", "  \n"), "demo", 60).is_err());
         assert!(check_skill_md(&md(&"d".repeat(61), "b"), "demo", 60).is_err());
         assert!(check_skill_md(&md(&"d".repeat(61), "b"), "demo", 1024).is_ok());
-        assert!(check_skill_md("---\nname: demo\ndescription: x\nallowed-tools: [a]\n---\nb", "demo", 60).is_err());
+        assert!(
+            check_skill_md(
+                "---\nname: demo\ndescription: x\nallowed-tools: [a]\n---\nb",
+                "demo",
+                60
+            )
+            .is_err()
+        );
         assert!(check_skill_md("---\nname: other\ndescription: x\n---\nb", "demo", 60).is_err());
         assert!(check_skill_md("---\nname: demo\ndescription: x\nb", "demo", 60).is_err());
-        assert!(check_skill_md("\u{FEFF}---\r\nname: demo\r\ndescription: x\r\n---\r\nb", "demo", 60).is_ok());
+        assert!(
+            check_skill_md(
+                "\u{FEFF}---\r\nname: demo\r\ndescription: x\r\n---\r\nb",
+                "demo",
+                60
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn file_paths() {
-        assert_eq!(check_file_path("s", Some("SKILL.md")), Ok(FileTarget::SkillMd));
-        assert_eq!(check_file_path("s", Some("s/SKILL.md")), Ok(FileTarget::SkillMd));
+        assert_eq!(
+            check_file_path("s", Some("SKILL.md")),
+            Ok(FileTarget::SkillMd)
+        );
+        assert_eq!(
+            check_file_path("s", Some("s/SKILL.md")),
+            Ok(FileTarget::SkillMd)
+        );
         assert!(check_file_path("s", Some("notes/x.md")).is_err());
         assert!(check_file_path("s", Some("references/../x.md")).is_err());
         assert!(check_file_path("s", Some("/etc/passwd")).is_err());
@@ -213,7 +247,10 @@ mod tests {
         assert!(check_file_path("s", Some("references/.ownership.json")).is_err());
         assert_eq!(
             check_file_path("s", Some("references/x.md")),
-            Ok(FileTarget::Support(vec!["references".into(), "x.md".into()]))
+            Ok(FileTarget::Support(vec![
+                "references".into(),
+                "x.md".into()
+            ]))
         );
     }
 }

@@ -93,7 +93,12 @@ fn ratio_matches_python_difflib() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -110,5 +115,8 @@ fn ratio_matches_python_difflib() {
             "ratio mismatch: rust {got} python {want}\na={a:?}\nb={b:?}"
         );
     }
-    assert!(long_pairs > 50, "autojunk path exercised {long_pairs} times");
+    assert!(
+        long_pairs > 50,
+        "autojunk path exercised {long_pairs} times"
+    );
 }

@@ -30,8 +30,13 @@ fn item48_aa_in_aaaa() {
 #[test]
 fn item49_indentation_is_adapted() {
     let content = "steps:\n    check disk\n    run scan\nend";
-    let r = apply(content, "  check disk\n  run scan", "  check disk\n  run full scan\n    verbose", false)
-        .unwrap();
+    let r = apply(
+        content,
+        "  check disk\n  run scan",
+        "  check disk\n  run full scan\n    verbose",
+        false,
+    )
+    .unwrap();
     assert_eq!(r.strategy, Strategy::LineTrimmed);
     assert_eq!(
         r.content,
@@ -42,10 +47,18 @@ fn item49_indentation_is_adapted() {
 #[test]
 fn item50_unicode_preserved() {
     let content = "Say \u{201C}hello\u{201D} \u{2014} then wait\u{2026}\n";
-    let r = apply(content, "Say \"hello\" -- then wait...", "Say \"hello\" -- then leave...", false)
-        .unwrap();
+    let r = apply(
+        content,
+        "Say \"hello\" -- then wait...",
+        "Say \"hello\" -- then leave...",
+        false,
+    )
+    .unwrap();
     assert_eq!(r.strategy, Strategy::UnicodeNormalized);
-    assert_eq!(r.content, "Say \u{201C}hello\u{201D} \u{2014} then leave\u{2026}\n");
+    assert_eq!(
+        r.content,
+        "Say \u{201C}hello\u{201D} \u{2014} then leave\u{2026}\n"
+    );
 }
 
 #[test]
@@ -58,9 +71,18 @@ fn item51_literal_newline_escape() {
 
 #[test]
 fn item52_preconditions() {
-    assert_eq!(apply("abc", "b", "b", false).unwrap_err(), PatchError::Identical);
-    assert_eq!(apply("abc", "", "x", false).unwrap_err(), PatchError::EmptyOld);
-    assert_eq!(apply("abc", " \t\n", "x", false).unwrap_err(), PatchError::WhitespaceOld);
+    assert_eq!(
+        apply("abc", "b", "b", false).unwrap_err(),
+        PatchError::Identical
+    );
+    assert_eq!(
+        apply("abc", "", "x", false).unwrap_err(),
+        PatchError::EmptyOld
+    );
+    assert_eq!(
+        apply("abc", " \t\n", "x", false).unwrap_err(),
+        PatchError::WhitespaceOld
+    );
 }
 
 #[test]
@@ -70,7 +92,8 @@ fn item53_replace_all_refused_for_similarity_matches() {
     let old = "## Step\nalpha beta gamma zzz\ndelta epsilonn\n## End";
     let err = apply(&content, old, "## Step\nnew\n## End", true).unwrap_err();
     assert!(
-        err.to_string().contains("replace_all only applies to exact matches"),
+        err.to_string()
+            .contains("replace_all only applies to exact matches"),
         "{err}"
     );
     // Without replace_all the two candidates are simply ambiguous.
@@ -94,11 +117,17 @@ fn no_match_gives_numbered_did_you_mean() {
     let content = "# Skill\n\n## Steps\n1. open the downloader\n2. check the queue\n3. done\n";
     let err = apply(content, "1. launch the torrent client", "x", false).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with("Could not find a match for old_string in the file"), "{msg}");
+    assert!(
+        msg.starts_with("Could not find a match for old_string in the file"),
+        "{msg}"
+    );
     assert!(msg.contains("Did you mean one of these sections?"));
     assert!(msg.contains("   4| 1. open the downloader"), "{msg}");
     let err = apply(content, "completely unrelated zebra text", "x", false).unwrap_err();
-    assert_eq!(err.to_string(), "Could not find a match for old_string in the file");
+    assert_eq!(
+        err.to_string(),
+        "Could not find a match for old_string in the file"
+    );
 }
 
 #[test]
@@ -115,8 +144,13 @@ fn crlf_tabs_and_cjk() {
     assert_eq!(r.content, "a\tb c d\n");
     // CJK and combining characters survive exact and fuzzy paths.
     let content = "  下载器：qBittorrent\n  字幕：中文 e\u{301}\n";
-    let r = apply(content, "下载器：qBittorrent\n字幕：中文 e\u{301}", "下载器：Transmission\n字幕：中文 e\u{301}", false)
-        .unwrap();
+    let r = apply(
+        content,
+        "下载器：qBittorrent\n字幕：中文 e\u{301}",
+        "下载器：Transmission\n字幕：中文 e\u{301}",
+        false,
+    )
+    .unwrap();
     assert_eq!(r.strategy, Strategy::LineTrimmed);
     assert_eq!(r.content, "  下载器：Transmission\n  字幕：中文 e\u{301}\n");
 }

@@ -4,6 +4,7 @@
 
 pub mod diagnostic;
 pub mod execute_command;
+pub mod learning;
 pub mod update_plan;
 
 use crate::plan::Plan;
@@ -55,6 +56,15 @@ pub struct SessionState {
     pub plan: Option<Plan>,
     /// The session's terminal scope, opened on first use and closed with the session.
     pub exec_scope: Option<mpa_exec::ScopeId>,
+    /// The memory snapshot frozen at the session's first turn (system-prompt text).
+    pub memory_snapshot: Option<String>,
+}
+
+/// A background learning review: its id and the cancel flag that seals its later writes.
+#[derive(Debug, Clone)]
+pub struct ReviewCtx {
+    pub id: String,
+    pub cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
@@ -65,6 +75,8 @@ pub struct ToolContext {
     pub call_id: String,
     pub cancel: CancellationToken,
     pub session: Arc<Mutex<SessionState>>,
+    /// Set when the call belongs to a background review (writes are guarded or staged).
+    pub review: Option<ReviewCtx>,
 }
 
 /// What a tool returns: the text the model sees, plus what the host knows about it.

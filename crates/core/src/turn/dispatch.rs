@@ -178,7 +178,9 @@ pub async fn run_tool_calls(
     calls: &[ToolCall],
     sink: &EventSink<'_>,
     cancel: &CancellationToken,
+    review: Option<&crate::tools::ReviewCtx>,
 ) -> DispatchOutcome {
+    let review = review.cloned();
     let plan_calls = calls.iter().filter(|c| c.name == UPDATE_PLAN).count();
     let mut slots: Vec<Option<(ToolOutput, Outcome)>> = vec![None; calls.len()];
     let mut started = vec![false; calls.len()];
@@ -205,6 +207,7 @@ pub async fn run_tool_calls(
             call_id: call.id.clone(),
             cancel: cancel.child_token(),
             session: Arc::clone(&data.state),
+            review: review.clone(),
         };
         let limit = Arc::clone(&limit);
         running.push(async move {

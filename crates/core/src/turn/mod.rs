@@ -47,6 +47,22 @@ pub async fn run_turn(
         session_id: data.session_id.clone(),
         assistant_message_id,
     });
+    if let Some(reply) = begin::user_command(services, &actor, &input.text).await {
+        sink.emit(Event::Delta {
+            content: reply.clone(),
+        });
+        let mut m = Message::assistant(reply.clone(), vec![]);
+        m.metadata
+            .insert("host_command".into(), serde_json::Value::Bool(true));
+        data.messages.push(m);
+        end::finish(services, data, turn_start, TurnStatus::Completed, None).await;
+        sink.emit(Event::TurnEnded {
+            status: TurnStatus::Completed,
+            final_text: reply,
+        });
+        return TurnStatus::Completed;
+    }
+    let blocks = begin::capability_blocks(services, &actor, data).await;
 
     let mut status = TurnStatus::IterationLimit;
     let mut final_text = String::new();
@@ -56,7 +72,7 @@ pub async fn run_turn(
             status = TurnStatus::Stopped;
             break;
         }
-        let req = request::assemble(services, &actor, data);
+        let req = request::assemble(services, &actor, data, &blocks);
         let mut partial = String::new();
         let mut on_event = |ev: StreamEvent| match ev {
             StreamEvent::Content(c) => {
@@ -95,7 +111,8 @@ pub async fn run_turn(
             status = TurnStatus::Completed;
             break;
         }
-        let outcome = dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel).await;
+        let outcome =
+            dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel, None).await;
         data.messages.extend(outcome.results);
         if outcome.stopped {
             status = TurnStatus::Stopped;

@@ -8,12 +8,17 @@ use crate::session::SessionData;
 use mpa_model::ChatRequest;
 use mpa_protocol::{Actor, Message};
 
-pub fn assemble(services: &Services, actor: &Actor, data: &SessionData) -> ChatRequest {
+pub fn assemble(
+    services: &Services,
+    actor: &Actor,
+    data: &SessionData,
+    extra: &[String],
+) -> ChatRequest {
     let plan = data.state.lock().ok().and_then(|s| s.plan.clone());
     let system = system_prompt(&PromptLayers {
         actor,
         plan: plan.as_ref(),
-        extra: &[],
+        extra,
     });
     let mut messages = Vec::with_capacity(data.messages.len() + 1);
     messages.push(Message::system(system));

@@ -1,0 +1,61 @@
+//! `mpagent serve`: the HTTP host (web page, SSE chat API, OpenAI-compatible endpoint). Ctrl-C or
+//! SIGTERM stops accepting, stops running turns (their snapshots are written) and exits.
+
+use crate::context::CliContext;
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Hours a login token stays valid.
+    #[arg(long, env = "MPA_TOKEN_TTL_HOURS", default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..))]
+    pub token_ttl_hours: u64,
+    /// Model id advertised by /v1/models and echoed in completions.
+    #[arg(long, env = "MPA_OPENAI_MODEL_NAME", default_value = "mpagent")]
+    pub model_name: String,
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    eprintln!("mpagent serve: shutting down");
+}
+
+pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    let agent = ctx.agent()?;
+    let mut cfg = mpa_server::ServerConfig::new(ctx.config.listen);
+    cfg.admin_token = ctx.config.admin_token.clone().filter(|t| !t.is_empty());
+    cfg.token_ttl = Duration::from_secs(args.token_ttl_hours * 3600);
+    cfg.model_name = args.model_name;
+    let no_users = ctx.store.list_users().await?.is_empty();
+    let host = mpa_server::Host::bind(agent, cfg).await?;
+    let addr = host.local_addr()?;
+    if no_users {
+        eprintln!(
+            "mpagent serve: no user accounts yet. Create one to log in:\n    mpagent user add NAME --admin"
+        );
+    }
+    // Tests and scripts wait for this exact line (the port is real even when 0 was asked).
+    eprintln!("mpagent serve: listening on http://{addr}");
+    host.run(shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}

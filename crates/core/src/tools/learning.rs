@@ -1,0 +1,149 @@
+//! Adapters for the learning tools: `memory`, `search_memory` (mpa-memory) and `skills_list`,
+//! `skill_view`, `skill_manage` (mpa-skills). The hubs do file I/O, so each call runs on the
+//! blocking pool. The write origin (foreground or a background review with its cancel flag) comes
+//! from the host's [`ToolContext`], never from tool arguments.
+
+use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
+use async_trait::async_trait;
+use mpa_protocol::{Actor, ToolSpec};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Which learning operation an adapter performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LearningOp {
+    Memory,
+    SearchMemory,
+    SkillsList,
+    SkillView,
+    SkillManage,
+}
+
+impl LearningOp {
+    pub const ALL: [LearningOp; 5] = [
+        LearningOp::Memory,
+        LearningOp::SearchMemory,
+        LearningOp::SkillsList,
+        LearningOp::SkillView,
+        LearningOp::SkillManage,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LearningOp::Memory => "memory",
+            LearningOp::SearchMemory => "search_memory",
+            LearningOp::SkillsList => "skills_list",
+            LearningOp::SkillView => "skill_view",
+            LearningOp::SkillManage => "skill_manage",
+        }
+    }
+}
+
+pub struct LearningTool {
+    pub op: LearningOp,
+    pub memory: mpa_memory::MemoryHub,
+    pub skills: mpa_skills::SkillHub,
+}
+
+impl LearningTool {
+    fn memory_origin(ctx: &ToolContext) -> mpa_memory::WriteOrigin {
+        match &ctx.review {
+            Some(r) => mpa_memory::WriteOrigin::BackgroundReview(
+                mpa_memory::ReviewToken::with_flag(r.id.clone(), Arc::clone(&r.cancelled)),
+            ),
+            None => mpa_memory::WriteOrigin::Foreground,
+        }
+    }
+
+    fn skills_origin(ctx: &ToolContext) -> mpa_skills::WriteOrigin {
+        match &ctx.review {
+            Some(r) => mpa_skills::WriteOrigin::BackgroundReview(
+                mpa_skills::ReviewToken::with_flag(r.id.clone(), Arc::clone(&r.cancelled)),
+            ),
+            None => mpa_skills::WriteOrigin::Foreground,
+        }
+    }
+
+    fn handle(&self, actor: &Actor, ctx: &ToolContext, args: Value) -> Value {
+        match self.op {
+            LearningOp::Memory => self
+                .memory
+                .memory_tool(actor, &Self::memory_origin(ctx), args),
+            LearningOp::SearchMemory => self.memory.search_memory_tool(actor, args),
+            LearningOp::SkillsList => self.skills.skills_list(actor, args),
+            LearningOp::SkillView => self
+                .skills
+                .skill_view(actor, &Self::skills_origin(ctx), args),
+            LearningOp::SkillManage => self
+                .skills
+                .skill_manage(actor, &Self::skills_origin(ctx), args),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for LearningTool {
+    fn spec(&self) -> ToolSpec {
+        let (description, parameters) = match self.op {
+            LearningOp::Memory => (
+                mpa_memory::memory_tool_description(),
+                mpa_memory::memory_tool_schema(),
+            ),
+            LearningOp::SearchMemory => (
+                mpa_memory::search_memory_description(),
+                mpa_memory::search_memory_schema(),
+            ),
+            LearningOp::SkillsList => (
+                mpa_skills::skills_list_description(),
+                mpa_skills::skills_list_schema(),
+            ),
+            LearningOp::SkillView => (
+                mpa_skills::skill_view_description(),
+                mpa_skills::skill_view_schema(),
+            ),
+            LearningOp::SkillManage => (
+                mpa_skills::skill_manage_description(),
+                mpa_skills::skill_manage_schema(),
+            ),
+        };
+        ToolSpec {
+            name: self.op.name().into(),
+            description: description.to_string(),
+            parameters,
+        }
+    }
+
+    fn meta(&self) -> ToolMeta {
+        let writes = matches!(self.op, LearningOp::Memory | LearningOp::SkillManage);
+        ToolMeta {
+            tags: if writes {
+                &[ToolTag::Memory, ToolTag::Write]
+            } else {
+                &[ToolTag::Memory, ToolTag::Read]
+            },
+            requires_admin: false,
+            internal: true,
+            self_capped: true,
+        }
+    }
+
+    async fn call(&self, ctx: ToolContext, args: Value) -> ToolOutput {
+        let this = LearningTool {
+            op: self.op,
+            memory: self.memory.clone(),
+            skills: self.skills.clone(),
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let actor = ctx.actor.clone();
+            this.handle(&actor, &ctx, args)
+        })
+        .await;
+        match joined {
+            Ok(v) => ToolOutput::json(&v),
+            Err(_) => ToolOutput::failure(
+                "tool_failed",
+                "tool failed (internal error); check arguments or query current state",
+            ),
+        }
+    }
+}
