@@ -16,6 +16,10 @@ pub struct AgentConfig {
     pub support_image_input: bool,
     /// Turns that may wait behind the running one in a session (`agent_manager_queue_full` beyond).
     pub queue_capacity: usize,
+    /// User turns between background memory reviews (0 = off).
+    pub memory_review_interval: u32,
+    /// Tool-using model iterations between background skill reviews (0 = off).
+    pub skill_review_interval: u32,
 }
 
 impl AgentConfig {
@@ -28,6 +32,8 @@ impl AgentConfig {
             max_context_tokens_k: 128,
             support_image_input: true,
             queue_capacity: 8,
+            memory_review_interval: 10,
+            skill_review_interval: 10,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod plan;
 pub mod prompt;
 pub mod redaction;
 pub mod result_cap;
+pub mod review;
 pub mod session;
 pub mod tools;
 pub mod turn;

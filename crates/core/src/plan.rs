@@ -131,9 +131,12 @@ impl Plan {
             .iter()
             .rev()
             .filter(|m| matches!(m.role, Role::Assistant | Role::Tool))
-            .find_map(|m| m.metadata.get(PLAN_METADATA_KEY))
-            .and_then(|v| serde_json::from_value::<Plan>(v.clone()).ok())
-            .and_then(|p| p.validated().ok())
+            .filter_map(|m| m.metadata.get(PLAN_METADATA_KEY))
+            .find_map(|v| {
+                serde_json::from_value::<Plan>(v.clone())
+                    .ok()
+                    .and_then(|p| p.validated().ok())
+            })
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::agent::Services;
 use crate::error::{CoreError, Result};
 use crate::tools::SessionState;
+use crate::review::{ReviewCounters, RunningReview};
 use crate::turn::{TurnInput, run_turn};
 use chrono::{DateTime, Utc};
 use mpa_protocol::{Actor, Event, Message, UserId};
@@ -25,6 +26,7 @@ pub struct SessionData {
     pub created_at: DateTime<Utc>,
     pub messages: Vec<Message>,
     pub state: Arc<Mutex<SessionState>>,
+    pub review_counters: ReviewCounters,
 }
 
 impl SessionData {
@@ -37,6 +39,7 @@ impl SessionData {
             created_at: Utc::now(),
             messages: Vec::new(),
             state: Arc::new(Mutex::new(SessionState::default())),
+            review_counters: ReviewCounters::default(),
         }
     }
 
@@ -50,6 +53,7 @@ impl SessionData {
             messages: chat.agent_messages,
             // The plan is restored from the newest snapshot at the start of the next turn.
             state: Arc::new(Mutex::new(SessionState::default())),
+            review_counters: ReviewCounters::default(),
         }
     }
 }
@@ -68,6 +72,8 @@ struct Shared {
     processing: AtomicBool,
     current: Mutex<Option<CancellationToken>>,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    /// True while a background review runs.
+    reviewing: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Clone)]
@@ -84,6 +90,7 @@ pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> Sessi
         processing: AtomicBool::new(false),
         current: Mutex::new(None),
         task: tokio::sync::Mutex::new(None),
+        reviewing: tokio::sync::watch::Sender::new(false),
     });
     let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared)));
     if let Ok(mut slot) = shared.task.try_lock() {
@@ -98,6 +105,7 @@ async fn actor_loop(
     mut rx: mpsc::Receiver<Command>,
     shared: Arc<Shared>,
 ) {
+    let mut review: Option<RunningReview> = None;
     while let Some(cmd) = rx.recv().await {
         match cmd {
             Command::Turn { input, events } => {
@@ -106,7 +114,30 @@ async fn actor_loop(
                     *cur = Some(cancel.clone());
                 }
                 shared.processing.store(true, Ordering::SeqCst);
-                run_turn(&services, &mut data, input, &events, cancel).await;
+                // Self-improvement never blocks a user-facing turn: cancel, wait at most 2 s.
+                if let Some(r) = review.take() {
+                    if !r.is_finished() {
+                        r.cancel().await;
+                    }
+                    shared.reviewing.send_replace(false);
+                }
+                let actor = input.actor.clone();
+                let outcome = run_turn(&services, &mut data, input, &events, cancel).await;
+                if let Some(start) = outcome.review {
+                    let reviewing = shared.reviewing.clone();
+                    reviewing.send_replace(true);
+                    review = Some(crate::review::spawn(
+                        Arc::clone(&services),
+                        actor,
+                        data.session_id.clone(),
+                        start.system,
+                        start.messages,
+                        start.due,
+                        Box::new(move || {
+                            reviewing.send_replace(false);
+                        }),
+                    ));
+                }
                 shared.processing.store(false, Ordering::SeqCst);
                 if let Ok(mut cur) = shared.current.lock() {
                     *cur = None;
@@ -114,6 +145,10 @@ async fn actor_loop(
             }
             Command::Close => break,
         }
+    }
+    if let Some(r) = review.take() {
+        r.cancel().await;
+        shared.reviewing.send_replace(false);
     }
     // Closing the session seals its terminal scope and terminates only what it owns.
     let scope = data.state.lock().ok().and_then(|mut s| s.exec_scope.take());
@@ -177,6 +212,25 @@ impl SessionHandle {
             },
             Err(_) => false,
         }
+    }
+
+    /// Waits until no turn is running and no background review is running (or `limit` passes);
+    /// returns whether the session became idle.
+    pub async fn wait_idle(&self, limit: std::time::Duration) -> bool {
+        let mut rx = self.shared.reviewing.subscribe();
+        tokio::time::timeout(limit, async {
+            loop {
+                if !self.is_processing() && !*rx.borrow_and_update() {
+                    return;
+                }
+                tokio::select! {
+                    _ = rx.changed() => {}
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                }
+            }
+        })
+        .await
+        .is_ok()
     }
 
     /// Lets queued turns finish, then ends the actor and waits for it.

@@ -29,13 +29,25 @@ impl EventSink<'_> {
     }
 }
 
+/// A review to start after the turn (its reply was delivered and saved).
+pub struct ReviewStart {
+    pub due: crate::review::Due,
+    pub system: String,
+    pub messages: Vec<Message>,
+}
+
+pub struct TurnOutcome {
+    pub status: TurnStatus,
+    pub review: Option<ReviewStart>,
+}
+
 pub async fn run_turn(
     services: &Services,
     data: &mut SessionData,
     input: TurnInput,
     events: &mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
-) -> TurnStatus {
+) -> TurnOutcome {
     let sink = EventSink(events);
     let actor = input.actor.clone();
     begin::restore_plan(data);
@@ -60,8 +72,23 @@ pub async fn run_turn(
             status: TurnStatus::Completed,
             final_text: reply,
         });
-        return TurnStatus::Completed;
+        return TurnOutcome {
+            status: TurnStatus::Completed,
+            review: None,
+        };
     }
+    let prior_user_messages = data.messages[..turn_start]
+        .iter()
+        .filter(|m| m.role == mpa_protocol::Role::User)
+        .count();
+    let memory_interval = if services.caps.memory.is_some() {
+        services.cfg.memory_review_interval
+    } else {
+        0
+    };
+    let memory_due = data
+        .review_counters
+        .on_user_turn(memory_interval, prior_user_messages);
     let blocks = begin::capability_blocks(services, &actor, data).await;
 
     let mut status = TurnStatus::IterationLimit;
@@ -111,6 +138,7 @@ pub async fn run_turn(
             status = TurnStatus::Completed;
             break;
         }
+        data.review_counters.on_tool_response(&calls);
         let outcome =
             dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel, None).await;
         data.messages.extend(outcome.results);
@@ -136,5 +164,25 @@ pub async fn run_turn(
     }
     end::finish(services, data, turn_start, status, error.as_ref().map(|e| e.1.as_str())).await;
     sink.emit(Event::TurnEnded { status, final_text });
-    status
+    let skill_interval = if services.caps.skills.is_some() {
+        services.cfg.skill_review_interval
+    } else {
+        0
+    };
+    let due = crate::review::Due {
+        memory: memory_due,
+        skills: data.review_counters.skills_due(skill_interval),
+    };
+    // Reviews follow only completed turns whose reply was delivered and saved.
+    let review = (status == TurnStatus::Completed && due.any()).then(|| {
+        let req = request::assemble(services, &actor, data, &blocks);
+        let mut messages = req.messages;
+        let system = messages.remove(0).text();
+        ReviewStart {
+            due,
+            system,
+            messages,
+        }
+    });
+    TurnOutcome { status, review }
 }

@@ -1,0 +1,178 @@
+//! Background learning review driven by the mock model: the whitelist refuses everything but the
+//! learning tools, the background guard protects user-owned skills, and a new user turn cancels a
+//! running review.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_protocol::{Actor, Event, TurnStatus};
+use mpa_store::Store;
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    agent: Agent,
+    actor: Actor,
+}
+
+async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store = Store::open_in(&data).unwrap();
+    let user = store.create_user("root", true, None).await.unwrap();
+    let actor = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: true,
+    };
+    let caps = Capabilities {
+        exec: Some(mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
+            workdir: dir.path().to_path_buf(),
+            venv_path: None,
+            spill_dir: data.join("spill"),
+        })),
+        memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+            data.clone(),
+        ))),
+        skills: Some(mpa_skills::SkillHub::new(data.clone())),
+    };
+    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        ..Default::default()
+    });
+    cfg.memory_review_interval = memory_interval;
+    cfg.skill_review_interval = 0;
+    let tools = default_registry(&RegistryOptions::default(), &caps);
+    let agent = Agent::new(cfg, store, tools, caps).unwrap();
+    Env {
+        _dir: dir,
+        data,
+        agent,
+        actor,
+    }
+}
+
+async fn turn(e: &Env, session: &str, text: &str) -> TurnStatus {
+    let s = e.agent.session(&e.actor, session, "test").await.unwrap();
+    let mut rx = s.submit(e.actor.clone(), text.into(), vec![]).unwrap();
+    while let Some(ev) = rx.recv().await {
+        if let Event::TurnEnded { status, .. } = ev {
+            return status;
+        }
+    }
+    panic!("turn ended without TurnEnded");
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(
+                    p.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+const SKILL: &str = "---\nname: mine\ndescription: How this household names its shows\n---\n# mine\n\n## Steps\n1. check the library\n2. verify the result\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn review_refuses_commands_and_user_skill_deletion_and_leaves_files_identical() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 1).await;
+    let marker = e.data.join("marker-from-review");
+    // Turn: the model creates a skill in the foreground (so it belongs to the user), then answers.
+    mock.push(MockReply::tool_calls(&[(
+        "c1",
+        "skill_manage",
+        json!({"operations": [{"action": "create", "name": "mine", "content": SKILL}]}),
+    )]));
+    mock.push(MockReply::text("Created the skill."));
+    // Review: tries a command and deleting the user's skill, then gives up.
+    mock.push(
+        MockReply::tool_calls(&[
+            (
+                "r1",
+                "execute_command",
+                json!({"action": "run", "command": format!("touch {}", marker.display())}),
+            ),
+            (
+                "r2",
+                "skill_manage",
+                json!({"operations": [{"action": "delete", "name": "mine", "absorbed_into": "umbrella"}]}),
+            ),
+        ])
+        .chunk_delay(Duration::from_millis(200)),
+    );
+    mock.push(MockReply::text("Nothing to save."));
+
+    assert_eq!(turn(&e, "s1", "make a skill").await, TurnStatus::Completed);
+    assert!(mock.wait_for_requests(3, Duration::from_secs(30)).await);
+    let skills_dir = e.data.join("agent/runtime/learning/users").join(e.actor.user_key().as_str());
+    let before = tree(&skills_dir);
+    assert!(before.keys().any(|k| k.ends_with("SKILL.md")), "{before:?}");
+    let s = e.agent.live("s1").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(30)).await);
+
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 4);
+    // The review replays the same system prompt and tool specs.
+    assert_eq!(reqs[2]["messages"][0], reqs[1]["messages"][0]);
+    assert_eq!(reqs[2]["tools"], reqs[1]["tools"]);
+    let last_user = reqs[2]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(last_user["content"].as_str().unwrap().contains("only call memory and skill"));
+    let msgs = reqs[3]["messages"].as_array().unwrap();
+    let result = |id: &str| -> String {
+        msgs.iter()
+            .find(|m| m["tool_call_id"] == id)
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(result("r1").contains("cannot execute this tool here"), "{}", result("r1"));
+    let r2: Value = serde_json::from_str(&result("r2")).unwrap();
+    assert_eq!(r2["success"], false, "{r2}");
+    assert!(!marker.exists(), "the command never ran");
+    assert_eq!(tree(&skills_dir), before, "user files byte-identical");
+    // Nothing of the review reached the chat snapshot.
+    let chat = e.agent.store().chat("s1").await.unwrap().unwrap();
+    assert_eq!(chat.agent_messages.len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_review_before_the_interval_and_a_new_turn_cancels_a_running_review() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 2).await;
+    mock.push(MockReply::text("one"));
+    assert_eq!(turn(&e, "s2", "first").await, TurnStatus::Completed);
+    let s = e.agent.live("s2").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(10)).await);
+    assert_eq!(mock.requests().len(), 1, "no review after turn 1 of 2");
+
+    mock.push(MockReply::text("two"));
+    // The review stalls forever until cancelled.
+    mock.push(MockReply::text("thinking about memory").stall_after(1));
+    assert_eq!(turn(&e, "s2", "second").await, TurnStatus::Completed);
+    assert!(mock.wait_for_requests(3, Duration::from_secs(30)).await);
+    mock.push(MockReply::text("three"));
+    // The next user turn cancels the review and runs.
+    assert_eq!(turn(&e, "s2", "third").await, TurnStatus::Completed);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 4);
+    let last = reqs[3]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "third");
+}
