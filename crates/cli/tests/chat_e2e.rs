@@ -547,3 +547,55 @@ async fn memory_written_in_one_session_is_in_the_next_sessions_prompt() {
     assert!(!r.stdout.trim().is_empty());
     assert_eq!(mock.requests().len(), 4);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turns_are_captured_as_redacted_searchable_evidence() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    mock.push(MockReply::tool_calls(&[(
+        "e1",
+        "test_echo",
+        json!({"text": "Interstellar 2014 found in the library"}),
+    )]));
+    mock.push(MockReply::text("Interstellar is already in your library."));
+    let mut cmd = mpagent(d, &mock);
+    cmd.args([
+        "chat",
+        "--user",
+        "hana",
+        "--session",
+        "ev1",
+        "is Interstellar there? my qbittorrent password=hunter2secret",
+    ]);
+    let r = run(cmd).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The recall rules are in the request when session_search is enabled.
+    assert!(system_text(&mock.requests()[0]).contains("session_search"));
+
+    let search = |args: Vec<&str>| {
+        let mut cmd = mpagent(d, &mock);
+        cmd.args(["history", "search", "--user"]).args(args);
+        run(cmd)
+    };
+    let r = search(vec!["hana", "--query", "Interstellar"]).await;
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["success"], true, "{v}");
+    assert!(r.stdout.contains("ev1"), "{}", r.stdout);
+    // The secret was redacted at capture: searching for it finds nothing, reading never shows it.
+    let r = search(vec!["hana", "--query", "hunter2secret"]).await;
+    assert!(!r.stdout.contains("ev1"), "{}", r.stdout);
+    let r = search(vec!["hana", "--session-id", "ev1"]).await;
+    assert!(r.stdout.contains("library"), "{}", r.stdout);
+    assert!(!r.stdout.contains("hunter2secret"), "{}", r.stdout);
+    // Tool results are evidence too.
+    let r = search(vec!["hana", "--query", "2014", "--role-filter", "tool"]).await;
+    assert!(r.stdout.contains("ev1"), "{}", r.stdout);
+    // Another user's search never sees it.
+    let r = search(vec!["ivan", "--query", "Interstellar"]).await;
+    assert!(!r.stdout.contains("ev1"), "{}", r.stdout);
+    // The chat snapshot is redacted too.
+    let (_, agent, _, _) = chat_row(d, "ev1").unwrap();
+    assert!(!agent.to_string().contains("hunter2secret"));
+}

@@ -18,6 +18,7 @@ pub struct Capabilities {
     pub exec: Option<mpa_exec::ExecHub>,
     pub memory: Option<mpa_memory::MemoryHub>,
     pub skills: Option<mpa_skills::SkillHub>,
+    pub history: Option<mpa_history::HistoryHub>,
 }
 
 /// Services every turn uses.
@@ -186,6 +187,21 @@ impl Agent {
         self.check_access(actor, session_id).await?;
         self.stop(session_id);
         self.close_session(session_id).await;
+        // Evidence first (with a tombstone so late appends cannot resurrect it), then the chat;
+        // a failure in between leaves a chat that can be deleted again.
+        if let Some(history) = &self.services.caps.history {
+            let owner = match self.services.store.chat(session_id).await? {
+                Some(chat) => chat.user_id,
+                None => actor.user_id.clone(),
+            };
+            if let Err(e) = history
+                .delete_session(&mpa_protocol::UserKey::for_user(&owner), session_id)
+                .await
+            {
+                tracing::error!(session = %session_id, error = %e, "evidence not deleted");
+                return Err(CoreError::EvidenceUnavailable(e.to_string()));
+            }
+        }
         self.services.store.delete_chat(session_id).await?;
         Ok(())
     }

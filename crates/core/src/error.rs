@@ -14,6 +14,8 @@ pub enum CoreError {
     QueueFull { capacity: usize },
     #[error("the session is shutting down")]
     SessionClosed,
+    #[error("the evidence store is unavailable: {0}")]
+    EvidenceUnavailable(String),
     #[error("unknown tool {0:?}")]
     UnknownTool(String),
     #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
@@ -29,6 +31,7 @@ impl CoreError {
             CoreError::SessionNotFound => "session_not_found",
             CoreError::QueueFull { .. } => "agent_manager_queue_full",
             CoreError::SessionClosed => "agent_manager_unavailable",
+            CoreError::EvidenceUnavailable(_) => "storage_unavailable",
             CoreError::UnknownTool(_) => "unknown_tool",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
         }

@@ -48,6 +48,11 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     if let Some(hub) = &caps.exec {
         r.register(std::sync::Arc::new(execute_command::ExecuteCommand { hub: hub.clone() }));
     }
+    if let Some(hub) = &caps.history {
+        r.register(std::sync::Arc::new(tools::session_search::SessionSearch {
+            hub: hub.clone(),
+        }));
+    }
     if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
         for op in tools::learning::LearningOp::ALL {
             r.register(std::sync::Arc::new(tools::learning::LearningTool {

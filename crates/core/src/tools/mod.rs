@@ -5,6 +5,7 @@
 pub mod diagnostic;
 pub mod execute_command;
 pub mod learning;
+pub mod session_search;
 pub mod update_plan;
 
 use crate::plan::Plan;

@@ -72,6 +72,9 @@ pub async fn capability_blocks(services: &Services, actor: &Actor, data: &Sessio
     if let Some(b) = skills_block.filter(|b| !b.is_empty()) {
         blocks.push(b);
     }
+    if services.caps.history.is_some() {
+        blocks.push(mpa_history::RECALL_RULES.to_string());
+    }
     blocks
 }
 

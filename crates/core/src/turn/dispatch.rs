@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct DispatchOutcome {
     pub results: Vec<Message>,
+    /// Per result: the full content when the message holds a capped preview (for evidence).
+    pub full_contents: Vec<Option<String>>,
     pub stopped: bool,
 }
 
@@ -258,6 +260,7 @@ pub async fn run_tool_calls(
     drop(executing);
     drop(running);
     let mut results = Vec::with_capacity(calls.len());
+    let mut full_contents = Vec::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
         let (out, outcome) = match slots[i].take() {
             Some(r) => r,
@@ -277,13 +280,25 @@ pub async fn run_tool_calls(
             .get(&call.name)
             .is_some_and(|t| t.meta().self_capped);
         let content = if self_capped {
+            full_contents.push(None);
             out.content
         } else {
-            cap_result(&call.name, out.content, outcome, DEFAULT_TOOL_RESULT_MAX_CHARS)
+            let capped = cap_result(
+                &call.name,
+                out.content.clone(),
+                outcome,
+                DEFAULT_TOOL_RESULT_MAX_CHARS,
+            );
+            full_contents.push((capped.len() != out.content.len()).then_some(out.content));
+            capped
         };
         let mut m = Message::tool(call.id.clone(), call.name.clone(), content, outcome);
         m.metadata = out.metadata;
         results.push(m);
     }
-    DispatchOutcome { results, stopped }
+    DispatchOutcome {
+        results,
+        full_contents,
+        stopped,
+    }
 }

@@ -3,6 +3,7 @@
 //! (interruption notice, plan snapshot, chat snapshot).
 
 pub mod begin;
+pub mod capture;
 pub mod dispatch;
 pub mod end;
 pub mod request;
@@ -90,6 +91,11 @@ pub async fn run_turn(
         .review_counters
         .on_user_turn(memory_interval, prior_user_messages);
     let blocks = begin::capability_blocks(services, &actor, data).await;
+    // Evidence is captured as the turn goes, so a crash loses at most the step in flight.
+    let mut full_results: Vec<Option<String>> = Vec::new();
+    let mut captured = turn_start;
+    capture::capture(services, data, captured, &mut full_results).await;
+    captured = data.messages.len();
 
     let mut status = TurnStatus::IterationLimit;
     let mut final_text = String::new();
@@ -111,19 +117,21 @@ pub async fn run_turn(
         let result = services.model.stream_chat(&req, &cancel, &mut on_event).await;
         let completion = match result {
             Ok(c) => c,
-            Err(ModelError::Cancelled) => {
+            Err(e) => {
+                // What was received before the stop or the failure is kept, marked as such.
                 if !partial.is_empty() {
                     let mut m = Message::assistant(partial, vec![]);
                     m.metadata
                         .insert("interrupted".into(), serde_json::Value::Bool(true));
                     data.messages.push(m);
+                    capture::capture(services, data, captured, &mut full_results).await;
                 }
-                status = TurnStatus::Stopped;
-                break;
-            }
-            Err(e) => {
-                error = Some((e.code().to_string(), e.to_string()));
-                status = TurnStatus::Failed;
+                if matches!(e, ModelError::Cancelled) {
+                    status = TurnStatus::Stopped;
+                } else {
+                    error = Some((e.code().to_string(), e.to_string()));
+                    status = TurnStatus::Failed;
+                }
                 break;
             }
         };
@@ -133,6 +141,8 @@ pub async fn run_turn(
         let calls = completion.tool_calls.clone();
         data.messages
             .push(Message::assistant(completion.content.clone(), calls.clone()));
+        capture::capture(services, data, captured, &mut full_results).await;
+        captured = data.messages.len();
         if calls.is_empty() {
             final_text = completion.content;
             status = TurnStatus::Completed;
@@ -142,6 +152,9 @@ pub async fn run_turn(
         let outcome =
             dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel, None).await;
         data.messages.extend(outcome.results);
+        full_results = outcome.full_contents;
+        capture::capture(services, data, captured, &mut full_results).await;
+        captured = data.messages.len();
         if outcome.stopped {
             status = TurnStatus::Stopped;
             break;
