@@ -19,7 +19,9 @@ const ITERATIONS: u32 = 100;
 fn context_messages() -> Vec<Message> {
     let mut v = Vec::with_capacity(CONTEXT);
     for i in 0..CONTEXT / 4 {
-        v.push(Message::user(format!("请帮我找一下电影 {i}, and check the downloader status please")));
+        v.push(Message::user(format!(
+            "请帮我找一下电影 {i}, and check the downloader status please"
+        )));
         v.push(Message::assistant(
             "",
             vec![ToolCall {
@@ -31,10 +33,19 @@ fn context_messages() -> Vec<Message> {
         v.push(Message::tool(
             format!("c{i}"),
             "test_echo",
-            format!("{{\"success\":true,\"echo\":\"{}\"}}", "result text ".repeat(40)),
+            format!(
+                "{{\"success\":true,\"echo\":\"{}\"}}",
+                "result text ".repeat(40)
+            ),
             Outcome::Succeeded,
         ));
-        v.push(Message::assistant(format!("Here is what I found for item {i}. {}", "detail ".repeat(30)), vec![]));
+        v.push(Message::assistant(
+            format!(
+                "Here is what I found for item {i}. {}",
+                "detail ".repeat(30)
+            ),
+            vec![],
+        ));
     }
     v
 }
@@ -124,7 +135,12 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
                 .await
                 .unwrap();
             msgs.push(Message::assistant("", vec![]));
-            msgs.push(Message::tool("call_x", "test_echo", "{\"success\":true,\"echo\":\"ping\"}", Outcome::Succeeded));
+            msgs.push(Message::tool(
+                "call_x",
+                "test_echo",
+                "{\"success\":true,\"echo\":\"ping\"}",
+                Outcome::Succeeded,
+            ));
         }
         bare_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }

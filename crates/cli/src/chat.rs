@@ -199,6 +199,14 @@ async fn repl(
         if text == "/exit" || text == "/quit" {
             return Ok(0);
         }
-        one_turn(session, actor, text.to_string(), Vec::new(), renderer, sigint).await?;
+        one_turn(
+            session,
+            actor,
+            text.to_string(),
+            Vec::new(),
+            renderer,
+            sigint,
+        )
+        .await?;
     }
 }

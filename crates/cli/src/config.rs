@@ -35,7 +35,12 @@ pub struct Config {
     pub llm_max_tools: u32,
 
     /// Context window in K tokens, used when the model catalogue does not know the model.
-    #[arg(long, env = "LLM_MAX_CONTEXT_TOKENS", default_value_t = 128, global = true)]
+    #[arg(
+        long,
+        env = "LLM_MAX_CONTEXT_TOKENS",
+        default_value_t = 128,
+        global = true
+    )]
     pub llm_max_context_tokens: u64,
 
     /// Model calls per turn before the turn stops with an iteration-limit error.
@@ -59,7 +64,12 @@ pub struct Config {
     pub data_cleanup_enable: bool,
 
     /// Keep chat evidence this many days after its last activity (0 = keep forever).
-    #[arg(long, env = "DATA_CLEANUP_AGENT_CHAT_DAYS", default_value_t = 0, global = true)]
+    #[arg(
+        long,
+        env = "DATA_CLEANUP_AGENT_CHAT_DAYS",
+        default_value_t = 0,
+        global = true
+    )]
     pub data_cleanup_agent_chat_days: u32,
 
     /// MoviePilot base URL (for the business API tools).
@@ -67,11 +77,21 @@ pub struct Config {
     pub moviepilot_url: Option<String>,
 
     /// MoviePilot API token (never printed or logged).
-    #[arg(long, env = "MOVIEPILOT_API_TOKEN", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "MOVIEPILOT_API_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
     pub moviepilot_api_token: Option<String>,
 
     /// Address `mpagent serve` listens on.
-    #[arg(long, env = "MPA_LISTEN", default_value = "127.0.0.1:3001", global = true)]
+    #[arg(
+        long,
+        env = "MPA_LISTEN",
+        default_value = "127.0.0.1:3001",
+        global = true
+    )]
     pub listen: SocketAddr,
 
     /// Static bearer token with admin rights, for automation (never printed or logged).

@@ -60,9 +60,9 @@ impl CliContext {
                 self.data_dir.clone(),
             ))),
             skills: Some(skills),
-            history: Some(mpa_history::HistoryHub::new(mpa_history::HistoryConfig::new(
-                self.data_dir.clone(),
-            ))),
+            history: Some(mpa_history::HistoryHub::new(
+                mpa_history::HistoryConfig::new(self.data_dir.clone()),
+            )),
         })
     }
 

@@ -48,7 +48,9 @@ pub async fn run(args: ToolArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
                 Outcome::Failed | Outcome::Unknown => 1,
             }))
         }
-        Err(e @ (mpa_core::CoreError::UnknownTool(_) | mpa_core::CoreError::InvalidSessionId(_))) => {
+        Err(
+            e @ (mpa_core::CoreError::UnknownTool(_) | mpa_core::CoreError::InvalidSessionId(_)),
+        ) => {
             eprintln!("error: {e}");
             Ok(ExitCode::from(2))
         }

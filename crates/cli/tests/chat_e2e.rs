@@ -122,7 +122,11 @@ fn system_text(req: &Value) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn plan_then_parallel_tools_then_answer_and_restart_restores_plan() {
     let mock = MockModelServer::start().await;
-    mock.push(MockReply::tool_calls(&[("call_plan", "update_plan", plan_args())]));
+    mock.push(MockReply::tool_calls(&[(
+        "call_plan",
+        "update_plan",
+        plan_args(),
+    )]));
     mock.push(MockReply::tool_calls(&[
         ("call_a", "test_echo", json!({"text": "hello"})),
         ("call_b", "test_sleep", json!({"ms": 200})),
@@ -130,7 +134,16 @@ async fn plan_then_parallel_tools_then_answer_and_restart_restores_plan() {
     mock.push(MockReply::text("Both tools ran: echo and sleep."));
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = mpagent(dir.path(), &mock);
-    cmd.args(["chat", "--user", "alice", "--session", "s1", "--output", "jsonl", "run both tools"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "alice",
+        "--session",
+        "s1",
+        "--output",
+        "jsonl",
+        "run both tools",
+    ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert!(!r.stderr.contains(API_KEY) && !r.stdout.contains(API_KEY));
@@ -194,7 +207,15 @@ async fn plan_then_parallel_tools_then_answer_and_restart_restores_plan() {
         .collect();
     assert_eq!(
         roles,
-        vec!["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+        vec![
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant"
+        ]
     );
     assert_eq!(count, 7);
     let msgs = agent.as_array().unwrap();
@@ -212,7 +233,14 @@ async fn plan_then_parallel_tools_then_answer_and_restart_restores_plan() {
     // Restart: a second process continues the session; its first request carries the plan.
     mock.push(MockReply::text("Still on it."));
     let mut cmd = mpagent(dir.path(), &mock);
-    cmd.args(["chat", "--user", "alice", "--session", "s1", "how is it going?"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "alice",
+        "--session",
+        "s1",
+        "how is it going?",
+    ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout.trim(), "Still on it.");
@@ -266,7 +294,16 @@ async fn stop_mid_stream_keeps_what_was_received() {
     mock.push(MockReply::text("partial answer that never finishes").stall_after(3));
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = mpagent(dir.path(), &mock);
-    cmd.args(["chat", "--user", "bob", "--session", "st", "--output", "jsonl", "talk"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "bob",
+        "--session",
+        "st",
+        "--output",
+        "jsonl",
+        "talk",
+    ]);
     let mut child = cmd.spawn().unwrap();
     wait_for_line(&mut child, |v| v["type"] == "delta").await;
     sigint(&child);
@@ -282,7 +319,10 @@ async fn stop_mid_stream_keeps_what_was_received() {
     assert_eq!(msgs[1]["role"], "assistant");
     assert_eq!(msgs[1]["metadata"]["interrupted"], true);
     assert!(!msgs[1]["content"].as_str().unwrap().is_empty());
-    assert_eq!(msgs.last().unwrap()["metadata"]["moviepilot_interruption"], true);
+    assert_eq!(
+        msgs.last().unwrap()["metadata"]["moviepilot_interruption"],
+        true
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -294,7 +334,16 @@ async fn stop_mid_tool_dispatches_nothing_more_and_records_unknown() {
     ]));
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = mpagent(dir.path(), &mock);
-    cmd.args(["chat", "--user", "bob", "--session", "sm", "--output", "jsonl", "go"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "bob",
+        "--session",
+        "sm",
+        "--output",
+        "jsonl",
+        "go",
+    ]);
     let mut child = cmd.spawn().unwrap();
     wait_for_line(&mut child, |v| {
         v["type"] == "tool_finished" && v["tool_id"] == "call_fast"
@@ -320,12 +369,22 @@ async fn stop_mid_tool_dispatches_nothing_more_and_records_unknown() {
     assert_eq!(tools.len(), 2, "exactly one result per call");
     assert_eq!(tools[0]["tool_call_id"], "call_slow");
     assert_eq!(tools[0]["outcome"], "unknown");
-    assert!(tools[0]["content"].as_str().unwrap().contains("result unknown: interrupted"));
+    assert!(
+        tools[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("result unknown: interrupted")
+    );
     assert_eq!(tools[1]["tool_call_id"], "call_fast");
     assert_eq!(tools[1]["outcome"], "succeeded");
 }
 
-async fn tool(data: &Path, mock: &MockModelServer, extra_env: &[(&str, &str)], args: &[&str]) -> Run {
+async fn tool(
+    data: &Path,
+    mock: &MockModelServer,
+    extra_env: &[(&str, &str)],
+    args: &[&str],
+) -> Run {
     let mut cmd = mpagent(data, mock);
     for (k, v) in extra_env {
         cmd.env(k, v);
@@ -340,31 +399,71 @@ async fn tool_outcomes_timeout_panic_failure_pending() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
 
-    let r = tool(d, &mock, &[("LLM_TOOL_TIMEOUT", "1")], &["test_sleep", "--args", r#"{"ms": 20000}"#]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[("LLM_TOOL_TIMEOUT", "1")],
+        &["test_sleep", "--args", r#"{"ms": 20000}"#],
+    )
+    .await;
     assert_eq!(r.code, 1);
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(v["execution_outcome"], "unknown");
-    assert!(v["message"].as_str().unwrap().contains("may still be running"));
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("may still be running")
+    );
     assert!(r.stderr.contains("outcome: unknown"));
 
-    let r = tool(d, &mock, &[], &["test_panic", "--args", r#"{"secret": "hunter2-pass"}"#]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[],
+        &["test_panic", "--args", r#"{"secret": "hunter2-pass"}"#],
+    )
+    .await;
     assert_eq!(r.code, 1);
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(v["error"], "tool_failed");
     assert!(!r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"));
     assert!(r.stderr.contains("outcome: failed"));
 
-    let r = tool(d, &mock, &[], &["test_result", "--args", r#"{"content": {"success": false, "error": "nope"}}"#]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[],
+        &[
+            "test_result",
+            "--args",
+            r#"{"content": {"success": false, "error": "nope"}}"#,
+        ],
+    )
+    .await;
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("outcome: failed"));
 
-    let r = tool(d, &mock, &[], &["test_result", "--args", r#"{"content": {"task_id": "t1", "status": "queued"}}"#]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[],
+        &[
+            "test_result",
+            "--args",
+            r#"{"content": {"task_id": "t1", "status": "queued"}}"#,
+        ],
+    )
+    .await;
     assert_eq!(r.code, 0);
     assert!(r.stderr.contains("outcome: pending"));
 
     let r = tool(d, &mock, &[], &["test_echo", "--args", r#"{"text": "hi"}"#]).await;
     assert_eq!(r.code, 0);
-    assert_eq!(serde_json::from_str::<Value>(r.stdout.trim()).unwrap()["echo"], "hi");
+    assert_eq!(
+        serde_json::from_str::<Value>(r.stdout.trim()).unwrap()["echo"],
+        "hi"
+    );
 
     // Bad usage: unknown tool, arguments that are not a JSON object.
     let r = tool(d, &mock, &[], &["no_such_tool"]).await;
@@ -391,19 +490,42 @@ async fn invalid_update_plan_exits_1_and_changes_nothing() {
     let before = chat_row(dir.path(), "sp").unwrap();
 
     let bad = json!({"objective": "x", "steps": [{"step": "a", "status": "completed"}]});
-    let r = tool(dir.path(), &mock, &[], &["update_plan", "--user", "carol", "--session", "sp", "--args", &bad.to_string()]).await;
+    let r = tool(
+        dir.path(),
+        &mock,
+        &[],
+        &[
+            "update_plan",
+            "--user",
+            "carol",
+            "--session",
+            "sp",
+            "--args",
+            &bad.to_string(),
+        ],
+    )
+    .await;
     assert_eq!(r.code, 1);
     assert!(r.stdout.contains("evidence is required"), "{}", r.stdout);
     assert!(r.stdout.contains("previous plan is kept"));
     assert_eq!(chat_row(dir.path(), "sp").unwrap(), before);
 
-    let extra = json!({"objective": "x", "steps": [{"step": "a", "status": "pending", "owner": "me"}]});
-    let r = tool(dir.path(), &mock, &[], &["update_plan", "--args", &extra.to_string()]).await;
+    let extra =
+        json!({"objective": "x", "steps": [{"step": "a", "status": "pending", "owner": "me"}]});
+    let r = tool(
+        dir.path(),
+        &mock,
+        &[],
+        &["update_plan", "--args", &extra.to_string()],
+    )
+    .await;
     assert_eq!(r.code, 1);
     assert!(r.stdout.contains("unknown field `owner`"), "{}", r.stdout);
     // No chat was created by running tools.
     let c = rusqlite::Connection::open(dir.path().join("agent.db")).unwrap();
-    let n: i64 = c.query_row("SELECT COUNT(*) FROM chats", [], |r| r.get(0)).unwrap();
+    let n: i64 = c
+        .query_row("SELECT COUNT(*) FROM chats", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(n, 1);
 }
 
@@ -422,7 +544,9 @@ async fn model_errors_are_classified_and_never_leak_the_key() {
     assert_eq!(mock.requests().len(), 1, "auth errors are not retried");
 
     // 429 with Retry-After is retried, then succeeds.
-    mock.push(MockReply::status(429, r#"{"error": {"message": "slow down"}}"#).header("Retry-After", "1"));
+    mock.push(
+        MockReply::status(429, r#"{"error": {"message": "slow down"}}"#).header("Retry-After", "1"),
+    );
     mock.push(MockReply::text("after retry"));
     let mut cmd = mpagent(dir.path(), &mock);
     cmd.args(["chat", "--user", "dan", "hello again"]);
@@ -473,11 +597,30 @@ async fn execute_command_is_admin_only_and_outcomes_are_honest() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ok = json!({"action": "run", "command": "echo hi-from-shell"}).to_string();
-    let r = tool(d, &mock, &[], &["execute_command", "--user", "eve", "--args", &ok]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[],
+        &["execute_command", "--user", "eve", "--args", &ok],
+    )
+    .await;
     assert_eq!(r.code, 1, "non-admins are refused: {}", r.stdout);
     assert!(!r.stdout.contains("hi-from-shell"));
 
-    let r = tool(d, &mock, &[], &["execute_command", "--user", "root", "--admin", "--args", &ok]).await;
+    let r = tool(
+        d,
+        &mock,
+        &[],
+        &[
+            "execute_command",
+            "--user",
+            "root",
+            "--admin",
+            "--args",
+            &ok,
+        ],
+    )
+    .await;
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(v["exit_code"], 0);
@@ -491,7 +634,17 @@ async fn execute_command_is_admin_only_and_outcomes_are_honest() {
     )]));
     mock.push(MockReply::text("The command failed with exit code 3."));
     let mut cmd = mpagent(d, &mock);
-    cmd.args(["chat", "--user", "root", "--admin", "--session", "ex", "--output", "jsonl", "run it"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "root",
+        "--admin",
+        "--session",
+        "ex",
+        "--output",
+        "jsonl",
+        "run it",
+    ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(compact(&events(&r.stdout)).contains(&"tool_finished:call_x:failed".to_string()));
@@ -520,10 +673,23 @@ async fn memory_written_in_one_session_is_in_the_next_sessions_prompt() {
     )]));
     mock.push(MockReply::text("Saved."));
     let mut cmd = mpagent(d, &mock);
-    cmd.args(["chat", "--user", "fay", "--session", "mem1", "--output", "jsonl", "remember: I like 2160p remux"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "fay",
+        "--session",
+        "mem1",
+        "--output",
+        "jsonl",
+        "remember: I like 2160p remux",
+    ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(compact(&events(&r.stdout)).contains(&"tool_finished:m1:succeeded".to_string()), "{}", r.stdout);
+    assert!(
+        compact(&events(&r.stdout)).contains(&"tool_finished:m1:succeeded".to_string()),
+        "{}",
+        r.stdout
+    );
 
     mock.push(MockReply::text("ok"));
     let mut cmd = mpagent(d, &mock);
@@ -541,7 +707,14 @@ async fn memory_written_in_one_session_is_in_the_next_sessions_prompt() {
 
     // Host commands are answered by the host, never by the model.
     let mut cmd = mpagent(d, &mock);
-    cmd.args(["chat", "--user", "fay", "--session", "mem2", "/memory pending"]);
+    cmd.args([
+        "chat",
+        "--user",
+        "fay",
+        "--session",
+        "mem2",
+        "/memory pending",
+    ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stdout.trim().is_empty());

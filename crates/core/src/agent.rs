@@ -109,10 +109,7 @@ impl Agent {
             }
             None => SessionData::new(session_id, actor.user_id.clone(), channel),
         };
-        let mut map = self
-            .sessions
-            .lock()
-            .map_err(|_| CoreError::SessionClosed)?;
+        let mut map = self.sessions.lock().map_err(|_| CoreError::SessionClosed)?;
         // Another task may have loaded it meanwhile; keep the first.
         if let Some(h) = map.get(session_id) {
             return Ok(h.clone());

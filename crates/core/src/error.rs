@@ -10,7 +10,9 @@ pub enum CoreError {
     /// existence leak).
     #[error("session not found")]
     SessionNotFound,
-    #[error("the session queue is full ({capacity} turns waiting); try again when the current turn ends")]
+    #[error(
+        "the session queue is full ({capacity} turns waiting); try again when the current turn ends"
+    )]
     QueueFull { capacity: usize },
     #[error("the session is shutting down")]
     SessionClosed,

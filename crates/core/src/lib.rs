@@ -46,7 +46,9 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     let mut r = tools::ToolRegistry::new();
     r.register(typed(update_plan::UpdatePlan));
     if let Some(hub) = &caps.exec {
-        r.register(std::sync::Arc::new(execute_command::ExecuteCommand { hub: hub.clone() }));
+        r.register(std::sync::Arc::new(execute_command::ExecuteCommand {
+            hub: hub.clone(),
+        }));
     }
     if let Some(hub) = &caps.history {
         r.register(std::sync::Arc::new(tools::session_search::SessionSearch {

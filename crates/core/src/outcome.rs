@@ -66,7 +66,10 @@ fn classify_object(obj: &Map<String, Value>) -> Outcome {
         return classify_task(obj);
     }
     if let Some(action) = obj.get("action").and_then(Value::as_str)
-        && matches!(action, "start" | "run" | "pipeline" | "status" | "wait" | "cancel")
+        && matches!(
+            action,
+            "start" | "run" | "pipeline" | "status" | "wait" | "cancel"
+        )
         && let Some(Value::Array(tasks)) = obj.get("tasks")
     {
         return aggregate(tasks.iter().map(|t| match t {
@@ -138,21 +141,57 @@ mod tests {
     #[test]
     fn resolution_order() {
         let cases: &[(&str, bool, Outcome)] = &[
-            (r#"{"execution_outcome":"pending","success":false}"#, false, Outcome::Pending),
-            (r#"{"moviepilot_execution_outcome":"unknown"}"#, true, Outcome::Unknown),
+            (
+                r#"{"execution_outcome":"pending","success":false}"#,
+                false,
+                Outcome::Pending,
+            ),
+            (
+                r#"{"moviepilot_execution_outcome":"unknown"}"#,
+                true,
+                Outcome::Unknown,
+            ),
             ("plain text", true, Outcome::Failed),
             ("plain text", false, Outcome::Succeeded),
-            (r#"{"success": false, "error": "x"}"#, false, Outcome::Failed),
+            (
+                r#"{"success": false, "error": "x"}"#,
+                false,
+                Outcome::Failed,
+            ),
             (r#"{"isError": true}"#, false, Outcome::Failed),
             (r#"{"state": false}"#, false, Outcome::Failed),
             (r#"{"error": "boom", "code": 3}"#, false, Outcome::Failed),
             // A business object that merely has an `error` field is not a failure.
-            (r#"{"error": "none", "downloader": "qb", "speed": 3}"#, false, Outcome::Succeeded),
-            (r#"{"task_id": "t1", "status": "queued"}"#, false, Outcome::Pending),
-            (r#"{"task_id": "t1", "status": "killed"}"#, false, Outcome::Failed),
-            (r#"{"operation_id": "o", "state": "interrupted"}"#, false, Outcome::Unknown),
-            (r#"{"session_id": "s", "command": "ls", "exit_code": 2}"#, false, Outcome::Failed),
-            (r#"{"session_id": "s", "command": "ls", "exit_code": 0}"#, false, Outcome::Succeeded),
+            (
+                r#"{"error": "none", "downloader": "qb", "speed": 3}"#,
+                false,
+                Outcome::Succeeded,
+            ),
+            (
+                r#"{"task_id": "t1", "status": "queued"}"#,
+                false,
+                Outcome::Pending,
+            ),
+            (
+                r#"{"task_id": "t1", "status": "killed"}"#,
+                false,
+                Outcome::Failed,
+            ),
+            (
+                r#"{"operation_id": "o", "state": "interrupted"}"#,
+                false,
+                Outcome::Unknown,
+            ),
+            (
+                r#"{"session_id": "s", "command": "ls", "exit_code": 2}"#,
+                false,
+                Outcome::Failed,
+            ),
+            (
+                r#"{"session_id": "s", "command": "ls", "exit_code": 0}"#,
+                false,
+                Outcome::Succeeded,
+            ),
             (
                 r#"{"action":"status","tasks":[{"task_id":"a","status":"running"},{"task_id":"b","status":"failed"}]}"#,
                 false,

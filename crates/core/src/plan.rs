@@ -95,7 +95,11 @@ impl Plan {
                 return Err(format!(
                     "step {n} ({:?}) is {}: evidence is required (the observed result or the concrete blocker)",
                     s.step,
-                    if s.status == StepStatus::Completed { "completed" } else { "blocked" }
+                    if s.status == StepStatus::Completed {
+                        "completed"
+                    } else {
+                        "blocked"
+                    }
                 ));
             }
             if !seen.insert(s.step.to_lowercase()) {
@@ -192,10 +196,13 @@ mod tests {
                 .contains("evidence is required")
         );
         assert!(
-            plan(vec![("a", StepStatus::Pending, ""), ("A", StepStatus::Pending, "")])
-                .validated()
-                .unwrap_err()
-                .contains("duplicate")
+            plan(vec![
+                ("a", StepStatus::Pending, ""),
+                ("A", StepStatus::Pending, "")
+            ])
+            .validated()
+            .unwrap_err()
+            .contains("duplicate")
         );
         let many = (0..13)
             .map(|i| PlanStep {
@@ -215,15 +222,21 @@ mod tests {
 
     #[test]
     fn restore_takes_newest_valid_snapshot() {
-        let p1 = plan(vec![("one", StepStatus::Pending, "")]).validated().unwrap();
-        let p2 = plan(vec![("two", StepStatus::InProgress, "")]).validated().unwrap();
+        let p1 = plan(vec![("one", StepStatus::Pending, "")])
+            .validated()
+            .unwrap();
+        let p2 = plan(vec![("two", StepStatus::InProgress, "")])
+            .validated()
+            .unwrap();
         let mut a = Message::assistant("x", vec![]);
         a.metadata.insert(PLAN_METADATA_KEY.into(), p1.to_json());
         let mut b = Message::tool("c", "t", "r", mpa_protocol::Outcome::Succeeded);
         b.metadata.insert(PLAN_METADATA_KEY.into(), p2.to_json());
         let mut bad = Message::assistant("y", vec![]);
-        bad.metadata
-            .insert(PLAN_METADATA_KEY.into(), serde_json::json!({"objective": ""}));
+        bad.metadata.insert(
+            PLAN_METADATA_KEY.into(),
+            serde_json::json!({"objective": ""}),
+        );
         let msgs = vec![a, b, bad, Message::user("later")];
         assert_eq!(Plan::restore_from(&msgs), Some(p2));
     }

@@ -3,7 +3,8 @@
 use crate::plan::{Plan, TASK_PLANNING_RULES, current_plan_block};
 use mpa_protocol::Actor;
 
-const IDENTITY: &str = "You are the MoviePilot agent: you help a household run its self-hosted media \
+const IDENTITY: &str =
+    "You are the MoviePilot agent: you help a household run its self-hosted media \
 library — subscriptions, searches, downloads, transfers and the library itself — by planning and \
 calling tools.
 
@@ -29,7 +30,11 @@ pub fn system_prompt(layers: &PromptLayers<'_>) -> String {
     out.push_str(&format!(
         "\n\nCurrent user: {}{}. Current time (UTC): {}.",
         layers.actor.user_name,
-        if layers.actor.is_admin { " (administrator)" } else { "" },
+        if layers.actor.is_admin {
+            " (administrator)"
+        } else {
+            ""
+        },
         chrono::Utc::now().format("%Y-%m-%d %H:%M")
     ));
     for block in layers.extra {

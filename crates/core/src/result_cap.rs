@@ -51,6 +51,9 @@ mod tests {
         assert_eq!(v["tool_result_truncated"], true);
         assert_eq!(v["total_chars"], 120_000);
         assert!(v["returned_chars"].as_u64().unwrap() > 10_000);
-        assert_eq!(cap_result("t", "small".into(), Outcome::Succeeded, 10), "small");
+        assert_eq!(
+            cap_result("t", "small".into(), Outcome::Succeeded, 10),
+            "small"
+        );
     }
 }

@@ -178,7 +178,10 @@ pub fn spawn(
     };
     let token = cancel.clone();
     let task = tokio::spawn(async move {
-        let report = run(services, actor, session_id, system, messages, due, token, ctx).await;
+        let report = run(
+            services, actor, session_id, system, messages, due, token, ctx,
+        )
+        .await;
         on_done();
         report
     });
@@ -189,7 +192,10 @@ pub fn spawn(
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "one call site, all parts of one review")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, all parts of one review"
+)]
 async fn run(
     services: Arc<Services>,
     actor: Actor,
@@ -216,11 +222,7 @@ async fn run(
         };
         let estimate = mpa_model::estimate_tokens(&req.messages, &req.tools);
         report.model_calls += 1;
-        let completion = match services
-            .model
-            .stream_chat(&req, &cancel, &mut |_| {})
-            .await
-        {
+        let completion = match services.model.stream_chat(&req, &cancel, &mut |_| {}).await {
             Ok(c) => c,
             Err(e) => {
                 report.usage.input_tokens += estimate;
@@ -269,18 +271,30 @@ async fn run(
                 && matches!(call.name.as_str(), "memory" | "skill_manage")
                 && !out.content.contains("\"changed\":false")
             {
-                report
-                    .actions
-                    .push((call.name.clone(), crate::redaction::redact(&call.arguments).into_owned()));
+                report.actions.push((
+                    call.name.clone(),
+                    crate::redaction::redact(&call.arguments).into_owned(),
+                ));
             }
-            messages.push(Message::tool(call.id.clone(), call.name.clone(), out.content, outcome));
+            messages.push(Message::tool(
+                call.id.clone(),
+                call.name.clone(),
+                out.content,
+                outcome,
+            ));
         }
     }
     if let Some(m) = &services.caps.memory {
-        m.end_review(&actor, &mpa_memory::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)));
+        m.end_review(
+            &actor,
+            &mpa_memory::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)),
+        );
     }
     if let Some(s) = &services.caps.skills {
-        s.end_review(&actor, &mpa_skills::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)));
+        s.end_review(
+            &actor,
+            &mpa_skills::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)),
+        );
     }
     tracing::info!(
         session = %session_id,
@@ -340,8 +354,14 @@ mod tests {
 
     #[test]
     fn whitelist() {
-        let mem = Due { memory: true, skills: false };
-        let sk = Due { memory: false, skills: true };
+        let mem = Due {
+            memory: true,
+            skills: false,
+        };
+        let sk = Due {
+            memory: false,
+            skills: true,
+        };
         assert!(allowed("memory", mem) && !allowed("memory", sk));
         assert!(allowed("skill_manage", sk) && allowed("skill_view", mem));
         assert!(!allowed("execute_command", mem) && !allowed("update_plan", sk));

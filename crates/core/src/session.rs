@@ -4,8 +4,8 @@
 
 use crate::agent::Services;
 use crate::error::{CoreError, Result};
-use crate::tools::SessionState;
 use crate::review::{ReviewCounters, RunningReview};
+use crate::tools::SessionState;
 use crate::turn::{TurnInput, run_turn};
 use chrono::{DateTime, Utc};
 use mpa_protocol::{Actor, Event, Message, UserId};

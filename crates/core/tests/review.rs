@@ -122,7 +122,10 @@ async fn review_refuses_commands_and_user_skill_deletion_and_leaves_files_identi
 
     assert_eq!(turn(&e, "s1", "make a skill").await, TurnStatus::Completed);
     assert!(mock.wait_for_requests(3, Duration::from_secs(30)).await);
-    let skills_dir = e.data.join("agent/runtime/learning/users").join(e.actor.user_key().as_str());
+    let skills_dir = e
+        .data
+        .join("agent/runtime/learning/users")
+        .join(e.actor.user_key().as_str());
     let before = tree(&skills_dir);
     assert!(before.keys().any(|k| k.ends_with("SKILL.md")), "{before:?}");
     let s = e.agent.live("s1").unwrap();
@@ -133,18 +136,30 @@ async fn review_refuses_commands_and_user_skill_deletion_and_leaves_files_identi
     // The review replays the same system prompt and tool specs.
     assert_eq!(reqs[2]["messages"][0], reqs[1]["messages"][0]);
     assert_eq!(reqs[2]["tools"], reqs[1]["tools"]);
-    let last_user = reqs[2]["messages"].as_array().unwrap().last().unwrap().clone();
-    assert!(last_user["content"].as_str().unwrap().contains("only call memory and skill"));
+    let last_user = reqs[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last_user["content"]
+            .as_str()
+            .unwrap()
+            .contains("only call memory and skill")
+    );
     let msgs = reqs[3]["messages"].as_array().unwrap();
     let result = |id: &str| -> String {
-        msgs.iter()
-            .find(|m| m["tool_call_id"] == id)
-            .unwrap()["content"]
+        msgs.iter().find(|m| m["tool_call_id"] == id).unwrap()["content"]
             .as_str()
             .unwrap()
             .to_string()
     };
-    assert!(result("r1").contains("cannot execute this tool here"), "{}", result("r1"));
+    assert!(
+        result("r1").contains("cannot execute this tool here"),
+        "{}",
+        result("r1")
+    );
     let r2: Value = serde_json::from_str(&result("r2")).unwrap();
     assert_eq!(r2["success"], false, "{r2}");
     assert!(!marker.exists(), "the command never ran");
@@ -174,6 +189,11 @@ async fn no_review_before_the_interval_and_a_new_turn_cancels_a_running_review()
     assert_eq!(turn(&e, "s2", "third").await, TurnStatus::Completed);
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 4);
-    let last = reqs[3]["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = reqs[3]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["content"], "third");
 }

@@ -326,9 +326,13 @@ pub enum Event {
         assistant_message_id: String,
     },
     /// Streamed answer text.
-    Delta { content: String },
+    Delta {
+        content: String,
+    },
     /// Streamed reasoning text (providers that send `reasoning_content`).
-    Reasoning { content: String },
+    Reasoning {
+        content: String,
+    },
     ToolStarted {
         tool_id: String,
         name: String,
@@ -340,9 +344,16 @@ pub enum Event {
         outcome: Outcome,
         message: String,
     },
-    PlanUpdated { plan: serde_json::Value },
-    Usage { usage: Usage },
-    Error { code: String, message: String },
+    PlanUpdated {
+        plan: serde_json::Value,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Error {
+        code: String,
+        message: String,
+    },
     TurnEnded {
         status: TurnStatus,
         final_text: String,
@@ -376,7 +387,9 @@ mod tests {
         let c = Content::Parts(vec![
             ContentPart::Text { text: "a".into() },
             ContentPart::ImageUrl {
-                image_url: ImageUrl { url: "data:x".into() },
+                image_url: ImageUrl {
+                    url: "data:x".into(),
+                },
             },
         ]);
         assert_eq!(c.text(), "a");

@@ -440,8 +440,17 @@ impl Store {
                     },
                 )
                 .optional()?;
-            let Some((session_id, user_id, channel, title, agent, display, count, created, updated)) =
-                row
+            let Some((
+                session_id,
+                user_id,
+                channel,
+                title,
+                agent,
+                display,
+                count,
+                created,
+                updated,
+            )) = row
             else {
                 return Ok(None);
             };
@@ -509,8 +518,10 @@ impl Store {
 
     pub async fn delete_chat(&self, session_id: &str) -> Result<bool> {
         let sid = session_id.to_string();
-        self.run(move |c| Ok(c.execute("DELETE FROM chats WHERE session_id = ?1", params![sid])? > 0))
-            .await
+        self.run(move |c| {
+            Ok(c.execute("DELETE FROM chats WHERE session_id = ?1", params![sid])? > 0)
+        })
+        .await
     }
 }
 
@@ -674,10 +685,17 @@ mod tests {
             .await
             .unwrap();
         store
-            .insert_token("h2".into(), &u.id, Utc::now() - chrono::Duration::seconds(1))
+            .insert_token(
+                "h2".into(),
+                &u.id,
+                Utc::now() - chrono::Duration::seconds(1),
+            )
             .await
             .unwrap();
-        assert_eq!(store.token_user("h1".into()).await.unwrap().unwrap().id, u.id);
+        assert_eq!(
+            store.token_user("h1".into()).await.unwrap().unwrap().id,
+            u.id
+        );
         assert!(store.token_user("h2".into()).await.unwrap().is_none());
         assert!(store.delete_token("h1".into()).await.unwrap());
         assert!(store.token_user("h1".into()).await.unwrap().is_none());

@@ -40,7 +40,10 @@ impl Tool for ExecuteCommand {
         }
         let scope = {
             let Ok(mut st) = ctx.session.lock() else {
-                return ToolOutput::failure("terminal_unavailable", "terminal scope is unavailable");
+                return ToolOutput::failure(
+                    "terminal_unavailable",
+                    "terminal scope is unavailable",
+                );
             };
             st.exec_scope
                 .get_or_insert_with(|| {

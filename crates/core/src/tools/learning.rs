@@ -74,9 +74,10 @@ impl LearningTool {
             LearningOp::SkillView => self
                 .skills
                 .skill_view(actor, &Self::skills_origin(ctx), args),
-            LearningOp::SkillManage => self
-                .skills
-                .skill_manage(actor, &Self::skills_origin(ctx), args),
+            LearningOp::SkillManage => {
+                self.skills
+                    .skill_manage(actor, &Self::skills_origin(ctx), args)
+            }
         }
     }
 }

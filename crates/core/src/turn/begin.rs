@@ -40,10 +40,18 @@ pub fn user_message(services: &Services, text: &str, images: &[String]) -> Messa
 
 /// Prompt blocks contributed by enabled capabilities for this turn: the session's frozen memory
 /// snapshot (taken at its first turn) and the personal-skills index.
-pub async fn capability_blocks(services: &Services, actor: &Actor, data: &SessionData) -> Vec<String> {
+pub async fn capability_blocks(
+    services: &Services,
+    actor: &Actor,
+    data: &SessionData,
+) -> Vec<String> {
     let memory = services.caps.memory.clone();
     let skills = services.caps.skills.clone();
-    let frozen = data.state.lock().ok().and_then(|s| s.memory_snapshot.clone());
+    let frozen = data
+        .state
+        .lock()
+        .ok()
+        .and_then(|s| s.memory_snapshot.clone());
     let actor2 = actor.clone();
     let joined = tokio::task::spawn_blocking(move || {
         let mut snapshot = frozen;

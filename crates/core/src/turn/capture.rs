@@ -26,7 +26,9 @@ fn captured(m: &mut Message, full_content: Option<String>) -> CapturedMessage {
     let mut content = full_content.unwrap_or_else(|| m.text());
     let images = m.content.image_count();
     if images > 0 {
-        content.push_str(&format!("\n[{images} image(s) attached; images are not stored]"));
+        content.push_str(&format!(
+            "\n[{images} image(s) attached; images are not stored]"
+        ));
     }
     CapturedMessage {
         message_uid: uid,

@@ -114,7 +114,10 @@ pub async fn run_turn(
             }
             StreamEvent::Reasoning(c) => sink.emit(Event::Reasoning { content: c }),
         };
-        let result = services.model.stream_chat(&req, &cancel, &mut on_event).await;
+        let result = services
+            .model
+            .stream_chat(&req, &cancel, &mut on_event)
+            .await;
         let completion = match result {
             Ok(c) => c,
             Err(e) => {
@@ -139,8 +142,10 @@ pub async fn run_turn(
             sink.emit(Event::Usage { usage: u });
         }
         let calls = completion.tool_calls.clone();
-        data.messages
-            .push(Message::assistant(completion.content.clone(), calls.clone()));
+        data.messages.push(Message::assistant(
+            completion.content.clone(),
+            calls.clone(),
+        ));
         capture::capture(services, data, captured, &mut full_results).await;
         captured = data.messages.len();
         if calls.is_empty() {
@@ -175,7 +180,14 @@ pub async fn run_turn(
             message: message.clone(),
         });
     }
-    end::finish(services, data, turn_start, status, error.as_ref().map(|e| e.1.as_str())).await;
+    end::finish(
+        services,
+        data,
+        turn_start,
+        status,
+        error.as_ref().map(|e| e.1.as_str()),
+    )
+    .await;
     sink.emit(Event::TurnEnded { status, final_text });
     let skill_interval = if services.caps.skills.is_some() {
         services.cfg.skill_review_interval
