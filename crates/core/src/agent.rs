@@ -223,6 +223,7 @@ impl Agent {
             .map(|mut m| m.drain().map(|(_, h)| h).collect())
             .unwrap_or_default();
         for h in &handles {
+            h.begin_shutdown();
             h.stop();
         }
         for h in handles {

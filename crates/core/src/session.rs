@@ -70,6 +70,8 @@ struct Shared {
     session_id: String,
     owner: UserId,
     processing: AtomicBool,
+    /// Set by shutdown: queued turns are answered without running, new ones are refused.
+    closing: AtomicBool,
     current: Mutex<Option<CancellationToken>>,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
     /// True while a background review runs.
@@ -88,6 +90,7 @@ pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> Sessi
         session_id: data.session_id.clone(),
         owner: data.owner.clone(),
         processing: AtomicBool::new(false),
+        closing: AtomicBool::new(false),
         current: Mutex::new(None),
         task: tokio::sync::Mutex::new(None),
         reviewing: tokio::sync::watch::Sender::new(false),
@@ -109,6 +112,17 @@ async fn actor_loop(
     while let Some(cmd) = rx.recv().await {
         match cmd {
             Command::Turn { input, events } => {
+                if shared.closing.load(Ordering::SeqCst) {
+                    let _ = events.send(Event::Error {
+                        code: "agent_manager_unavailable".into(),
+                        message: "the host is shutting down; this message was not processed".into(),
+                    });
+                    let _ = events.send(Event::TurnEnded {
+                        status: mpa_protocol::TurnStatus::Stopped,
+                        final_text: String::new(),
+                    });
+                    continue;
+                }
                 let cancel = CancellationToken::new();
                 if let Ok(mut cur) = shared.current.lock() {
                     *cur = Some(cancel.clone());
@@ -181,6 +195,9 @@ impl SessionHandle {
         text: String,
         images: Vec<String>,
     ) -> Result<mpsc::UnboundedReceiver<Event>> {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            return Err(CoreError::SessionClosed);
+        }
         let (etx, erx) = mpsc::unbounded_channel();
         let cmd = Command::Turn {
             input: TurnInput {
@@ -231,6 +248,11 @@ impl SessionHandle {
         })
         .await
         .is_ok()
+    }
+
+    /// Marks the session as shutting down: queued turns will not run and new ones are refused.
+    pub fn begin_shutdown(&self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
     }
 
     /// Lets queued turns finish, then ends the actor and waits for it.
