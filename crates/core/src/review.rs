@@ -12,11 +12,10 @@
 //! (its later writes are sealed by the shared cancel flag).
 
 use crate::agent::Services;
-use crate::tools::{ReviewCtx, ToolContext, ToolOutput};
+use crate::tools::{ToolContext, ToolOutput};
 use crate::turn::dispatch::run_single_tool;
 use mpa_model::ChatRequest;
-use mpa_protocol::{Actor, Message, Outcome, ToolCall, Usage};
-use std::sync::atomic::{AtomicBool, Ordering};
+use mpa_protocol::{Actor, Message, Outcome, ReviewToken, ToolCall, Usage};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -85,7 +84,7 @@ impl ReviewCounters {
 /// A running review, owned by the session actor.
 pub struct RunningReview {
     cancel: CancellationToken,
-    sealed: Arc<AtomicBool>,
+    sealed: ReviewToken,
     task: JoinHandle<ReviewReport>,
 }
 
@@ -96,7 +95,7 @@ impl RunningReview {
 
     /// Cancels the review and waits at most [`CANCEL_WAIT`]; later writes are sealed either way.
     pub async fn cancel(self) {
-        self.sealed.store(true, Ordering::SeqCst);
+        self.sealed.cancel();
         self.cancel.cancel();
         let mut task = self.task;
         if tokio::time::timeout(CANCEL_WAIT, &mut task).await.is_err() {
@@ -171,11 +170,8 @@ pub fn spawn(
     on_done: Box<dyn FnOnce() + Send>,
 ) -> RunningReview {
     let cancel = CancellationToken::new();
-    let sealed = Arc::new(AtomicBool::new(false));
-    let ctx = ReviewCtx {
-        id: format!("review-{}", uuid::Uuid::new_v4().simple()),
-        cancelled: Arc::clone(&sealed),
-    };
+    let sealed = ReviewToken::new(format!("review-{}", uuid::Uuid::new_v4().simple()));
+    let ctx = sealed.clone();
     let token = cancel.clone();
     let task = tokio::spawn(async move {
         let report = run(
@@ -204,7 +200,7 @@ async fn run(
     mut messages: Vec<Message>,
     due: Due,
     cancel: CancellationToken,
-    review: ReviewCtx,
+    review: ReviewToken,
 ) -> ReviewReport {
     let mut report = ReviewReport::default();
     let tools = services.tools.specs_for(&actor);
@@ -285,16 +281,10 @@ async fn run(
         }
     }
     if let Some(m) = &services.caps.memory {
-        m.end_review(
-            &actor,
-            &mpa_memory::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)),
-        );
+        m.end_review(&actor, &review);
     }
     if let Some(s) = &services.caps.skills {
-        s.end_review(
-            &actor,
-            &mpa_skills::ReviewToken::with_flag(review.id.clone(), Arc::clone(&review.cancelled)),
-        );
+        s.end_review(&actor, &review);
     }
     tracing::info!(
         session = %session_id,

@@ -39,8 +39,6 @@ pub use schema::{
 pub use snapshot::{MemorySnapshot, SnapshotStore};
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Default budget of a `MEMORY.md` (environment facts), in characters.
 pub const MEMORY_CHAR_LIMIT: usize = 2200;
@@ -72,54 +70,7 @@ impl MemoryConfig {
     }
 }
 
-/// Who asked for a write. Set by the host, never derived from tool arguments.
-#[derive(Debug, Clone, Default)]
-pub enum WriteOrigin {
-    /// The user's own turn.
-    #[default]
-    Foreground,
-    /// A background learning review: replace/remove become proposals; writes stop once the
-    /// review's token is cancelled.
-    BackgroundReview(ReviewToken),
-}
-
-/// Identity and cancellation flag of one background review.
-///
-/// Build it from a flag shared with the skills crate's token so one `cancel()` seals both.
-#[derive(Debug, Clone)]
-pub struct ReviewToken {
-    id: String,
-    cancelled: Arc<AtomicBool>,
-}
-
-impl ReviewToken {
-    pub fn new(id: impl Into<String>) -> Self {
-        Self::with_flag(id, Arc::new(AtomicBool::new(false)))
-    }
-
-    pub fn with_flag(id: impl Into<String>, cancelled: Arc<AtomicBool>) -> Self {
-        Self {
-            id: id.into(),
-            cancelled,
-        }
-    }
-
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-
-    pub fn flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.cancelled)
-    }
-}
+pub use mpa_protocol::{ReviewToken, WriteOrigin};
 
 /// Errors of the memory stores. Messages are shown to models and users: they name the file
 /// by its store label, never contain entry text or secrets.

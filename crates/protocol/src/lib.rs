@@ -287,6 +287,47 @@ impl Usage {
     }
 }
 
+/// Identity and cancellation flag of one background learning review. One token is shared by every
+/// store the review writes to, so a single `cancel()` seals all of its later writes.
+#[derive(Debug, Clone)]
+pub struct ReviewToken {
+    id: String,
+    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ReviewToken {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            cancelled: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn cancel(&self) {
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Who asked for a write to memory or skills. Set by the host, never derived from tool arguments.
+#[derive(Debug, Clone, Default)]
+pub enum WriteOrigin {
+    /// The user's own turn.
+    #[default]
+    Foreground,
+    /// A background learning review: guarded writes, replace/remove staged as proposals, nothing
+    /// written once the token is cancelled.
+    BackgroundReview(ReviewToken),
+}
+
 /// What a client submits to a session actor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

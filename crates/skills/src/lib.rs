@@ -45,51 +45,9 @@ pub use manage::CommitHook;
 use mpa_protocol::UserKey;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Who asked for a write. Set by the host, never derived from tool arguments.
-#[derive(Debug, Clone, Default)]
-pub enum WriteOrigin {
-    #[default]
-    Foreground,
-    /// A background learning review (guarded; sealed once its token is cancelled).
-    BackgroundReview(ReviewToken),
-}
-
-/// Identity and cancellation flag of one background review. Read-before-write marks are
-/// scoped to the review id, so each review starts with none.
-#[derive(Debug, Clone)]
-pub struct ReviewToken {
-    id: String,
-    cancelled: Arc<AtomicBool>,
-}
-
-impl ReviewToken {
-    pub fn new(id: impl Into<String>) -> Self {
-        Self::with_flag(id, Arc::new(AtomicBool::new(false)))
-    }
-
-    /// Share one cancellation flag with the memory crate's token.
-    pub fn with_flag(id: impl Into<String>, cancelled: Arc<AtomicBool>) -> Self {
-        Self {
-            id: id.into(),
-            cancelled,
-        }
-    }
-
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-}
+pub use mpa_protocol::{ReviewToken, WriteOrigin};
 
 /// Errors of the skill store. Shown to models and users; never contain file contents.
 #[derive(Debug, thiserror::Error)]

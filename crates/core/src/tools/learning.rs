@@ -5,9 +5,8 @@
 
 use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
 use async_trait::async_trait;
-use mpa_protocol::{Actor, ToolSpec};
+use mpa_protocol::{Actor, ToolSpec, WriteOrigin};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Which learning operation an adapter performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,38 +45,20 @@ pub struct LearningTool {
 }
 
 impl LearningTool {
-    fn memory_origin(ctx: &ToolContext) -> mpa_memory::WriteOrigin {
+    fn origin(ctx: &ToolContext) -> WriteOrigin {
         match &ctx.review {
-            Some(r) => mpa_memory::WriteOrigin::BackgroundReview(
-                mpa_memory::ReviewToken::with_flag(r.id.clone(), Arc::clone(&r.cancelled)),
-            ),
-            None => mpa_memory::WriteOrigin::Foreground,
-        }
-    }
-
-    fn skills_origin(ctx: &ToolContext) -> mpa_skills::WriteOrigin {
-        match &ctx.review {
-            Some(r) => mpa_skills::WriteOrigin::BackgroundReview(
-                mpa_skills::ReviewToken::with_flag(r.id.clone(), Arc::clone(&r.cancelled)),
-            ),
-            None => mpa_skills::WriteOrigin::Foreground,
+            Some(token) => WriteOrigin::BackgroundReview(token.clone()),
+            None => WriteOrigin::Foreground,
         }
     }
 
     fn handle(&self, actor: &Actor, ctx: &ToolContext, args: Value) -> Value {
         match self.op {
-            LearningOp::Memory => self
-                .memory
-                .memory_tool(actor, &Self::memory_origin(ctx), args),
+            LearningOp::Memory => self.memory.memory_tool(actor, &Self::origin(ctx), args),
             LearningOp::SearchMemory => self.memory.search_memory_tool(actor, args),
             LearningOp::SkillsList => self.skills.skills_list(actor, args),
-            LearningOp::SkillView => self
-                .skills
-                .skill_view(actor, &Self::skills_origin(ctx), args),
-            LearningOp::SkillManage => {
-                self.skills
-                    .skill_manage(actor, &Self::skills_origin(ctx), args)
-            }
+            LearningOp::SkillView => self.skills.skill_view(actor, &Self::origin(ctx), args),
+            LearningOp::SkillManage => self.skills.skill_manage(actor, &Self::origin(ctx), args),
         }
     }
 }

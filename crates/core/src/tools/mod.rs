@@ -61,13 +61,6 @@ pub struct SessionState {
     pub memory_snapshot: Option<String>,
 }
 
-/// A background learning review: its id and the cancel flag that seals its later writes.
-#[derive(Debug, Clone)]
-pub struct ReviewCtx {
-    pub id: String,
-    pub cancelled: Arc<std::sync::atomic::AtomicBool>,
-}
-
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -77,7 +70,7 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     pub session: Arc<Mutex<SessionState>>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
-    pub review: Option<ReviewCtx>,
+    pub review: Option<mpa_protocol::ReviewToken>,
 }
 
 /// What a tool returns: the text the model sees, plus what the host knows about it.

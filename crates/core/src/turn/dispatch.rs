@@ -180,7 +180,7 @@ pub async fn run_tool_calls(
     calls: &[ToolCall],
     sink: &EventSink<'_>,
     cancel: &CancellationToken,
-    review: Option<&crate::tools::ReviewCtx>,
+    review: Option<&mpa_protocol::ReviewToken>,
 ) -> DispatchOutcome {
     let review = review.cloned();
     let plan_calls = calls.iter().filter(|c| c.name == UPDATE_PLAN).count();
