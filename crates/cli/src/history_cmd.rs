@@ -351,6 +351,25 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         corpus_bytes as f64 / 1e6,
         gen_started.elapsed().as_secs_f64()
     );
+    // Redaction cost alone: parse every line twice, once also redacting its text; the CPU
+    // difference is what redaction adds to an import.
+    let pass = |redact: bool| -> anyhow::Result<f64> {
+        let cpu = cpu_seconds();
+        let f = BufReader::with_capacity(1 << 20, std::fs::File::open(&corpus_path)?);
+        let mut changed = 0usize;
+        for l in std::io::BufRead::lines(f).map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&l)
+                && redact
+                && let Some(c) = v["content"].as_str()
+                && matches!(mpa_history::redact(c), std::borrow::Cow::Owned(_))
+            {
+                changed += 1;
+            }
+        }
+        std::hint::black_box(changed);
+        Ok(cpu_seconds() - cpu)
+    };
+    let redact_cpu = (pass(true)? - pass(false)?).max(0.0);
     let hub = HistoryHub::new(HistoryConfig::new(dir.join("data")));
     let key = UserKey::for_user(&UserId("bench-history".into()));
     let rss_before = peak_rss_kb();
@@ -368,7 +387,13 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     let import_secs = started.elapsed().as_secs_f64();
     let import_cpu = cpu_seconds() - cpu_started;
     let rss_after = peak_rss_kb();
-    let status = hub.status(&key).await?;
+    let db_bytes = {
+        let db = hub.db_path(&key);
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        size(&db) + size(std::path::Path::new(&wal))
+    };
 
     // Warm up, and collect scroll anchors from real hits.
     let sctx = SearchContext::default();
@@ -457,9 +482,11 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         "messages": args.messages, "sessions": sessions, "corpus_mb": corpus_bytes as f64 / 1e6,
         "import": {"seconds": import_secs, "messages_per_second": stats.lines as f64 / import_secs,
                    "inserted": stats.inserted, "skipped": stats.skipped.len(), "cpu_seconds": import_cpu,
+                   "redaction_cpu_seconds": redact_cpu,
+                   "redaction_share_of_import_cpu": redact_cpu / import_cpu.max(1e-9),
                    "messages_per_cpu_second": stats.lines as f64 / import_cpu.max(1e-9),
                    "peak_rss_mb_before": rss_before as f64 / 1024.0, "peak_rss_mb": rss_after as f64 / 1024.0},
-        "db_mb": (status.db_bytes + status.wal_bytes) as f64 / 1e6,
+        "db_mb": db_bytes as f64 / 1e6,
         "search_paths": paths, "timings": timings, "discover_per_query": per_query,
         "discover_cpu_ms_per_call": discover_cpu_ms,
     }))?;

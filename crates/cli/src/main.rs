@@ -4,6 +4,8 @@
 mod chat;
 mod config;
 mod context;
+mod history_cmd;
+mod legacy_cmd;
 mod serve_cmd;
 mod tool_cmd;
 mod user_cmd;
@@ -38,6 +40,22 @@ enum Command {
     User(user_cmd::UserArgs),
     /// Run the HTTP host: web page, SSE chat API, OpenAI-compatible endpoint.
     Serve(serve_cmd::ServeArgs),
+    /// Evidence history: import, search, status, delete-session, cleanup.
+    History(history_cmd::HistoryArgs),
+    /// Benchmarks that generate their own data (results go to stdout).
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Evidence history: import rate, peak RSS, discover/read/scroll/browse latency.
+    History(history_cmd::BenchHistoryArgs),
 }
 
 fn init_logging() {
@@ -90,6 +108,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(a) => chat::run(a, &ctx).await,
         Command::Tool(a) => tool_cmd::run(a, &ctx).await,
         Command::User(a) => user_cmd::run(a, &ctx).await,
+        Command::History(a) => history_cmd::run(a, &ctx).await,
+        Command::Bench(BenchArgs {
+            what: BenchCommand::History(a),
+        }) => history_cmd::bench(a, &ctx).await,
         Command::Serve(a) => serve_cmd::run(a, &ctx).await,
     }
 }

@@ -1,0 +1,191 @@
+//! The HTTP host of moviepilot-agent (axum): accounts and bearer auth, the SSE chat stream, the
+//! session endpoints, an OpenAI-compatible endpoint and the embedded web page.
+//!
+//! Public API:
+//! - [`ServerConfig`]: listen address, `MPA_ADMIN_TOKEN`, token lifetime, advertised model name.
+//! - [`Host::bind`] binds the listener ([`Host::local_addr`] tells the port when 0 was asked);
+//!   [`Host::run`] serves until the given shutdown future resolves, then stops accepting, stops
+//!   every running turn through [`mpa_core::Agent::shutdown`] (snapshots written) and returns
+//!   within [`SHUTDOWN_BUDGET`].
+//! - [`router`]: the routes, for embedding.
+//!
+//! Routes: `GET /healthz`; `POST /api/v1/login`, `POST /api/v1/logout`, `GET /api/v1/me`;
+//! `POST /api/v1/agent/stream` (SSE: `start`, `delta`, `tool`, `error`, `heartbeat`, `done`);
+//! `GET /api/v1/agent/sessions?page&count[&all]`, `GET|DELETE /api/v1/agent/sessions/{id}`,
+//! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
+//! `/` and `/assets/*` (the page).
+//!
+//! Invariants: session ids from clients only locate — access is decided by the core, and another
+//! user's session answers 404 exactly like a missing one; a client hanging up never stops a turn;
+//! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
+
+pub mod auth;
+pub mod chat;
+pub mod error;
+pub mod openai;
+pub mod sse;
+pub mod state;
+pub mod web;
+
+pub use error::{ApiError, Result, ServerError};
+pub use state::{AppState, ServerConfig};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use mpa_core::Agent;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// Longest time from the shutdown signal to [`Host::run`] returning.
+pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(9);
+
+/// Largest accepted request body.
+pub const MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// All routes over `state`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(web::index))
+        .route("/assets/app.js", get(web::app_js))
+        .route("/assets/app.css", get(web::app_css))
+        .route("/assets/icon.svg", get(web::icon))
+        .route("/healthz", get(chat::healthz))
+        .route("/api/v1/login", post(auth::login))
+        .route("/api/v1/logout", post(auth::logout))
+        .route("/api/v1/me", get(auth::me))
+        .route("/api/v1/agent/stream", post(chat::stream))
+        .route("/api/v1/agent/sessions", get(chat::list_sessions))
+        .route(
+            "/api/v1/agent/sessions/{id}",
+            get(chat::session_detail).delete(chat::delete_session),
+        )
+        .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
+        .route("/v1/chat/completions", post(openai::completions))
+        .route("/v1/models", get(openai::models))
+        // Images arrive inline as data URLs; the default 2 MB would refuse a single photo.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(request_log))
+        .with_state(state)
+}
+
+/// Gives every request an id (`x-request-id`, echoed back) and logs method, path, status and
+/// latency under it. Headers, queries and bodies are never logged: they carry tokens and passwords.
+async fn request_log(req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+        .map_or_else(
+            || uuid::Uuid::new_v4().simple().to_string()[..16].to_string(),
+            str::to_owned,
+        );
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let span = tracing::info_span!("request", id = %id, method = %method, path = %path);
+    let started = Instant::now();
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = resp.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "response"
+        );
+    });
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+/// A bound, not yet serving, host.
+pub struct Host {
+    listener: tokio::net::TcpListener,
+    state: AppState,
+}
+
+impl Host {
+    pub async fn bind(agent: Agent, cfg: ServerConfig) -> Result<Host> {
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let state = AppState {
+            store: agent.store().clone(),
+            agent,
+            cfg: Arc::new(cfg),
+            limiter: Arc::default(),
+            shutting_down: CancellationToken::new(),
+        };
+        Ok(Host { listener, state })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.listener.local_addr().map_err(ServerError::Serve)
+    }
+
+    /// Serves until `shutdown` resolves, then shuts down gracefully (see the crate docs).
+    pub async fn run<F>(self, shutdown: F) -> Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let state = self.state.clone();
+        let stop_accepting = CancellationToken::new();
+        let app = router(self.state).into_make_service_with_connect_info::<SocketAddr>();
+        let graceful = stop_accepting.clone();
+        let mut server = tokio::spawn(async move {
+            axum::serve(self.listener, app)
+                .with_graceful_shutdown(async move { graceful.cancelled().await })
+                .await
+        });
+        tokio::select! {
+            () = shutdown => {}
+            r = &mut server => {
+                return match r {
+                    Ok(r) => r.map_err(ServerError::Serve),
+                    Err(e) => Err(ServerError::Serve(std::io::Error::other(e.to_string()))),
+                };
+            }
+        }
+        let started = Instant::now();
+        tracing::info!("shutdown: refusing new turns, stopping running ones");
+        state.shutting_down.cancel();
+        stop_accepting.cancel();
+        // Stopping a turn ends its SSE stream, which lets its connection close.
+        let agent_budget = SHUTDOWN_BUDGET - Duration::from_secs(2);
+        if tokio::time::timeout(agent_budget, state.agent.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown: sessions did not finish in time");
+        }
+        let rest = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
+        match tokio::time::timeout(rest, &mut server).await {
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!("shutdown: open connections dropped");
+                server.abort();
+            }
+        }
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "shutdown complete"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,320 @@
+//! The OpenAI-compatible surface: `POST /v1/chat/completions` (streaming and not) and
+//! `GET /v1/models`. The agent keeps the conversation in its own session, so only the newest user
+//! message of the request is submitted (for a session it has never seen, the request's earlier
+//! messages go along as context); the `user` field (or an `X-Session-Id` header) selects the
+//! session. The answer is the agent's final text; tool activity is left out.
+
+use crate::auth::Authed;
+use crate::chat::sse_response;
+use crate::error::ApiError;
+use crate::sse::{FRAME_QUEUE, frame};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use mpa_protocol::{Actor, Event, TurnStatus, Usage};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+pub const OPENAI_CHANNEL: &str = "openai";
+
+#[derive(Deserialize)]
+pub struct CompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<Value>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// Text and image URLs of an OpenAI message `content` (a string or a list of parts).
+fn split_content(content: &Value) -> (String, Vec<String>) {
+    match content {
+        Value::String(s) => (s.clone(), Vec::new()),
+        Value::Array(parts) => {
+            let mut text = Vec::new();
+            let mut images = Vec::new();
+            for p in parts {
+                match p["type"].as_str() {
+                    Some("text") => text.push(p["text"].as_str().unwrap_or_default().to_string()),
+                    Some("image_url") => {
+                        let url = p["image_url"]["url"]
+                            .as_str()
+                            .or_else(|| p["image_url"].as_str());
+                        if let Some(u) = url {
+                            images.push(u.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (text.join("\n"), images)
+        }
+        _ => (String::new(), Vec::new()),
+    }
+}
+
+/// `text` prefixed with the request's earlier user/assistant messages, if there are any.
+fn with_earlier_turns(messages: &[Value], text: String) -> String {
+    let Some(last_user) = messages.iter().rposition(|m| m["role"] == "user") else {
+        return text;
+    };
+    let earlier: Vec<String> = messages[..last_user]
+        .iter()
+        .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or("user"),
+                split_content(&m["content"]).0
+            )
+        })
+        .collect();
+    if earlier.is_empty() {
+        return text;
+    }
+    format!(
+        "Earlier conversation (as sent by the client):\n{}\n\nCurrent message:\n{text}",
+        earlier.join("\n")
+    )
+}
+
+/// The session a request continues: the header names it outright; a `user` value maps to a
+/// per-caller id (hashed with the caller's id, so equal `user` strings of two callers never meet).
+fn session_for(actor: &Actor, headers: &HeaderMap, user: Option<&str>) -> String {
+    if let Some(s) = headers
+        .get("x-session-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty())
+    {
+        return s.to_string();
+    }
+    match user.filter(|u| !u.is_empty()) {
+        Some(u) => {
+            let digest = Sha256::digest(format!("{}:{u}", actor.user_id.0).as_bytes());
+            format!("openai-{}", &hex::encode(digest)[..32])
+        }
+        None => format!("openai-{}", mpa_core::new_session_id()),
+    }
+}
+
+fn now_secs() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+pub async fn completions(
+    State(state): State<AppState>,
+    Authed(actor): Authed,
+    headers: HeaderMap,
+    Json(req): Json<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    if state.shutting_down.is_cancelled() {
+        return Err(ApiError::unavailable());
+    }
+    let last_user = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .ok_or_else(|| ApiError::bad_request("messages must contain a user message"))?;
+    let (text, images) = split_content(&last_user["content"]);
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(ApiError::bad_request("the last user message is empty"));
+    }
+    let model = req
+        .model
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| state.cfg.model_name.clone());
+    let session_id = session_for(&actor, &headers, req.user.as_deref());
+    // A stateless client resends the whole conversation; a session the agent has never seen gets
+    // the earlier turns as context so nothing the client showed the user is lost.
+    let is_new = state.agent.check_access(&actor, &session_id).await.is_err();
+    let text = if is_new {
+        with_earlier_turns(&req.messages, text)
+    } else {
+        text
+    };
+    let session = state
+        .agent
+        .session(&actor, &session_id, OPENAI_CHANNEL)
+        .await?;
+    let events = session.submit(actor, text, images)?;
+    let id = format!("chatcmpl-{}", mpa_core::new_session_id());
+    if req.stream {
+        let (tx, rx) = mpsc::channel(FRAME_QUEUE);
+        tokio::spawn(stream_chunks(events, tx, id, model, session_id));
+        return Ok(sse_response(rx));
+    }
+    let (status, text, usage, error) = collect(events).await;
+    if status != TurnStatus::Completed && text.is_empty() {
+        let (code, message) = error.unwrap_or((
+            "agent_failed".into(),
+            "the turn ended without an answer".into(),
+        ));
+        return Ok((
+            StatusCode::BAD_GATEWAY,
+            Json(json!({"error": {"code": code, "message": message, "type": "server_error"}})),
+        )
+            .into_response());
+    }
+    let mut resp = Json(json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": now_secs(),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": finish_reason(status),
+        }],
+        "usage": {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+        },
+    }))
+    .into_response();
+    if let Ok(v) = session_id.parse() {
+        resp.headers_mut().insert("x-session-id", v);
+    }
+    Ok(resp)
+}
+
+fn finish_reason(status: TurnStatus) -> &'static str {
+    match status {
+        TurnStatus::Completed | TurnStatus::Stopped | TurnStatus::Failed => "stop",
+        TurnStatus::IterationLimit => "length",
+    }
+}
+
+async fn collect(
+    mut events: mpsc::UnboundedReceiver<Event>,
+) -> (TurnStatus, String, Usage, Option<(String, String)>) {
+    let mut usage = Usage::default();
+    let mut error = None;
+    while let Some(ev) = events.recv().await {
+        match ev {
+            Event::Usage { usage: u } => usage.add(&u),
+            Event::Error { code, message } => error = Some((code, message)),
+            Event::TurnEnded { status, final_text } => return (status, final_text, usage, error),
+            _ => {}
+        }
+    }
+    (TurnStatus::Failed, String::new(), usage, error)
+}
+
+async fn stream_chunks(
+    mut events: mpsc::UnboundedReceiver<Event>,
+    out: mpsc::Sender<bytes::Bytes>,
+    id: String,
+    model: String,
+    session_id: String,
+) {
+    let created = now_secs();
+    let chunk = |delta: Value, finish: Option<&str>| {
+        frame(&json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "system_fingerprint": session_id,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }))
+    };
+    if out
+        .send(chunk(json!({"role": "assistant", "content": ""}), None))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut status = TurnStatus::Failed;
+    while let Some(ev) = events.recv().await {
+        match ev {
+            Event::Delta { content } => {
+                let sent = out.send(chunk(json!({"content": content}), None)).await;
+                if sent.is_err() {
+                    return;
+                }
+            }
+            Event::TurnEnded { status: s, .. } => {
+                status = s;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let _ = out
+        .send(chunk(json!({}), Some(finish_reason(status))))
+        .await;
+    let _ = out
+        .send(bytes::Bytes::from_static(b"data: [DONE]\n\n"))
+        .await;
+}
+
+pub async fn models(State(state): State<AppState>, Authed(_actor): Authed) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{"id": state.cfg.model_name, "object": "model", "created": 0, "owned_by": "mpagent"}],
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_parts_split_into_text_and_images() {
+        let (t, i) = split_content(&json!([
+            {"type": "text", "text": "a"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,xx"}},
+            {"type": "text", "text": "b"}
+        ]));
+        assert_eq!(t, "a\nb");
+        assert_eq!(i, vec!["data:image/png;base64,xx".to_string()]);
+    }
+
+    #[test]
+    fn earlier_turns_become_context_only_when_present() {
+        let one = [
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "user", "content": "q"}),
+        ];
+        assert_eq!(with_earlier_turns(&one, "q".into()), "q");
+        let three = [
+            json!({"role": "user", "content": "a"}),
+            json!({"role": "assistant", "content": "b"}),
+            json!({"role": "user", "content": "c"}),
+        ];
+        assert_eq!(
+            with_earlier_turns(&three, "c".into()),
+            "Earlier conversation (as sent by the client):\nuser: a\nassistant: b\n\nCurrent message:\nc"
+        );
+    }
+
+    #[test]
+    fn user_field_maps_to_a_per_caller_session() {
+        let a = Actor {
+            user_id: mpa_protocol::UserId("u1".into()),
+            user_name: "a".into(),
+            is_admin: false,
+        };
+        let b = Actor {
+            user_id: mpa_protocol::UserId("u2".into()),
+            ..a.clone()
+        };
+        let h = HeaderMap::new();
+        assert_eq!(
+            session_for(&a, &h, Some("x")),
+            session_for(&a, &h, Some("x"))
+        );
+        assert_ne!(
+            session_for(&a, &h, Some("x")),
+            session_for(&b, &h, Some("x"))
+        );
+        assert!(mpa_core::valid_session_id(&session_for(&a, &h, None)));
+    }
+}

@@ -1,0 +1,236 @@
+//! Translation of a turn's [`Event`] stream into SSE frames (`data: <json>\n\n`): at most one
+//! delta frame per [`DELTA_WINDOW`] (the first at once, later ones coalesced; [`DELTA_MAX`] bytes
+//! flush early), `heartbeat` after a silence, `done` last. The pump stops reading when the client hangs up; the turn itself keeps running (dropping the
+//! receiver never stops it) and writes its snapshot when it ends.
+
+use bytes::Bytes;
+use mpa_protocol::{Event, Outcome};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+pub const DELTA_WINDOW: Duration = Duration::from_millis(30);
+pub const DELTA_MAX: usize = 256;
+/// Frames buffered towards a slow client; beyond it the pump waits and deltas coalesce.
+pub const FRAME_QUEUE: usize = 64;
+
+pub fn frame(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+/// `done`/`error` frames for a turn that never started (queue full, shutting down).
+pub fn error_frames(code: &str, message: &str) -> Vec<Bytes> {
+    vec![
+        frame(&json!({"type": "error", "code": code, "message": message})),
+        frame(&json!({"type": "done", "status": "failed"})),
+    ]
+}
+
+/// Tool status as the page shows it: failed and unknown both need the user's attention.
+pub fn tool_status(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Succeeded | Outcome::Pending => "done",
+        Outcome::Failed | Outcome::Unknown => "error",
+    }
+}
+
+/// The SSE frame for one non-delta event (`None` for events the web protocol does not carry).
+fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
+    Some(match ev {
+        Event::TurnStarted {
+            session_id,
+            assistant_message_id,
+        } => json!({"type": "start", "session_id": session_id,
+                    "assistant_message_id": assistant_message_id}),
+        Event::ToolStarted {
+            tool_id,
+            name,
+            message,
+        } => json!({"type": "tool", "tool_id": tool_id, "name": name, "status": "running",
+                    "message": message, "assistant_message_id": assistant_message_id}),
+        Event::ToolFinished {
+            tool_id,
+            name,
+            outcome,
+            message,
+        } => json!({"type": "tool", "tool_id": tool_id, "name": name,
+                    "status": tool_status(*outcome), "outcome": outcome.as_str(),
+                    "message": message, "assistant_message_id": assistant_message_id}),
+        Event::Error { code, message } => {
+            json!({"type": "error", "code": code, "message": message})
+        }
+        Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
+        Event::Delta { .. }
+        | Event::Reasoning { .. }
+        | Event::PlanUpdated { .. }
+        | Event::Usage { .. } => return None,
+    })
+}
+
+/// Reads `events` until the turn ends, writing frames to `out`. Returns early (dropping `events`)
+/// when the client is gone.
+pub async fn pump(
+    mut events: mpsc::UnboundedReceiver<Event>,
+    out: mpsc::Sender<Bytes>,
+    heartbeat: Duration,
+) {
+    let mut buf = String::new();
+    let mut flush_at: Option<Instant> = None;
+    let mut last_sent = Instant::now();
+    let mut last_delta: Option<Instant> = None;
+    let mut assistant_message_id = String::new();
+    loop {
+        let hb_at = last_sent + heartbeat;
+        let wake = flush_at.map_or(hb_at, |f| f.min(hb_at));
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else {
+                    // The session actor went away without ending the turn (host shutdown).
+                    if !flush(&mut buf, &out).await { return; }
+                    let _ = out.send(frame(&json!({"type": "done", "status": "failed"}))).await;
+                    return;
+                };
+                if let Event::Delta { content } = &ev {
+                    buf.push_str(content);
+                    // Leading edge: the first delta after a quiet window goes out at once (time
+                    // to first text matters most); later ones wait for the window or the size cap.
+                    let window_open = last_delta.is_none_or(|t| t.elapsed() >= DELTA_WINDOW);
+                    if buf.len() >= DELTA_MAX || window_open {
+                        if !flush(&mut buf, &out).await { return; }
+                        flush_at = None;
+                        last_sent = Instant::now();
+                        last_delta = Some(last_sent);
+                    } else if flush_at.is_none() {
+                        flush_at = Some(last_delta.map_or_else(Instant::now, |t| t + DELTA_WINDOW));
+                    }
+                    continue;
+                }
+                if let Event::TurnStarted { assistant_message_id: id, .. } = &ev {
+                    assistant_message_id.clone_from(id);
+                }
+                if !flush(&mut buf, &out).await { return; }
+                flush_at = None;
+                if let Some(v) = event_frame(&ev, &assistant_message_id) {
+                    if out.send(frame(&v)).await.is_err() { return; }
+                    last_sent = Instant::now();
+                }
+                if matches!(ev, Event::TurnEnded { .. }) {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(wake) => {
+                if flush_at.is_some_and(|f| f <= Instant::now()) {
+                    if !flush(&mut buf, &out).await { return; }
+                    flush_at = None;
+                    last_sent = Instant::now();
+                    last_delta = Some(last_sent);
+                } else if Instant::now() >= hb_at {
+                    if out.send(frame(&json!({"type": "heartbeat"}))).await.is_err() { return; }
+                    last_sent = Instant::now();
+                }
+            }
+            _ = out.closed() => return,
+        }
+    }
+}
+
+/// Sends the buffered delta text; `false` when the client is gone.
+async fn flush(buf: &mut String, out: &mpsc::Sender<Bytes>) -> bool {
+    if buf.is_empty() {
+        return true;
+    }
+    let content = std::mem::take(buf);
+    out.send(frame(&json!({"type": "delta", "content": content})))
+        .await
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use mpa_protocol::TurnStatus;
+
+    fn parse(b: &Bytes) -> Value {
+        let s = std::str::from_utf8(b).unwrap();
+        serde_json::from_str(s.strip_prefix("data: ").unwrap().trim_end()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn deltas_coalesce_tools_flush_and_done_ends() {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let (otx, mut orx) = mpsc::channel(64);
+        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15)));
+        etx.send(Event::TurnStarted {
+            session_id: "s".into(),
+            assistant_message_id: "m".into(),
+        })
+        .unwrap();
+        for w in ["Hel", "lo", " there"] {
+            etx.send(Event::Delta { content: w.into() }).unwrap();
+        }
+        etx.send(Event::ToolStarted {
+            tool_id: "c1".into(),
+            name: "test_echo".into(),
+            message: "echo".into(),
+        })
+        .unwrap();
+        etx.send(Event::ToolFinished {
+            tool_id: "c1".into(),
+            name: "test_echo".into(),
+            outcome: Outcome::Unknown,
+            message: "timed out".into(),
+        })
+        .unwrap();
+        etx.send(Event::Delta {
+            content: "x".repeat(300),
+        })
+        .unwrap();
+        etx.send(Event::TurnEnded {
+            status: TurnStatus::Completed,
+            final_text: String::new(),
+        })
+        .unwrap();
+        task.await.unwrap();
+        let mut got = Vec::new();
+        while let Ok(b) = orx.try_recv() {
+            got.push(parse(&b));
+        }
+        let mut types: Vec<String> = got
+            .iter()
+            .map(|v| v["type"].as_str().unwrap().to_owned())
+            .collect();
+        // The first delta leaves at once; the two queued right behind it share one frame.
+        assert_eq!(types.iter().filter(|t| **t == "delta").count(), 3);
+        let text: String = got[1..3]
+            .iter()
+            .map(|v| v["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            (got[1]["content"].as_str(), text.as_str()),
+            (Some("Hel"), "Hello there")
+        );
+        got.remove(2);
+        types.remove(2);
+        assert_eq!(types, ["start", "delta", "tool", "tool", "delta", "done"]);
+        assert_eq!(got[2]["status"], "running");
+        assert_eq!(got[3]["status"], "error");
+        assert_eq!(got[3]["assistant_message_id"], "m");
+        assert_eq!(got[5]["status"], "completed");
+    }
+
+    #[tokio::test]
+    async fn silence_brings_a_heartbeat_and_a_hangup_stops_reading() {
+        let (etx, erx) = mpsc::unbounded_channel::<Event>();
+        let (otx, mut orx) = mpsc::channel(64);
+        let task = tokio::spawn(pump(erx, otx, Duration::from_millis(20)));
+        assert_eq!(parse(&orx.recv().await.unwrap())["type"], "heartbeat");
+        drop(orx);
+        task.await.unwrap();
+        // The turn side can still send: nothing breaks when nobody listens.
+        let _ = etx.send(Event::Delta {
+            content: "late".into(),
+        });
+    }
+}

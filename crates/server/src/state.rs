@@ -1,0 +1,60 @@
+use crate::auth::LoginLimiter;
+use mpa_core::Agent;
+use mpa_store::Store;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How the host is run; built by the CLI from its `Config`.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// `MPA_LISTEN`; port 0 picks a free port (see [`crate::Host::local_addr`]).
+    pub listen: SocketAddr,
+    /// `MPA_ADMIN_TOKEN`: a static bearer token with admin rights (never logged).
+    pub admin_token: Option<String>,
+    /// Lifetime of a login token.
+    pub token_ttl: Duration,
+    /// The model id `/v1/models` advertises and completions echo back.
+    pub model_name: String,
+    /// Silence on an SSE stream before a `heartbeat` frame.
+    pub heartbeat: Duration,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("token_ttl", &self.token_ttl)
+            .field("model_name", &self.model_name)
+            .field("heartbeat", &self.heartbeat)
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            admin_token: None,
+            token_ttl: Duration::from_secs(7 * 24 * 3600),
+            model_name: "mpagent".into(),
+            heartbeat: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub agent: Agent,
+    pub store: Store,
+    pub cfg: Arc<ServerConfig>,
+    pub limiter: Arc<LoginLimiter>,
+    /// Cancelled when shutdown begins: new turns are refused from then on.
+    pub shutting_down: CancellationToken,
+}

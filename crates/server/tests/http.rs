@@ -1,0 +1,724 @@
+//! HTTP tests of the host: real sockets on 127.0.0.1, a real SQLite store, the real core against
+//! the mock model server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use futures_util::StreamExt;
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_server::{Host, ServerConfig};
+use mpa_store::Store;
+use mpa_test_support::{MockModelServer, MockReply};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+const ADMIN_TOKEN: &str = "admin-token-for-tests-0123456789";
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Env {
+    base: String,
+    http: reqwest::Client,
+    store: Store,
+    mock: MockModelServer,
+    dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let mock = MockModelServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let model = mpa_model::ModelConfig {
+            base_url: mock.base_url.clone(),
+            api_key: Some("sk-test-key".into()),
+            model: "gpt-4o".into(),
+            max_retries: 0,
+            ..Default::default()
+        };
+        let caps = Capabilities::default();
+        let registry = default_registry(
+            &RegistryOptions {
+                diagnostic_tools: true,
+            },
+            &caps,
+        );
+        let agent = Agent::new(AgentConfig::new(model), store.clone(), registry, caps).unwrap();
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.admin_token = Some(ADMIN_TOKEN.into());
+        let host = Host::bind(agent, cfg).await.unwrap();
+        let addr = host.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            host.run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Env {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            store,
+            mock,
+            dir,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn user(&self, name: &str, password: &str, admin: bool) -> String {
+        let hash = mpa_store::password::hash(password).unwrap();
+        self.store
+            .create_user(name, admin, Some(hash))
+            .await
+            .unwrap();
+        let r = self.login(name, password).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let v: Value = r.json().await.unwrap();
+        v["token"].as_str().unwrap().to_string()
+    }
+
+    async fn login(&self, name: &str, password: &str) -> reqwest::Response {
+        self.http
+            .post(self.url("/api/v1/login"))
+            .json(&json!({"username": name, "password": password}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn send(&self, method: reqwest::Method, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn stream(&self, token: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.url("/api/v1/agent/stream"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Polls the detail until the session is idle and has a snapshot.
+    async fn wait_idle(&self, token: &str, session: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (s, v) = self
+                .get(token, &format!("/api/v1/agent/sessions/{session}"))
+                .await;
+            if s == StatusCode::OK
+                && v["is_processing"] == false
+                && v["message_count"].as_i64() > Some(0)
+            {
+                return v;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "session never went idle: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Reads SSE frames from a response.
+struct Frames {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+impl Frames {
+    fn new(r: reqwest::Response) -> Frames {
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Frames {
+            body: Box::pin(r.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..i + 2).collect();
+                let data = raw.trim().strip_prefix("data: ").expect("data frame");
+                return Some(serde_json::from_str(data).unwrap());
+            }
+            let chunk = tokio::time::timeout(WAIT, self.body.next())
+                .await
+                .expect("no SSE frame in time")?;
+            self.buf
+                .push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+    }
+
+    async fn until(&mut self, ty: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            let done = f["type"] == ty;
+            out.push(f);
+            if done {
+                return out;
+            }
+        }
+        panic!("stream ended before a {ty} frame: {out:?}");
+    }
+
+    async fn all(mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            out.push(f);
+        }
+        out
+    }
+}
+
+fn types(frames: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in frames {
+        let t = match f["type"].as_str().unwrap() {
+            "tool" => format!("tool:{}", f["status"].as_str().unwrap()),
+            "delta" if out.last().is_some_and(|l| l == "delta") => continue,
+            "heartbeat" => continue,
+            other => other.to_string(),
+        };
+        out.push(t);
+    }
+    out
+}
+
+fn text_of(frames: &[Value]) -> String {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "delta")
+        .map(|f| f["content"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_page_and_request_ids() {
+    let env = Env::start().await;
+    let r = env.http.get(env.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().contains_key("x-request-id"));
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ok"}));
+    let r = env
+        .http
+        .get(env.url("/"))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "abc-123");
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(r.text().await.unwrap().contains("/assets/app.js"));
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_expired_and_revoked_tokens_get_401() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw-alice-1", false).await;
+    for bad in [None, Some("nope"), Some("")] {
+        let mut req = env.http.get(env.url("/api/v1/agent/sessions"));
+        if let Some(b) = bad {
+            req = req.bearer_auth(b);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized");
+    }
+    // An expired token, written the way the store writes tokens (hash only).
+    let expired = "expired-token-value";
+    let alice = env.store.user_by_name("alice").await.unwrap().unwrap();
+    let db = rusqlite::Connection::open(env.dir.path().join("agent.db")).unwrap();
+    db.execute(
+        "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?3)",
+        rusqlite::params![
+            mpa_server::auth::token_hash(expired),
+            alice.id.0,
+            "2020-01-01T00:00:00Z"
+        ],
+    )
+    .unwrap();
+    let (s, _) = env.get(expired, "/api/v1/agent/sessions").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Only the hash is stored.
+    let stored: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM auth_tokens WHERE token_hash = ?1",
+            [&token],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 0);
+
+    let (s, me) = env.get(&token, "/api/v1/me").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(me["name"], "alice");
+    assert_eq!(me["id"], alice.id.0);
+    let r = env
+        .http
+        .post(env.url("/api/v1/logout"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (s, _) = env.get(&token, "/api/v1/me").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+
+    let (s, me) = env.get(ADMIN_TOKEN, "/api/v1/me").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(me["is_admin"], true);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_logins_are_rate_limited_and_secrets_stay_out_of_responses() {
+    let env = Env::start().await;
+    env.user("carol", "right-password", false).await;
+    for _ in 0..5 {
+        let r = env.login("carol", "wrong-password").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let body = r.text().await.unwrap();
+        assert!(body.contains("invalid_credentials") && !body.contains("wrong-password"));
+    }
+    let r = env.login("carol", "right-password").await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "too_many_login_attempts");
+    // Unknown users look exactly like wrong passwords.
+    let r = env.login("nobody", "x").await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "same client address is limited too"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_runs_a_tool_streams_text_and_saves_the_session() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    env.mock.push(MockReply::tool_calls(&[(
+        "call_1",
+        "test_echo",
+        json!({"text": "ping"}),
+    )]));
+    env.mock.push(MockReply::text("The echo said **ping**."));
+    let frames = Frames::new(
+        env.stream(
+            &token,
+            json!({"text": "echo ping", "session_id": "s-alice"}),
+        )
+        .await,
+    )
+    .all()
+    .await;
+    assert_eq!(
+        types(&frames),
+        ["start", "tool:running", "tool:done", "delta", "done"]
+    );
+    assert_eq!(frames[0]["session_id"], "s-alice");
+    assert_eq!(frames[1]["tool_id"], "call_1");
+    assert_eq!(frames[1]["name"], "test_echo");
+    assert_eq!(text_of(&frames), "The echo said **ping**.");
+    assert_eq!(frames.last().unwrap()["status"], "completed");
+
+    let detail = env.wait_idle(&token, "s-alice").await;
+    let shown = detail["display_messages"].as_array().unwrap();
+    let roles: Vec<&str> = shown.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "tool", "assistant"]);
+    assert_eq!(shown[2]["content"], "The echo said **ping**.");
+    assert_eq!(detail["title"], "echo ping");
+
+    let (s, list) = env
+        .get(&token, "/api/v1/agent/sessions?page=1&count=10")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["sessions"][0]["session_id"], "s-alice");
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+
+    // Without a session id a new one is made and announced in `start`.
+    env.mock.push(MockReply::text("fresh"));
+    let frames = Frames::new(env.stream(&token, json!({"text": "hi"})).await)
+        .all()
+        .await;
+    let sid = frames[0]["session_id"].as_str().unwrap();
+    assert!(!sid.is_empty() && sid != "s-alice");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn other_users_sessions_are_404_everywhere_and_nothing_changes() {
+    let env = Env::start().await;
+    let alice = env.user("alice", "pw-a", false).await;
+    let bob = env.user("bob", "pw-b", false).await;
+    let admin = env.user("root", "pw-r", true).await;
+    env.mock.push(MockReply::text("hello alice"));
+    Frames::new(
+        env.stream(&alice, json!({"text": "mine", "session_id": "a1"}))
+            .await,
+    )
+    .all()
+    .await;
+    let before = env.wait_idle(&alice, "a1").await;
+    let requests_before = env.mock.request_count();
+
+    let missing = env.get(&bob, "/api/v1/agent/sessions/never-existed").await;
+    assert_eq!(missing.0, StatusCode::NOT_FOUND);
+    let r = env
+        .stream(&bob, json!({"text": "steal", "session_id": "a1"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        missing.1,
+        "same answer as a missing session"
+    );
+    assert_eq!(env.get(&bob, "/api/v1/agent/sessions/a1").await, missing);
+    let del = env
+        .send(reqwest::Method::DELETE, &bob, "/api/v1/agent/sessions/a1")
+        .await;
+    assert_eq!(del, missing);
+    let stop = env
+        .send(
+            reqwest::Method::POST,
+            &bob,
+            "/api/v1/agent/sessions/a1/stop",
+        )
+        .await;
+    assert_eq!(stop, missing);
+    let (_, bobs) = env.get(&bob, "/api/v1/agent/sessions").await;
+    assert_eq!(bobs["sessions"], json!([]));
+    // Bob even asking for everyone's list sees only his own.
+    let (_, bobs) = env.get(&bob, "/api/v1/agent/sessions?all=true").await;
+    assert_eq!(bobs["sessions"], json!([]));
+
+    let after = env.wait_idle(&alice, "a1").await;
+    assert_eq!(after, before);
+    assert_eq!(env.mock.request_count(), requests_before, "no turn ran");
+
+    // The admin reads and continues alice's chat; alice stays the owner.
+    let (s, seen) = env.get(&admin, "/api/v1/agent/sessions/a1").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(seen["display_messages"], before["display_messages"]);
+    let (_, all) = env.get(&admin, "/api/v1/agent/sessions?all=true").await;
+    assert_eq!(all["sessions"][0]["session_id"], "a1");
+    env.mock.push(MockReply::text("admin here"));
+    let frames = Frames::new(
+        env.stream(&admin, json!({"text": "continue", "session_id": "a1"}))
+            .await,
+    )
+    .all()
+    .await;
+    assert_eq!(text_of(&frames), "admin here");
+    let after = env.wait_idle(&alice, "a1").await;
+    assert_eq!(after["user_id"], before["user_id"]);
+    assert_eq!(after["display_messages"].as_array().unwrap().len(), 4);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_queue_answers_agent_manager_queue_full() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    env.mock
+        .push(MockReply::text("never finishes").stall_after(1));
+    env.mock.set_default(MockReply::text("queued answer"));
+    let mut first = Frames::new(
+        env.stream(&token, json!({"text": "t0", "session_id": "q"}))
+            .await,
+    );
+    first.until("start").await;
+    let mut queued = Vec::new();
+    for i in 1..=8 {
+        let r = env
+            .stream(&token, json!({"text": format!("t{i}"), "session_id": "q"}))
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        queued.push(r);
+    }
+    let frames = Frames::new(
+        env.stream(&token, json!({"text": "t9", "session_id": "q"}))
+            .await,
+    )
+    .all()
+    .await;
+    assert_eq!(frames[0]["type"], "error");
+    assert_eq!(frames[0]["code"], "agent_manager_queue_full");
+    assert_eq!(frames.last().unwrap()["type"], "done");
+    let (s, v) = env
+        .send(
+            reqwest::Method::POST,
+            &token,
+            "/api/v1/agent/sessions/q/stop",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["stopped"], true);
+    let rest = first.until("done").await;
+    assert_eq!(rest.last().unwrap()["status"], "stopped");
+    // The queued turns run one after another, in order.
+    for r in queued {
+        let f = Frames::new(r).all().await;
+        assert_eq!(text_of(&f), "queued answer");
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disconnected_client_does_not_stop_the_turn() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    env.mock.push(MockReply::tool_calls(&[(
+        "call_s",
+        "test_sleep",
+        json!({"ms": 600}),
+    )]));
+    env.mock.push(MockReply::text("slept and done"));
+    let mut frames = Frames::new(
+        env.stream(&token, json!({"text": "sleep", "session_id": "d"}))
+            .await,
+    );
+    frames.until("tool").await;
+    drop(frames);
+    let detail = env.wait_idle(&token, "d").await;
+    let shown = detail["display_messages"].as_array().unwrap();
+    assert_eq!(shown.len(), 3, "{shown:?}");
+    assert_eq!(shown[1]["outcome"], "succeeded");
+    assert_eq!(shown[2]["content"], "slept and done");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_ends_a_long_turn_and_delete_removes_the_chat() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    env.mock.push(MockReply::tool_calls(&[(
+        "call_long",
+        "test_sleep",
+        json!({"ms": 600_000}),
+    )]));
+    env.mock.set_default(MockReply::text("after stop"));
+    let mut frames = Frames::new(
+        env.stream(&token, json!({"text": "long", "session_id": "L"}))
+            .await,
+    );
+    let got = frames.until("tool").await;
+    assert_eq!(got.last().unwrap()["status"], "running");
+    let (s, v) = env
+        .send(
+            reqwest::Method::POST,
+            &token,
+            "/api/v1/agent/sessions/L/stop",
+        )
+        .await;
+    assert_eq!((s, v), (StatusCode::OK, json!({"stopped": true})));
+    let rest = frames.all().await;
+    let tool_end = rest.iter().find(|f| f["type"] == "tool").unwrap();
+    assert_eq!(tool_end["status"], "error");
+    assert_eq!(rest.last().unwrap()["type"], "done");
+    assert_eq!(rest.last().unwrap()["status"], "stopped");
+    let detail = env.wait_idle(&token, "L").await;
+    assert_eq!(detail["display_messages"][1]["status"], "error");
+    // Idle now: stopping again reports that nothing ran.
+    let (_, v) = env
+        .send(
+            reqwest::Method::POST,
+            &token,
+            "/api/v1/agent/sessions/L/stop",
+        )
+        .await;
+    assert_eq!(v, json!({"stopped": false}));
+
+    let (s, v) = env
+        .send(reqwest::Method::DELETE, &token, "/api/v1/agent/sessions/L")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["deleted"], true);
+    let (s, _) = env.get(&token, "/api/v1/agent/sessions/L").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (_, list) = env.get(&token, "/api/v1/agent/sessions").await;
+    assert_eq!(list["sessions"], json!([]));
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_endpoint_answers_with_the_final_text_streamed_or_not() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    let (s, models) = env.get(&token, "/v1/models").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(models["data"][0]["id"], "mpagent");
+
+    env.mock.push(MockReply::tool_calls(&[(
+        "call_1",
+        "test_echo",
+        json!({"text": "x"}),
+    )]));
+    env.mock.push(MockReply::text("Final answer."));
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&json!({"model": "mpagent", "user": "conv-1",
+                      "messages": [{"role": "system", "content": "be brief"},
+                                   {"role": "user", "content": "hello"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sid = r.headers()["x-session-id"].to_str().unwrap().to_string();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(
+        v["choices"][0]["message"],
+        json!({"role": "assistant", "content": "Final answer."})
+    );
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    // Same `user`: same session, so the agent sees the earlier exchange.
+    env.mock.push(MockReply::text("Second."));
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&json!({"stream": true, "user": "conv-1",
+                      "messages": [{"role": "user", "content": "again"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = r.text().await.unwrap();
+    let mut text = String::new();
+    let mut finish = None;
+    assert!(body.trim_end().ends_with("data: [DONE]"));
+    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if line == "[DONE]" {
+            continue;
+        }
+        let c: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(c["object"], "chat.completion.chunk");
+        text.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+        if let Some(f) = c["choices"][0]["finish_reason"].as_str() {
+            finish = Some(f.to_string());
+        }
+    }
+    assert_eq!(text, "Second.");
+    assert_eq!(finish.as_deref(), Some("stop"));
+    let detail = env.wait_idle(&token, &sid).await;
+    assert_eq!(detail["display_messages"].as_array().unwrap().len(), 5);
+
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .json(&json!({"messages": [{"role": "user", "content": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_stops_a_running_turn_and_writes_its_snapshot() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    env.mock.push(MockReply::tool_calls(&[(
+        "call_long",
+        "test_sleep",
+        json!({"ms": 600_000}),
+    )]));
+    let mut frames = Frames::new(
+        env.stream(&token, json!({"text": "long", "session_id": "S"}))
+            .await,
+    );
+    frames.until("tool").await;
+    let store = env.store.clone();
+    env.shutdown().await;
+    let rest = frames.all().await;
+    assert_eq!(rest.last().unwrap()["type"], "done");
+    let chat = store.chat("S").await.unwrap().expect("snapshot written");
+    let tool = chat
+        .agent_messages
+        .iter()
+        .find(|m| m.role == mpa_protocol::Role::Tool)
+        .unwrap();
+    assert!(tool.outcome.is_some_and(|o| o.is_error()), "{tool:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rename_keeps_history_and_a_reused_name_inherits_nothing() {
+    let env = Env::start().await;
+    let token = env.user("dave", "pw-d", false).await;
+    env.mock.push(MockReply::text("kept"));
+    Frames::new(
+        env.stream(&token, json!({"text": "remember", "session_id": "dv"}))
+            .await,
+    )
+    .all()
+    .await;
+    env.wait_idle(&token, "dv").await;
+    let dave = env.store.user_by_name("dave").await.unwrap().unwrap();
+    env.store.rename_user(&dave.id, "david").await.unwrap();
+    let (s, me) = env.get(&token, "/api/v1/me").await;
+    assert_eq!((s, me["name"].clone()), (StatusCode::OK, json!("david")));
+    let (_, list) = env.get(&token, "/api/v1/agent/sessions").await;
+    assert_eq!(list["sessions"][0]["session_id"], "dv");
+
+    let newcomer = env.user("dave", "pw-new", false).await;
+    let (_, list) = env.get(&newcomer, "/api/v1/agent/sessions").await;
+    assert_eq!(list["sessions"], json!([]));
+    let (s, _) = env.get(&newcomer, "/api/v1/agent/sessions/dv").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    env.shutdown().await;
+}

@@ -1,0 +1,458 @@
+// The MoviePilot Agent web page: login, session list, streaming chat over SSE (fetch + reader),
+// tool activity lines, stop / new / delete, English and Chinese. No dependencies.
+'use strict';
+
+const I18N = {
+  en: {
+    appName: 'MoviePilot Agent', loginHint: 'Sign in to chat with your agent.', username: 'User name',
+    password: 'Password', signIn: 'Sign in', signOut: 'Sign out', newChat: 'New chat', deleteChat: 'Delete',
+    emptyTitle: 'What can I do for you?', emptyHint: 'Ask about your media library, subscriptions or downloads.',
+    placeholder: 'Message the agent…', send: 'Send', stop: 'Stop',
+    noSessions: 'No chats yet.', untitled: 'New chat', confirmDelete: 'Delete this chat and its history?',
+    badLogin: 'Wrong user name or password.', tooMany: 'Too many attempts. Try again later.',
+    netError: 'Network error. Check the connection and try again.', stopped: 'Stopped.',
+    queueFull: 'This chat is busy; wait for the current reply to finish.', stillRunning: 'Still working on this chat…',
+    interrupted: '(interrupted)', lang: '中文', running: 'running', done: 'done', error: 'failed', admin: 'admin',
+  },
+  zh: {
+    appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
+    signIn: '登录', signOut: '退出登录', newChat: '新对话', deleteChat: '删除', emptyTitle: '有什么可以帮你？',
+    emptyHint: '可以询问媒体库、订阅或下载相关的问题。', placeholder: '给智能助手发消息…',
+    send: '发送', stop: '停止', noSessions: '还没有对话。', untitled: '新对话', confirmDelete: '删除此对话及其历史记录？',
+    badLogin: '用户名或密码错误。', tooMany: '尝试次数过多，请稍后再试。', netError: '网络错误，请检查连接后重试。',
+    stopped: '已停止。', queueFull: '此对话正忙，请等待当前回复完成。', stillRunning: '此对话仍在处理中…',
+    interrupted: '（已中断）', lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
+  },
+};
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  lang: localStorage.getItem('mpa.lang') || (/^zh/i.test(navigator.language) ? 'zh' : 'en'),
+  token: localStorage.getItem('mpa.token'),
+  me: null, sessionId: null, busy: false, sessions: [], poll: null,
+};
+const t = (k) => (I18N[state.lang] && I18N[state.lang][k]) || I18N.en[k] || k;
+
+// ---- markdown (escape first, then a small safe subset) ----
+function esc(s) {
+  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+function inline(s) {
+  return s.split(/(`[^`\n]+`)/).map((part, i) => {
+    if (i % 2 === 1) return '<code>' + esc(part.slice(1, -1)) + '</code>';
+    let h = esc(part);
+    h = h.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>');
+    h = h.replace(/(^|[\s(])(https?:\/\/[^\s<)]+)/g, '$1<a href="$2" target="_blank" rel="noopener noreferrer">$2</a>');
+    h = h.replace(/\*\*([^*\n]+)\*\*/g, '<strong>$1</strong>').replace(/__([^_\n]+)__/g, '<strong>$1</strong>');
+    h = h.replace(/(^|[^*\w])\*([^*\n]+)\*(?!\*)/g, '$1<em>$2</em>').replace(/(^|[^_\w])_([^_\n]+)_(?!\w)/g, '$1<em>$2</em>');
+    h = h.replace(/~~([^~\n]+)~~/g, '<del>$1</del>');
+    return h;
+  }).join('');
+}
+const BLOCK = /^(```|#{1,6}\s|>|\s*[-*+]\s+|\s*\d+[.)]\s+|(-{3,}|\*{3,})\s*$)/;
+function markdown(src) {
+  const lines = src.replace(/\r\n?/g, '\n').split('\n');
+  const out = [];
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    let m;
+    if (/^```/.test(line)) {
+      const body = [];
+      i++;
+      while (i < lines.length && !/^```/.test(lines[i])) body.push(lines[i++]);
+      i++;
+      out.push('<pre><code>' + esc(body.join('\n')) + '</code></pre>');
+    } else if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) {
+      const n = Math.min(m[1].length + 1, 4);
+      out.push(`<h${n}>${inline(m[2])}</h${n}>`);
+      i++;
+    } else if (/^>/.test(line)) {
+      const body = [];
+      while (i < lines.length && /^>/.test(lines[i])) body.push(lines[i++].replace(/^>\s?/, ''));
+      out.push('<blockquote>' + markdown(body.join('\n')) + '</blockquote>');
+    } else if (/^\s*[-*+]\s+/.test(line) || /^\s*\d+[.)]\s+/.test(line)) {
+      const ordered = /^\s*\d/.test(line);
+      const re = ordered ? /^\s*\d+[.)]\s+/ : /^\s*[-*+]\s+/;
+      const items = [];
+      while (i < lines.length && re.test(lines[i])) {
+        let item = lines[i++].replace(re, '');
+        while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !re.test(lines[i])) item += '\n' + lines[i++].trim();
+        items.push('<li>' + inline(item).replace(/\n/g, '<br>') + '</li>');
+      }
+      out.push((ordered ? '<ol>' : '<ul>') + items.join('') + (ordered ? '</ol>' : '</ul>'));
+    } else if (/^(-{3,}|\*{3,})\s*$/.test(line)) {
+      out.push('<hr>');
+      i++;
+    } else if (!line.trim()) {
+      i++;
+    } else {
+      const para = [];
+      while (i < lines.length && lines[i].trim() && !BLOCK.test(lines[i])) para.push(lines[i++]);
+      if (!para.length) para.push(lines[i++]);
+      out.push('<p>' + inline(para.join('\n')).replace(/\n/g, '<br>') + '</p>');
+    }
+  }
+  return out.join('');
+}
+
+// ---- API ----
+async function api(method, path, body) {
+  const headers = { 'Accept-Language': state.lang === 'zh' ? 'zh-CN' : 'en' };
+  if (state.token) headers.Authorization = 'Bearer ' + state.token;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 401 && path !== '/api/v1/login') {
+    signedOut();
+    throw new Error('unauthorized');
+  }
+  return r;
+}
+
+// ---- views ----
+function applyI18n() {
+  document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
+  document.querySelectorAll('[data-i18n]').forEach((el) => { el.textContent = t(el.dataset.i18n); });
+  document.querySelectorAll('[data-i18n-placeholder]').forEach((el) => { el.placeholder = t(el.dataset.i18nPlaceholder); });
+  document.querySelectorAll('[data-action=lang]').forEach((el) => { el.textContent = t('lang'); });
+  document.title = t('appName');
+  renderSessions();
+}
+
+function signedOut() {
+  state.token = null;
+  state.me = null;
+  localStorage.removeItem('mpa.token');
+  $('app-view').hidden = true;
+  $('login-view').hidden = false;
+  $('login-user').focus();
+}
+
+async function signedIn() {
+  const r = await api('GET', '/api/v1/me');
+  state.me = await r.json();
+  $('login-view').hidden = true;
+  $('app-view').hidden = false;
+  $('who').textContent = state.me.name + (state.me.is_admin ? ' · ' + t('admin') : '');
+  await loadSessions();
+  const m = /^#\/s\/(.+)$/.exec(location.hash);
+  if (m) await openSession(decodeURIComponent(m[1]));
+  else newChat();
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  $('send').hidden = busy;
+  $('stop').hidden = !busy;
+  $('send').disabled = busy;
+}
+
+async function loadSessions() {
+  try {
+    const r = await api('GET', '/api/v1/agent/sessions?page=1&count=100');
+    if (r.ok) state.sessions = (await r.json()).sessions;
+  } catch (_) { /* signed out or offline: keep the old list */ }
+  renderSessions();
+}
+
+function renderSessions() {
+  const list = $('session-list');
+  list.textContent = '';
+  if (!state.sessions.length) {
+    const e = document.createElement('div');
+    e.className = 'session-empty';
+    e.textContent = t('noSessions');
+    list.append(e);
+    return;
+  }
+  for (const s of state.sessions) {
+    const a = document.createElement('a');
+    a.className = 'session' + (s.session_id === state.sessionId ? ' active' : '');
+    a.href = '#/s/' + encodeURIComponent(s.session_id);
+    a.dataset.sessionId = s.session_id;
+    const title = document.createElement('span');
+    title.className = 'title';
+    title.textContent = s.title || t('untitled');
+    a.append(title);
+    if (s.is_processing) {
+      const dot = document.createElement('span');
+      dot.className = 'dot';
+      a.append(dot);
+    }
+    a.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      if (!state.busy) openSession(s.session_id);
+      document.querySelector('.app').classList.remove('menu-open');
+    });
+    list.append(a);
+  }
+}
+
+function clearMessages() {
+  const box = $('messages');
+  box.textContent = '';
+  box.append(emptyNode);
+}
+
+function scrollDown() {
+  const box = $('messages');
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < 200 || state.busy) box.scrollTop = box.scrollHeight;
+}
+
+function addUser(text) {
+  emptyNode.remove();
+  const row = document.createElement('div');
+  row.className = 'msg user';
+  const b = document.createElement('div');
+  b.className = 'bubble';
+  b.textContent = text;
+  row.append(b);
+  $('messages').append(row);
+  scrollDown();
+}
+
+function addAssistant(text, notice) {
+  emptyNode.remove();
+  const row = document.createElement('div');
+  row.className = 'msg assistant';
+  const b = document.createElement('div');
+  b.className = 'bubble';
+  b.innerHTML = markdown(text);
+  if (notice) b.classList.add('notice');
+  row.append(b);
+  $('messages').append(row);
+  scrollDown();
+  return b;
+}
+
+function addError(text) {
+  const row = document.createElement('div');
+  row.className = 'msg error';
+  const b = document.createElement('div');
+  b.className = 'bubble';
+  b.textContent = text;
+  row.append(b);
+  $('messages').append(row);
+  scrollDown();
+}
+
+function toolLine(el, status, name, message) {
+  el.className = 'tool ' + status;
+  el.dataset.status = status;
+  el.textContent = '';
+  const icon = document.createElement('span');
+  icon.className = 'icon';
+  icon.textContent = status === 'done' ? '✓' : status === 'error' ? '!' : '';
+  const n = document.createElement('span');
+  n.className = 'name';
+  n.textContent = name || 'tool';
+  const m = document.createElement('span');
+  m.className = 'text';
+  m.textContent = (message || '') + ' · ' + t(status);
+  el.title = message || '';
+  el.append(icon, n, m);
+}
+
+function addTool(status, name, message) {
+  emptyNode.remove();
+  const el = document.createElement('div');
+  toolLine(el, status, name, message);
+  $('messages').append(el);
+  scrollDown();
+  return el;
+}
+
+function renderHistory(messages) {
+  clearMessages();
+  for (const m of messages || []) {
+    if (m.role === 'user') addUser(m.content);
+    else if (m.role === 'assistant') addAssistant(m.content, m.notice);
+    else if (m.role === 'tool') addTool(m.status, m.name, m.message);
+  }
+}
+
+async function openSession(id) {
+  stopPolling();
+  const r = await api('GET', '/api/v1/agent/sessions/' + encodeURIComponent(id));
+  if (!r.ok) { newChat(); return; }
+  const s = await r.json();
+  state.sessionId = id;
+  location.hash = '#/s/' + encodeURIComponent(id);
+  $('chat-title').textContent = s.title || t('untitled');
+  $('delete-chat').hidden = false;
+  renderHistory(s.display_messages);
+  if (s.is_processing) {
+    addTool('running', t('appName'), t('stillRunning'));
+    state.poll = setTimeout(() => openSession(id), 1500);
+  }
+  renderSessions();
+}
+
+function stopPolling() {
+  if (state.poll) clearTimeout(state.poll);
+  state.poll = null;
+}
+
+function newChat() {
+  stopPolling();
+  state.sessionId = null;
+  history.replaceState(null, '', location.pathname);
+  $('chat-title').textContent = t('newChat');
+  $('delete-chat').hidden = true;
+  clearMessages();
+  renderSessions();
+  $('input').focus();
+}
+
+// ---- streaming ----
+async function send(text) {
+  setBusy(true);
+  addUser(text);
+  let segment = null; // the assistant bubble being streamed
+  let segmentText = '';
+  const tools = new Map();
+  let frame = 0;
+  const paint = () => {
+    frame = 0;
+    if (segment) { segment.innerHTML = markdown(segmentText); segment.classList.add('cursor'); }
+    scrollDown();
+  };
+  const endSegment = () => {
+    if (segment) { segment.innerHTML = markdown(segmentText); segment.classList.remove('cursor'); }
+    segment = null;
+    segmentText = '';
+  };
+  try {
+    const body = { text };
+    if (state.sessionId) body.session_id = state.sessionId;
+    const r = await api('POST', '/api/v1/agent/stream', body);
+    if (!r.ok) {
+      const e = await r.json().catch(() => ({}));
+      addError((e.error && e.error.message) || r.statusText);
+      return;
+    }
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let cut;
+      while ((cut = buf.indexOf('\n\n')) >= 0) {
+        const raw = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        const data = raw.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+        if (!data) continue;
+        let f;
+        try { f = JSON.parse(data); } catch (_) { continue; }
+        if (f.type === 'start') {
+          const fresh = state.sessionId !== f.session_id;
+          state.sessionId = f.session_id;
+          history.replaceState(null, '', '#/s/' + encodeURIComponent(f.session_id));
+          $('delete-chat').hidden = false;
+          if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
+        } else if (f.type === 'delta') {
+          if (!segment) { segment = addAssistant(''); }
+          segmentText += f.content;
+          if (!frame) frame = requestAnimationFrame(paint);
+        } else if (f.type === 'tool') {
+          endSegment();
+          const el = tools.get(f.tool_id);
+          if (el) toolLine(el, f.status, f.name, f.message);
+          else tools.set(f.tool_id, addTool(f.status, f.name, f.message));
+        } else if (f.type === 'error') {
+          endSegment();
+          addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
+        } else if (f.type === 'done') {
+          endSegment();
+          if (f.status === 'stopped') addAssistant(t('stopped'), true);
+        }
+      }
+    }
+  } catch (e) {
+    if (e.message !== 'unauthorized') addError(t('netError'));
+  } finally {
+    endSegment();
+    setBusy(false);
+    loadSessions();
+  }
+}
+
+let emptyNode;
+function init() {
+  emptyNode = $('empty');
+  applyI18n();
+  $('login-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const err = $('login-error');
+    err.hidden = true;
+    $('login-submit').disabled = true;
+    try {
+      const r = await api('POST', '/api/v1/login', { username: $('login-user').value, password: $('login-pass').value });
+      if (!r.ok) {
+        err.textContent = r.status === 429 ? t('tooMany') : t('badLogin');
+        err.hidden = false;
+        return;
+      }
+      const v = await r.json();
+      state.token = v.token;
+      localStorage.setItem('mpa.token', v.token);
+      $('login-pass').value = '';
+      await signedIn();
+    } catch (_) {
+      err.textContent = t('netError');
+      err.hidden = false;
+    } finally {
+      $('login-submit').disabled = false;
+    }
+  });
+  $('composer').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const input = $('input');
+    const text = input.value.trim();
+    if (!text || state.busy) return;
+    input.value = '';
+    input.style.height = '';
+    send(text);
+  });
+  $('input').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      $('composer').requestSubmit();
+    }
+  });
+  $('input').addEventListener('input', (ev) => {
+    ev.target.style.height = '';
+    ev.target.style.height = Math.min(ev.target.scrollHeight + 2, window.innerHeight * 0.4) + 'px';
+  });
+  $('stop').addEventListener('click', () => {
+    if (state.sessionId) api('POST', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId) + '/stop').catch(() => {});
+  });
+  $('new-chat').addEventListener('click', () => {
+    if (!state.busy) newChat();
+    document.querySelector('.app').classList.remove('menu-open');
+  });
+  $('delete-chat').addEventListener('click', async () => {
+    if (!state.sessionId || !confirm(t('confirmDelete'))) return;
+    await api('DELETE', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId)).catch(() => {});
+    newChat();
+    loadSessions();
+  });
+  $('logout').addEventListener('click', async () => {
+    await api('POST', '/api/v1/logout').catch(() => {});
+    signedOut();
+  });
+  $('menu').addEventListener('click', () => document.querySelector('.app').classList.toggle('menu-open'));
+  $('scrim').addEventListener('click', () => document.querySelector('.app').classList.remove('menu-open'));
+  document.querySelectorAll('[data-action=lang]').forEach((el) => el.addEventListener('click', () => {
+    state.lang = state.lang === 'zh' ? 'en' : 'zh';
+    localStorage.setItem('mpa.lang', state.lang);
+    applyI18n();
+    if (!state.sessionId) $('chat-title').textContent = t('newChat');
+  }));
+  if (state.token) signedIn().catch(() => signedOut());
+  else signedOut();
+}
+
+document.addEventListener('DOMContentLoaded', init);
