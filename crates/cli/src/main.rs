@@ -58,9 +58,11 @@ enum BenchCommand {
     History(history_cmd::BenchHistoryArgs),
 }
 
-fn init_logging() {
+/// Logs go to stderr; `MPA_LOG` overrides the default (request logs for the server, warnings
+/// only for the interactive commands, whose stdout is the conversation).
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MPA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -81,7 +83,10 @@ fn install_panic_hook() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(match cli.command {
+        Command::Serve(_) => "warn,mpa_server=info,mpa_core=info",
+        _ => "warn",
+    });
     install_panic_hook();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

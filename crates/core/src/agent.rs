@@ -111,7 +111,9 @@ impl Agent {
         };
         let mut map = self.sessions.lock().map_err(|_| CoreError::SessionClosed)?;
         // Another task may have loaded it meanwhile; keep the first.
-        if let Some(h) = map.get(session_id) {
+        if let Some(h) = map.get(session_id)
+            && !h.is_closed()
+        {
             return Ok(h.clone());
         }
         let handle = spawn_session(Arc::clone(&self.services), data);
@@ -119,12 +121,37 @@ impl Agent {
         Ok(handle)
     }
 
-    /// A live session, if one is loaded.
+    /// A live session, if one is loaded (an actor that exited after idling is forgotten here).
     pub fn live(&self, session_id: &str) -> Option<SessionHandle> {
-        self.sessions
-            .lock()
-            .ok()
-            .and_then(|m| m.get(session_id).cloned())
+        let mut map = self.sessions.lock().ok()?;
+        match map.get(session_id) {
+            Some(h) if h.is_closed() => {
+                map.remove(session_id);
+                None
+            }
+            Some(h) => Some(h.clone()),
+            None => None,
+        }
+    }
+
+    /// Loads (or creates) the session and queues a turn in it as `actor`. If the session's actor
+    /// was reclaimed for idleness in between, it is loaded again from its snapshot once.
+    pub async fn submit(
+        &self,
+        actor: &Actor,
+        session_id: &str,
+        channel: &str,
+        text: String,
+        images: Vec<String>,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        let handle = self.session(actor, session_id, channel).await?;
+        match handle.submit(actor.clone(), text.clone(), images.clone()) {
+            Err(CoreError::SessionClosed) if !handle.is_shutting_down() => self
+                .session(actor, session_id, channel)
+                .await?
+                .submit(actor.clone(), text, images),
+            other => other,
+        }
     }
 
     /// Stops the session's running turn (if any); `false` when nothing was running.

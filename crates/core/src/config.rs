@@ -20,6 +20,8 @@ pub struct AgentConfig {
     pub memory_review_interval: u32,
     /// Tool-using model iterations between background skill reviews (0 = off).
     pub skill_review_interval: u32,
+    /// A session actor idle this long is reclaimed (reloaded from its snapshot on next use).
+    pub session_idle: Duration,
 }
 
 impl AgentConfig {
@@ -34,6 +36,7 @@ impl AgentConfig {
             queue_capacity: 8,
             memory_review_interval: 10,
             skill_review_interval: 10,
+            session_idle: Duration::from_secs(600),
         }
     }
 }

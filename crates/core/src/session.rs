@@ -109,7 +109,21 @@ async fn actor_loop(
     shared: Arc<Shared>,
 ) {
     let mut review: Option<RunningReview> = None;
-    while let Some(cmd) = rx.recv().await {
+    let idle = services.cfg.session_idle;
+    loop {
+        let cmd = match tokio::time::timeout(idle, rx.recv()).await {
+            Ok(Some(cmd)) => cmd,
+            Ok(None) => break,
+            Err(_) => {
+                if review.as_ref().is_some_and(|r| !r.is_finished()) {
+                    continue;
+                }
+                // Idle: refuse new work and finish what is already queued; the session is
+                // loaded again from its snapshot on next use.
+                rx.close();
+                continue;
+            }
+        };
         match cmd {
             Command::Turn { input, events } => {
                 if shared.closing.load(Ordering::SeqCst) {
@@ -248,6 +262,15 @@ impl SessionHandle {
         })
         .await
         .is_ok()
+    }
+
+    /// Whether the actor has stopped taking turns (idle reclamation or close).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.closing.load(Ordering::SeqCst)
     }
 
     /// Marks the session as shutting down: queued turns will not run and new ones are refused.

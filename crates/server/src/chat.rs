@@ -68,11 +68,11 @@ pub async fn stream(
         Some(s) => s,
         None => mpa_core::new_session_id(),
     };
-    let session = state
+    let submitted = state
         .agent
-        .session(&actor, &session_id, WEB_CHANNEL)
-        .await?;
-    let events = match session.submit(actor, req.text, req.images) {
+        .submit(&actor, &session_id, WEB_CHANNEL, req.text, req.images)
+        .await;
+    let events = match submitted {
         Ok(rx) => rx,
         Err(e @ (CoreError::QueueFull { .. } | CoreError::SessionClosed)) => {
             return Ok(sse_once(error_frames(e.code(), &e.to_string())));

@@ -140,11 +140,10 @@ pub async fn completions(
     } else {
         text
     };
-    let session = state
+    let events = state
         .agent
-        .session(&actor, &session_id, OPENAI_CHANNEL)
+        .submit(&actor, &session_id, OPENAI_CHANNEL, text, images)
         .await?;
-    let events = session.submit(actor, text, images)?;
     let id = format!("chatcmpl-{}", mpa_core::new_session_id());
     if req.stream {
         let (tx, rx) = mpsc::channel(FRAME_QUEUE);
