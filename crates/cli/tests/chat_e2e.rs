@@ -4,30 +4,12 @@
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-const API_KEY: &str = "sk-test-SECRETKEY1234567890abcdef";
-
-fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mpagent"));
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", data)
-        .env("LLM_BASE_URL", &mock.base_url)
-        .env("LLM_API_KEY", API_KEY)
-        .env("LLM_MODEL", "gpt-4o")
-        .env("MPA_ENABLE_TEST_TOOLS", "true")
-        .arg("--data-dir")
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    c
-}
+mod common;
+use common::{API_KEY, mpagent};
 
 struct Run {
     code: i32,

@@ -12,27 +12,16 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-const API_KEY: &str = "sk-test-SECRETKEY1234567890abcdef";
+mod common;
+use common::API_KEY;
+
 const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";
 
 fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mpagent"));
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", data)
-        .env("LLM_BASE_URL", &mock.base_url)
-        .env("LLM_API_KEY", API_KEY)
-        .env("LLM_MODEL", "gpt-4o")
-        .env("MPA_ENABLE_TEST_TOOLS", "true")
-        .env("MPA_LISTEN", "127.0.0.1:0")
+    let mut c = common::mpagent(data, mock);
+    c.env("MPA_LISTEN", "127.0.0.1:0")
         .env("MPA_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("MPA_LOG", "info")
-        .arg("--data-dir")
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .env("MPA_LOG", "info");
     c
 }
 
