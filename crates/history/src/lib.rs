@@ -11,6 +11,8 @@
 //! - Tool metadata for the host: [`session_search_tool_description`],
 //!   [`session_search_parameters_schema`], [`RECALL_RULES`].
 //! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
+//! - [`import`]: JSONL import (idempotent, batch-atomic); [`corpus`]: the deterministic
+//!   benchmark corpus generator.
 //!
 //! Invariants:
 //! - Files live at `<data>/agent/runtime/history/users/<user-key>/state.db`; directories are
@@ -25,13 +27,16 @@
 //!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
 //! - Display caps (1200/4000/2000 characters) never truncate storage.
 
+pub mod corpus;
 pub mod error;
+pub mod import;
 mod query;
 pub mod redact;
 mod search;
 pub mod store;
 pub mod tokenizer;
 pub mod tool;
+pub mod legacy;
 
 pub use error::{HistoryError, Result};
 pub use mpa_protocol::Role;
@@ -94,7 +99,11 @@ pub struct HistoryConfig {
 
 impl HistoryConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        Self { data_dir: data_dir.into(), query_deadline: Duration::from_secs(3), blocking_permits: 8 }
+        Self {
+            data_dir: data_dir.into(),
+            query_deadline: Duration::from_secs(3),
+            blocking_permits: 8,
+        }
     }
 }
 
@@ -171,6 +180,9 @@ pub struct StatusReport {
     pub db_bytes: u64,
     pub wal_bytes: u64,
     pub schema_version: i64,
+    /// Connection policy as applied to this store's connections.
+    pub journal_mode: String,
+    pub foreign_keys: bool,
     pub sessions: i64,
     pub messages: i64,
     pub active_messages: i64,
@@ -190,11 +202,18 @@ struct Inner {
 
 impl Inner {
     fn store(&self, user: &UserKey) -> Result<Arc<UserStore>> {
-        let mut map = self.stores.lock().map_err(|_| HistoryError::Worker("store map poisoned".into()))?;
+        let mut map = self
+            .stores
+            .lock()
+            .map_err(|_| HistoryError::Worker("store map poisoned".into()))?;
         if let Some(s) = map.get(user) {
             return Ok(s.clone());
         }
-        let s = Arc::new(UserStore::open(&self.cfg.data_dir, user, self.cfg.query_deadline)?);
+        let s = Arc::new(UserStore::open(
+            &self.cfg.data_dir,
+            user,
+            self.cfg.query_deadline,
+        )?);
         map.insert(user.clone(), s.clone());
         Ok(s)
     }
@@ -209,7 +228,13 @@ pub struct HistoryHub {
 impl HistoryHub {
     pub fn new(cfg: HistoryConfig) -> Self {
         let permits = Arc::new(Semaphore::new(cfg.blocking_permits.max(1)));
-        Self { inner: Arc::new(Inner { cfg, stores: Mutex::new(HashMap::new()), permits }) }
+        Self {
+            inner: Arc::new(Inner {
+                cfg,
+                stores: Mutex::new(HashMap::new()),
+                permits,
+            }),
+        }
     }
 
     pub fn config(&self) -> &HistoryConfig {
@@ -257,36 +282,88 @@ impl HistoryHub {
         .await
     }
 
+    /// Append several session batches in one transaction (bulk import: fewer commits). Each
+    /// batch obeys the same validation and tombstone rules as [`HistoryHub::append`].
+    pub async fn append_many(
+        &self,
+        user: &UserKey,
+        batches: Vec<(SessionMeta, Vec<CapturedMessage>)>,
+    ) -> Result<Vec<AppendReport>> {
+        for (session, msgs) in &batches {
+            store::validate_append(session, msgs)?;
+        }
+        self.run(user, move |s| {
+            let prepared: Vec<(SessionMeta, Vec<store::PreparedMessage>)> = batches
+                .into_iter()
+                .map(|(m, msgs)| (m, store::prepare(msgs)))
+                .collect();
+            s.write(|c| {
+                prepared
+                    .iter()
+                    .map(|(m, p)| store::append(c, m, p))
+                    .collect()
+            })
+        })
+        .await
+    }
+
     /// Mark messages compacted out of the live context (still searchable). Returns rows changed.
-    pub async fn mark_compacted(&self, user: &UserKey, session_id: &str, message_uids: Vec<String>) -> Result<usize> {
+    pub async fn mark_compacted(
+        &self,
+        user: &UserKey,
+        session_id: &str,
+        message_uids: Vec<String>,
+    ) -> Result<usize> {
         store::validate_session_id(session_id)?;
         let sid = session_id.to_owned();
-        self.run(user, move |s| s.write(|c| store::set_flags(c, &sid, &message_uids, true))).await
+        self.run(user, move |s| {
+            s.write(|c| store::set_flags(c, &sid, &message_uids, true))
+        })
+        .await
     }
 
     /// Mark messages rewound/undone (`active=0, compacted=0`): never searchable again.
-    pub async fn mark_rewound(&self, user: &UserKey, session_id: &str, message_uids: Vec<String>) -> Result<usize> {
+    pub async fn mark_rewound(
+        &self,
+        user: &UserKey,
+        session_id: &str,
+        message_uids: Vec<String>,
+    ) -> Result<usize> {
         store::validate_session_id(session_id)?;
         let sid = session_id.to_owned();
-        self.run(user, move |s| s.write(|c| store::set_flags(c, &sid, &message_uids, false))).await
+        self.run(user, move |s| {
+            s.write(|c| store::set_flags(c, &sid, &message_uids, false))
+        })
+        .await
     }
 
     /// Record why a session ended (`compression`, `new_session`, `branched`, …).
     pub async fn end_session(&self, user: &UserKey, session_id: &str, reason: &str) -> Result<()> {
         store::validate_session_id(session_id)?;
         let (sid, reason) = (session_id.to_owned(), reason.to_owned());
-        self.run(user, move |s| s.write(|c| store::end_session(c, &sid, &reason))).await
+        self.run(user, move |s| {
+            s.write(|c| store::end_session(c, &sid, &reason))
+        })
+        .await
     }
 
     /// The `session_search` tool. Always returns the tool's JSON; failures are
     /// `{success:false, error, …}` with the codes of spec §10.8 (plus `invalid_arguments`).
-    pub async fn session_search(&self, user: &UserKey, ctx: &SearchContext, args: serde_json::Value) -> serde_json::Value {
+    pub async fn session_search(
+        &self,
+        user: &UserKey,
+        ctx: &SearchContext,
+        args: serde_json::Value,
+    ) -> serde_json::Value {
         let parsed = match tool::parse_args(&args, store::now_epoch()) {
             Ok(a) => a,
             Err(msg) => return tool::invalid_arguments(&msg),
         };
         let ctx = ctx.clone();
-        match self.run(user, move |s| s.read(|c| tool::run(c, &ctx, &parsed))).await {
+        match self
+            .run(user, move |s| s.read(|c| tool::run(c, &ctx, &parsed)))
+            .await
+        {
             Ok(v) => v,
             Err(e) => failure_json(&e),
         }
@@ -296,22 +373,28 @@ impl HistoryHub {
     pub async fn delete_session(&self, user: &UserKey, session_id: &str) -> Result<DeleteReport> {
         store::validate_session_id(session_id)?;
         let sid = session_id.to_owned();
-        self.run(user, move |s| s.write(|c| store::delete_session(c, &sid))).await
+        self.run(user, move |s| s.write(|c| store::delete_session(c, &sid)))
+            .await
     }
 
     /// Expire sessions whose own last activity is older than `older_than_days`; 0 disables.
     pub async fn cleanup(&self, user: &UserKey, older_than_days: u32) -> Result<CleanupReport> {
-        self.run(user, move |s| store::cleanup(s, older_than_days)).await
+        self.run(user, move |s| store::cleanup(s, older_than_days))
+            .await
     }
 
     /// Users that have a history directory (for maintenance over all users).
     pub fn known_users(&self) -> Vec<UserKey> {
         let root = store::users_root(&self.inner.cfg.data_dir);
-        let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return Vec::new();
+        };
         entries
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-            .filter_map(|name| serde_json::from_value::<UserKey>(serde_json::Value::String(name)).ok())
+            .filter_map(|name| {
+                serde_json::from_value::<UserKey>(serde_json::Value::String(name)).ok()
+            })
             .filter(|k| store::check_user_key(k).is_ok())
             .collect()
     }
@@ -327,24 +410,37 @@ impl HistoryHub {
             s.read(|c| {
                 let one = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get(0))?) };
                 let ready = store::index_ready(c)?;
+                // COUNT(*) uses the smallest index; inactive rows come from a partial index, so
+                // status never scans message bodies (gigabytes at 2M messages).
+                let total = one("SELECT COUNT(*) FROM messages")?;
+                let compacted =
+                    one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 1")?;
+                let rewound =
+                    one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 0")?;
                 Ok(StatusReport {
                     user_key: key,
                     db_path: db,
                     db_bytes,
                     wal_bytes,
                     schema_version: one("PRAGMA user_version")?,
+                    journal_mode: c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?,
+                    foreign_keys: one("PRAGMA foreign_keys")? == 1,
                     sessions: one("SELECT COUNT(*) FROM sessions")?,
-                    messages: one("SELECT COUNT(*) FROM messages")?,
-                    active_messages: one("SELECT COUNT(*) FROM messages WHERE active = 1")?,
-                    compacted_messages: one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 1")?,
-                    rewound_messages: one("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 0")?,
+                    messages: total,
+                    active_messages: total - compacted - rewound,
+                    compacted_messages: compacted,
+                    rewound_messages: rewound,
                     tombstones: one("SELECT COUNT(*) FROM deleted_sessions")?,
                     index_status: IndexStatus {
                         messages_fts: ready[0],
                         messages_fts_trigram: ready[1],
                         messages_fts_cjk: ready[2],
                     },
-                    cjk_tokenizer: if NATIVE_CJK { CJK_TOKENIZE } else { "unicode61" },
+                    cjk_tokenizer: if NATIVE_CJK {
+                        CJK_TOKENIZE
+                    } else {
+                        "unicode61"
+                    },
                     legacy_import_complete: true,
                 })
             })

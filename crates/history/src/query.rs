@@ -171,7 +171,12 @@ pub fn or_relaxed(expr: &str) -> Option<String> {
     if kept.len() < 2 {
         return None;
     }
-    Some(kept.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" OR "))
+    Some(
+        kept.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" OR "),
+    )
 }
 
 /// Quote-each-token form for the trigram/CJK routes: operators kept, every other token quoted.
@@ -272,9 +277,15 @@ pub fn like_groups(expr: &str) -> Vec<Vec<LikeTerm>> {
             "AND" | "NEAR" => {}
             "NOT" => negate = true,
             _ => {
-                let text = u.trim_end_matches('*').trim_matches('"').trim_end_matches('*');
+                let text = u
+                    .trim_end_matches('*')
+                    .trim_matches('"')
+                    .trim_end_matches('*');
                 if !text.is_empty() {
-                    cur.push(LikeTerm { text: text.to_owned(), negated: negate });
+                    cur.push(LikeTerm {
+                        text: text.to_owned(),
+                        negated: negate,
+                    });
                 }
                 negate = false;
             }
@@ -325,7 +336,10 @@ pub fn parse_time_bound(s: &str, now: f64) -> Option<f64> {
     if s.is_empty() {
         return None;
     }
-    if let Some(unit) = s.chars().last().filter(|c| matches!(c, 'h' | 'd' | 'w' | 'H' | 'D' | 'W'))
+    if let Some(unit) = s
+        .chars()
+        .last()
+        .filter(|c| matches!(c, 'h' | 'd' | 'w' | 'H' | 'D' | 'W'))
     {
         let num = &s[..s.len() - 1];
         if !num.is_empty() && num.chars().all(|c| c.is_ascii_digit()) {
@@ -346,13 +360,20 @@ pub fn parse_time_bound(s: &str, now: f64) -> Option<f64> {
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
         return Some(dt.timestamp_millis() as f64 / 1000.0);
     }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(ndt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
             return Some(ndt.and_utc().timestamp_millis() as f64 / 1000.0);
         }
     }
     if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return d.and_hms_opt(0, 0, 0).map(|n| n.and_utc().timestamp() as f64);
+        return d
+            .and_hms_opt(0, 0, 0)
+            .map(|n| n.and_utc().timestamp() as f64);
     }
     None
 }
@@ -398,7 +419,10 @@ mod tests {
         assert_eq!(or_relaxed("a OR b"), None);
         assert_eq!(or_relaxed("a NOT b"), None);
         assert_eq!(or_relaxed("single"), None);
-        assert_eq!(quote_each_token("广西 OR 桂林", false), "\"广西\" OR \"桂林\"");
+        assert_eq!(
+            quote_each_token("广西 OR 桂林", false),
+            "\"广西\" OR \"桂林\""
+        );
         assert_eq!(strict_rebuild("a AND OR b"), "\"a\" AND \"b\"");
         assert_eq!(strict_rebuild("NOT x . y"), "\"x\" \"y\"");
     }
@@ -407,7 +431,13 @@ mod tests {
     fn like_compiler() {
         let g = like_groups("docker NOT broken OR \"tls fix\"");
         assert_eq!(g.len(), 2);
-        assert_eq!(g[0][1], LikeTerm { text: "broken".into(), negated: true });
+        assert_eq!(
+            g[0][1],
+            LikeTerm {
+                text: "broken".into(),
+                negated: true
+            }
+        );
         assert_eq!(g[1][0].text, "tls fix");
         assert!(like_groups("NOT x").is_empty());
         assert_eq!(like_pattern("100%_a\\"), "%100\\%\\_a\\\\%");

@@ -66,7 +66,10 @@ fn kind_for_key(name: &str) -> &'static str {
 fn is_trivial_value(v: &str) -> bool {
     let inner = v.trim_matches(|c| c == '"' || c == '\'' || c == '\\');
     inner.is_empty()
-        || matches!(inner, "null" | "true" | "false" | "None" | "***" | "<redacted>")
+        || matches!(
+            inner,
+            "null" | "true" | "false" | "None" | "***" | "<redacted>"
+        )
         || inner.starts_with("[REDACTED")
 }
 
@@ -87,14 +90,18 @@ fn replace_one(caps: &Captures<'_>) -> String {
     if caps.name("apikey").is_some() {
         return "[REDACTED:api_key]".to_owned();
     }
-    if let (Some(pre), Some(_), Some(at)) =
-        (caps.name("url_pre"), caps.name("url_pw"), caps.name("url_at"))
-    {
+    if let (Some(pre), Some(_), Some(at)) = (
+        caps.name("url_pre"),
+        caps.name("url_pw"),
+        caps.name("url_at"),
+    ) {
         return format!("{}[REDACTED:password]{}", pre.as_str(), at.as_str());
     }
-    if let (Some(key), Some(name), Some(val)) =
-        (caps.name("kv_key"), caps.name("kv_name"), caps.name("kv_val"))
-    {
+    if let (Some(key), Some(name), Some(val)) = (
+        caps.name("kv_key"),
+        caps.name("kv_name"),
+        caps.name("kv_val"),
+    ) {
         let v = val.as_str();
         if benign_key(name.as_str()) || is_trivial_value(v) {
             return whole.to_owned();
@@ -137,13 +144,34 @@ mod tests {
     #[test]
     fn redacts_common_secret_shapes() {
         let cases = [
-            ("Authorization: Bearer abcdef1234567890XYZ", "Authorization: Bearer [REDACTED:token]"),
-            ("login?user=bob&password=hunter2&x=1", "login?user=bob&password=[REDACTED:password]&x=1"),
-            ("key sk-proj-ABCDEFGHIJKLMNOPqrstuv done", "key [REDACTED:api_key] done"),
-            (r#"{"api_key": "k-123456", "n": 1}"#, r#"{"api_key": "[REDACTED:api_key]", "n": 1}"#),
-            ("https://bob:s3cret@example.com/x", "https://bob:[REDACTED:password]@example.com/x"),
-            ("Cookie: sid=abc; other=def\nnext", "Cookie: [REDACTED:cookie]\nnext"),
-            ("MOVIEPILOT_API_TOKEN=abcdef", "MOVIEPILOT_API_TOKEN=[REDACTED:token]"),
+            (
+                "Authorization: Bearer abcdef1234567890XYZ",
+                "Authorization: Bearer [REDACTED:token]",
+            ),
+            (
+                "login?user=bob&password=hunter2&x=1",
+                "login?user=bob&password=[REDACTED:password]&x=1",
+            ),
+            (
+                "key sk-proj-ABCDEFGHIJKLMNOPqrstuv done",
+                "key [REDACTED:api_key] done",
+            ),
+            (
+                r#"{"api_key": "k-123456", "n": 1}"#,
+                r#"{"api_key": "[REDACTED:api_key]", "n": 1}"#,
+            ),
+            (
+                "https://bob:s3cret@example.com/x",
+                "https://bob:[REDACTED:password]@example.com/x",
+            ),
+            (
+                "Cookie: sid=abc; other=def\nnext",
+                "Cookie: [REDACTED:cookie]\nnext",
+            ),
+            (
+                "MOVIEPILOT_API_TOKEN=abcdef",
+                "MOVIEPILOT_API_TOKEN=[REDACTED:token]",
+            ),
             (
                 r#"{"arguments":"{\"password\":\"pw123\"}"}"#,
                 r#"{"arguments":"{\"password\":\"[REDACTED:password]\"}"}"#,
@@ -158,7 +186,8 @@ mod tests {
     fn jwt_and_pem() {
         let jwt = "tok eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF123_-x end";
         assert_eq!(redact(jwt), "tok [REDACTED:jwt] end");
-        let pem = "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----\nb";
+        let pem =
+            "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----\nb";
         assert_eq!(redact(pem), "a\n[REDACTED:private_key]\nb");
     }
 
@@ -170,7 +199,10 @@ mod tests {
             "下载订阅成功 docker networking fixed",
             "token budget is low",
         ] {
-            assert!(matches!(redact(s), Cow::Borrowed(_)) || redact(s) == s, "changed: {s}");
+            assert!(
+                matches!(redact(s), Cow::Borrowed(_)) || redact(s) == s,
+                "changed: {s}"
+            );
         }
     }
 }

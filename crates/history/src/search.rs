@@ -5,10 +5,12 @@ use crate::error::{HistoryError, Result};
 use crate::query;
 use crate::store::HIDDEN_SOURCES;
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
 /// Discover scans at most this many candidate rows (spec §10.3).
 pub const SCAN_LIMIT: usize = 300;
+/// Relevance ranking considers at most this many of the newest matching rows (see `fts_query`).
+pub const RANK_WINDOW: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sort {
@@ -71,7 +73,12 @@ fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
         s.push_str(&format!(" AND s.source NOT IN ({list})"));
     }
     if !f.roles.is_empty() {
-        let list = f.roles.iter().map(|r| format!("'{r}'")).collect::<Vec<_>>().join(",");
+        let list = f
+            .roles
+            .iter()
+            .map(|r| format!("'{r}'"))
+            .collect::<Vec<_>>()
+            .join(",");
         s.push_str(&format!(" AND m.role IN ({list})"));
     }
     if let Some(a) = f.after {
@@ -117,22 +124,57 @@ fn fts_query(
     sort: Sort,
     limit: usize,
 ) -> Result<Vec<Candidate>> {
-    let mut params = vec![Value::Text(expr.to_owned())];
+    // The base index keeps tool bodies in `tool_result`; this route never serves the tool role
+    // (that goes to LIKE), so restrict matching to the conversational columns.
+    let expr = if table == "messages_fts" {
+        format!("{{content tool_name tool_calls}} : ({expr})")
+    } else {
+        expr.to_owned()
+    };
+    // BM25 costs a docsize lookup per matching row, so ranking every match of a common term
+    // dominates discover latency. Relevance ranks the newest RANK_WINDOW matching rows (found
+    // cheaply in rowid order); time- or session-bounded searches rank all their matches so a
+    // window can never hide in-range rows.
+    let mut window = String::new();
+    if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() && f.session_id.is_none()
+    {
+        let lb: Option<i64> = conn
+            .query_row(
+                &format!(
+                    "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
+                    RANK_WINDOW - 1
+                ),
+                [&expr],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(lb) = lb {
+            window = format!(" AND {table}.rowid >= {lb}");
+        }
+    }
+    let mut params = vec![Value::Text(expr)];
     let filters = filter_sql(f, &mut params);
+    // Time orders tie-break on id, not rank: a rank key would be computed for every match.
     let order = match sort {
         Sort::Relevance => format!("{table}.rank"),
-        Sort::Newest => format!("m.timestamp DESC, {table}.rank"),
-        Sort::Oldest => format!("m.timestamp ASC, {table}.rank"),
+        Sort::Newest => "m.timestamp DESC, m.id DESC".to_owned(),
+        Sort::Oldest => "m.timestamp ASC, m.id ASC".to_owned(),
     };
     let sql = format!(
         "SELECT {COLS} FROM {table} JOIN messages m ON m.id = {table}.rowid \
          JOIN sessions s ON s.id = m.session_id \
-         WHERE {table} MATCH ?1{filters} ORDER BY {order} LIMIT {limit}"
+         WHERE {table} MATCH ?1{window}{filters} ORDER BY {order} LIMIT {limit}"
     );
     read_rows(conn, &sql, params)
 }
 
-fn like_query(conn: &Connection, expr: &str, f: &Filters, sort: Sort, limit: usize) -> Result<Vec<Candidate>> {
+fn like_query(
+    conn: &Connection,
+    expr: &str,
+    f: &Filters,
+    sort: Sort,
+    limit: usize,
+) -> Result<Vec<Candidate>> {
     let groups = query::like_groups(expr);
     if groups.is_empty() {
         return Ok(Vec::new());
@@ -148,7 +190,11 @@ fn like_query(conn: &Connection, expr: &str, f: &Filters, sort: Sort, limit: usi
             let clause = format!(
                 "(m.content LIKE ?{n} ESCAPE '\\' OR m.tool_name LIKE ?{n} ESCAPE '\\' OR m.tool_calls LIKE ?{n} ESCAPE '\\')"
             );
-            ands.push(if t.negated { format!("NOT {clause}") } else { clause });
+            ands.push(if t.negated {
+                format!("NOT {clause}")
+            } else {
+                clause
+            });
         }
         ors.push(format!("({})", ands.join(" AND ")));
     }
@@ -165,7 +211,9 @@ fn like_query(conn: &Connection, expr: &str, f: &Filters, sort: Sort, limit: usi
 /// corruption, which must surface.
 fn is_query_syntax_error(e: &HistoryError) -> bool {
     match e {
-        HistoryError::Sqlite(rusqlite::Error::SqliteFailure(err, _)) => err.code == ErrorCode::Unknown,
+        HistoryError::Sqlite(rusqlite::Error::SqliteFailure(err, _)) => {
+            err.code == ErrorCode::Unknown
+        }
         HistoryError::Sqlite(rusqlite::Error::SqlInputError { .. }) => true,
         _ => false,
     }
@@ -190,11 +238,23 @@ pub fn candidates(
 ) -> Result<CandidateSet> {
     let expr = query::sanitize(raw_query);
     if expr.is_empty() {
-        return Ok(CandidateSet { rows: Vec::new(), path: "empty", matcher: Matcher::None, scanned: 0 });
+        return Ok(CandidateSet {
+            rows: Vec::new(),
+            path: "empty",
+            matcher: Matcher::None,
+            scanned: 0,
+        });
     }
     let like = |conn: &Connection| -> Result<CandidateSet> {
         let rows = like_query(conn, &expr, f, sort, limit)?;
-        Ok(CandidateSet { scanned: rows.len(), rows, path: "like", matcher: Matcher::Like { anchor: like_anchor(&expr) } })
+        Ok(CandidateSet {
+            scanned: rows.len(),
+            rows,
+            path: "like",
+            matcher: Matcher::Like {
+                anchor: like_anchor(&expr),
+            },
+        })
     };
     if f.roles.contains(&"tool") || !caps.fts {
         return like(conn);
@@ -208,13 +268,19 @@ pub fn candidates(
             scanned: rows.len(),
             rows,
             path,
-            matcher: Matcher::Fts { table, expr: e.to_owned() },
+            matcher: Matcher::Fts {
+                table,
+                expr: e.to_owned(),
+            },
         }))
     };
 
     if query::has_cjk(&expr) {
         let quoted = query::quote_each_token(&expr, true);
-        if caps.cjk && !query::has_lone_cjk_char(&expr) {
+        // A `%` survives sanitising only in CJK text, precisely so it can be matched literally:
+        // the indexes treat it as a separator, so such queries go to LIKE.
+        let literal = expr.contains('%');
+        if caps.cjk && !literal && !query::has_lone_cjk_char(&expr) {
             match fts("messages_fts_cjk", &quoted, "cjk") {
                 Ok(Some(set)) => return Ok(set),
                 Ok(None) => {}
@@ -226,7 +292,7 @@ pub fn candidates(
             .iter()
             .filter(|t| query::has_cjk(t))
             .all(|t| t.chars().filter(|c| query::is_cjk(*c)).count() >= 3);
-        if caps.trigram && per_token_ok && !query::has_lone_cjk_char(&expr) {
+        if caps.trigram && per_token_ok && !literal && !query::has_lone_cjk_char(&expr) {
             match fts("messages_fts_trigram", &quoted, "trigram") {
                 Ok(Some(set)) => return Ok(set),
                 Ok(None) => {}
@@ -251,7 +317,9 @@ pub fn candidates(
         }
         Err(e) => return Err(e),
     };
-    let Some(first) = first else { return like(conn) };
+    let Some(first) = first else {
+        return like(conn);
+    };
     if !first.rows.is_empty() {
         return Ok(first);
     }
@@ -265,8 +333,14 @@ pub fn candidates(
             Err(e) => return Err(e),
         }
     }
+    // The trigram retry exists for Latin fused to CJK; the native CJK index above already splits
+    // those, so trigram (costly for common trigrams) only runs while that index is not ready.
     let tokens = query::non_operator_tokens(&base_expr);
-    if caps.trigram && !tokens.is_empty() && tokens.iter().all(|t| t.chars().count() >= 3) {
+    if caps.trigram
+        && !caps.cjk
+        && !tokens.is_empty()
+        && tokens.iter().all(|t| t.chars().count() >= 3)
+    {
         match fts("messages_fts_trigram", &quoted, "trigram") {
             Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
             Ok(_) => {}
@@ -301,7 +375,10 @@ pub fn snippet(conn: &Connection, matcher: &Matcher, id: i64) -> Result<String> 
     }
     let anchor = match matcher {
         Matcher::Like { anchor } => anchor.clone(),
-        Matcher::Fts { expr, .. } => query::non_operator_tokens(expr).into_iter().next().unwrap_or_default(),
+        Matcher::Fts { expr, .. } => query::non_operator_tokens(expr)
+            .into_iter()
+            .next()
+            .unwrap_or_default(),
         Matcher::None => String::new(),
     };
     let (content, tool_name, tool_calls): (String, String, String) = conn.query_row(
@@ -312,9 +389,11 @@ pub fn snippet(conn: &Connection, matcher: &Matcher, id: i64) -> Result<String> 
     let text = [content, tool_name, tool_calls]
         .into_iter()
         .find(|t| !anchor.is_empty() && find_ci(t, &anchor).is_some())
-        .unwrap_or_else(|| String::new());
+        .unwrap_or_default();
     let source = if text.is_empty() {
-        conn.query_row("SELECT content FROM messages WHERE id = ?1", [id], |r| r.get::<_, String>(0))?
+        conn.query_row("SELECT content FROM messages WHERE id = ?1", [id], |r| {
+            r.get::<_, String>(0)
+        })?
     } else {
         text
     };
@@ -333,5 +412,7 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
         // Lowercasing changed the length (rare scripts): fall back to a case-sensitive search.
         return hay.find(needle).map(|b| hay[..b].chars().count());
     }
-    hay_l.windows(nee_l.len()).position(|w| w == nee_l.as_slice())
+    hay_l
+        .windows(nee_l.len())
+        .position(|w| w == nee_l.as_slice())
 }

@@ -52,7 +52,9 @@ pub(crate) fn to_epoch(ts: &chrono::DateTime<chrono::Utc>) -> f64 {
 /// personal history).
 pub fn check_user_key(user: &UserKey) -> Result<()> {
     let k = user.as_str();
-    let well_formed = k.len() == 32 && k.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let well_formed = k.len() == 32
+        && k.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !well_formed {
         return Err(HistoryError::InvalidUser);
     }
@@ -65,7 +67,11 @@ pub fn check_user_key(user: &UserKey) -> Result<()> {
 }
 
 pub fn users_root(data_dir: &Path) -> PathBuf {
-    data_dir.join("agent").join("runtime").join("history").join("users")
+    data_dir
+        .join("agent")
+        .join("runtime")
+        .join("history")
+        .join("users")
 }
 
 pub fn db_path(data_dir: &Path, user: &UserKey) -> PathBuf {
@@ -73,14 +79,21 @@ pub fn db_path(data_dir: &Path, user: &UserKey) -> PathBuf {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
-    move |source| HistoryError::Io { path: path.to_path_buf(), source }
+    move |source| HistoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Refuse symlinks; `Ok(false)` when the path does not exist.
 fn check_not_symlink(path: &Path, want_dir: bool) -> Result<bool> {
     match fs::symlink_metadata(path) {
         Ok(meta) => {
-            let ok = if want_dir { meta.file_type().is_dir() } else { meta.file_type().is_file() };
+            let ok = if want_dir {
+                meta.file_type().is_dir()
+            } else {
+                meta.file_type().is_file()
+            };
             if meta.file_type().is_symlink() || !ok {
                 return Err(HistoryError::UnsafePath(path.to_path_buf()));
             }
@@ -100,10 +113,17 @@ fn chmod(path: &Path, mode: u32) -> Result<()> {
 fn prepare_files(data_dir: &Path, user: &UserKey) -> Result<PathBuf> {
     let users = users_root(data_dir);
     let user_dir = users.join(user.as_str());
-    let history = users.parent().map(Path::to_path_buf).unwrap_or_else(|| users.clone());
+    let history = users
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| users.clone());
     for dir in [&history, &users, &user_dir] {
         if !check_not_symlink(dir, true)? {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err(dir))?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_err(dir))?;
             check_not_symlink(dir, true)?;
         }
         chmod(dir, 0o700)?;
@@ -111,7 +131,12 @@ fn prepare_files(data_dir: &Path, user: &UserKey) -> Result<PathBuf> {
     let db = user_dir.join("state.db");
     if !check_not_symlink(&db, false)? {
         // O_EXCL refuses a symlink planted between the check and the create.
-        match fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&db) {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&db)
+        {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 check_not_symlink(&db, false)?;
@@ -145,8 +170,10 @@ fn view_sql() -> String {
     let n = TOOL_INDEX_PREFIX_CHARS;
     format!(
         "CREATE VIEW messages_fts_src AS SELECT id, \
-           CASE WHEN role = 'tool' THEN substr(content, 1, {n}) ELSE content END AS content, \
-           tool_name, tool_calls FROM messages;\n\
+           CASE WHEN role = 'tool' THEN '' ELSE content END AS content, \
+           tool_name, tool_calls, \
+           CASE WHEN role = 'tool' THEN substr(content, 1, {n}) ELSE '' END AS tool_result \
+           FROM messages;\n\
          CREATE VIEW messages_fts_trigram_src AS SELECT m.id AS id, m.content AS content, \
            m.tool_name AS tool_name FROM messages m JOIN sessions s ON s.id = m.session_id \
            WHERE m.role <> 'tool' AND s.source NOT IN ('cron', 'subagent');\n\
@@ -209,6 +236,8 @@ pub(crate) fn schema_sql() -> String {
            UNIQUE (session_id, message_uid)
          );
          CREATE INDEX messages_session ON messages(session_id, id);
+         -- Only compacted/rewound rows: keeps status counts off a full scan of the bodies.
+         CREATE INDEX messages_inactive ON messages(compacted) WHERE active = 0;
          CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
          CREATE TABLE deleted_sessions (id TEXT PRIMARY KEY, deleted_at REAL NOT NULL);
          CREATE TRIGGER messages_count_ai AFTER INSERT ON messages BEGIN
@@ -221,9 +250,23 @@ pub(crate) fn schema_sql() -> String {
 ",
     );
     s.push_str(&view_sql());
-    s.push_str(&fts_sql("messages_fts", &["content", "tool_name", "tool_calls"], "unicode61"));
-    s.push_str(&fts_sql("messages_fts_trigram", &["content", "tool_name"], "trigram"));
-    s.push_str(&fts_sql("messages_fts_cjk", &["content", "tool_name"], crate::CJK_TOKENIZE));
+    // Tool bodies get their own column so user/assistant searches can exclude them with a
+    // column filter before ranking: tool rows are most of the bytes and most of the postings.
+    s.push_str(&fts_sql(
+        "messages_fts",
+        &["content", "tool_name", "tool_calls", "tool_result"],
+        "unicode61",
+    ));
+    s.push_str(&fts_sql(
+        "messages_fts_trigram",
+        &["content", "tool_name"],
+        "trigram",
+    ));
+    s.push_str(&fts_sql(
+        "messages_fts_cjk",
+        &["content", "tool_name"],
+        crate::CJK_TOKENIZE,
+    ));
     s
 }
 
@@ -238,7 +281,10 @@ fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
     conn.busy_timeout(busy)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
-        return Err(HistoryError::SchemaTooNew { found: version, supported: SCHEMA_VERSION });
+        return Err(HistoryError::SchemaTooNew {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
     }
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -293,7 +339,13 @@ impl UserStore {
         let busy = deadline.max(Duration::from_secs(3));
         let conn = open_connection(&db, busy)?;
         tighten_sidecars(&db)?;
-        Ok(Self { db, busy, deadline, pool: Mutex::new(vec![conn]), write_lock: Mutex::new(()) })
+        Ok(Self {
+            db,
+            busy,
+            deadline,
+            pool: Mutex::new(vec![conn]),
+            write_lock: Mutex::new(()),
+        })
     }
 
     fn take(&self) -> Result<Connection> {
@@ -340,7 +392,10 @@ impl UserStore {
 
     /// Run a write in one `BEGIN IMMEDIATE` transaction.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let _guard = self.write_lock.lock().map_err(|_| HistoryError::Worker("write lock poisoned".into()))?;
+        let _guard = self
+            .write_lock
+            .lock()
+            .map_err(|_| HistoryError::Worker("write lock poisoned".into()))?;
         let mut conn = self.take()?;
         let out = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -365,7 +420,9 @@ pub(crate) fn validate_append(session: &SessionMeta, msgs: &[CapturedMessage]) -
     if let Some(p) = &session.parent_session_id
         && p.chars().count() > MAX_SESSION_ID_CHARS
     {
-        return Err(HistoryError::InvalidInput("parent_session_id is too long".into()));
+        return Err(HistoryError::InvalidInput(
+            "parent_session_id is too long".into(),
+        ));
     }
     for (i, m) in msgs.iter().enumerate() {
         if m.message_uid.trim().is_empty() || m.message_uid.chars().count() > MAX_SESSION_ID_CHARS {
@@ -430,24 +487,51 @@ pub(crate) fn prepare(msgs: Vec<CapturedMessage>) -> Vec<PreparedMessage> {
         .collect()
 }
 
-pub(crate) fn append(conn: &Connection, session: &SessionMeta, msgs: &[PreparedMessage]) -> Result<AppendReport> {
+pub(crate) fn append(
+    conn: &Connection,
+    session: &SessionMeta,
+    msgs: &[PreparedMessage],
+) -> Result<AppendReport> {
     let sid = session.session_id.as_str();
     let tombstoned: bool = conn
         .prepare("SELECT 1 FROM deleted_sessions WHERE id = ?1")?
         .exists([sid])?;
     if tombstoned {
-        return Ok(AppendReport { inserted: 0, duplicates: 0, tombstoned: true });
+        return Ok(AppendReport {
+            inserted: 0,
+            duplicates: 0,
+            tombstoned: true,
+        });
     }
     let now = now_epoch();
     let existing_last: Option<f64> = conn
         .prepare("SELECT last_active FROM sessions WHERE id = ?1")?
         .query_row([sid], |r| r.get(0))
         .optional()?;
-    let min_ts = msgs.iter().filter_map(|m| m.ts).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
-    let max_ts = msgs.iter().filter_map(|m| m.ts).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
-    let started = session.started_at.as_ref().map(to_epoch).or(min_ts).unwrap_or(now);
-    let source = if session.source.trim().is_empty() { "chat" } else { session.source.trim() };
-    let title = session.title.as_deref().map(|t| crate::redact::redact(t).into_owned()).unwrap_or_default();
+    let min_ts = msgs
+        .iter()
+        .filter_map(|m| m.ts)
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+    let max_ts = msgs
+        .iter()
+        .filter_map(|m| m.ts)
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
+    let started = session
+        .started_at
+        .as_ref()
+        .map(to_epoch)
+        .or(min_ts)
+        .unwrap_or(now);
+    let source = if session.source.trim().is_empty() {
+        "chat"
+    } else {
+        session.source.trim()
+    };
+    let title = session
+        .title
+        .as_deref()
+        .map(|t| crate::redact::redact(t).into_owned())
+        .unwrap_or_default();
     conn.prepare(
         "INSERT INTO sessions (id, source, title, model, started_at, last_active, parent_session_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
@@ -491,12 +575,21 @@ pub(crate) fn append(conn: &Connection, session: &SessionMeta, msgs: &[PreparedM
             m.provenance.as_str()
         ])?;
     }
-    Ok(AppendReport { inserted, duplicates: msgs.len() - inserted, tombstoned: false })
+    Ok(AppendReport {
+        inserted,
+        duplicates: msgs.len() - inserted,
+        tombstoned: false,
+    })
 }
 
 /// Mark rows compacted (`active=0, compacted=1`). Only currently active rows change: the
 /// carried tail is never re-marked and rewound rows stay rewound (Hermes #86366).
-pub(crate) fn set_flags(conn: &Connection, sid: &str, uids: &[String], compacted: bool) -> Result<usize> {
+pub(crate) fn set_flags(
+    conn: &Connection,
+    sid: &str,
+    uids: &[String],
+    compacted: bool,
+) -> Result<usize> {
     let mut st = conn.prepare(
         "UPDATE messages SET active = 0, compacted = ?3 WHERE session_id = ?1 AND message_uid = ?2 AND active = 1",
     )?;
@@ -528,7 +621,11 @@ pub(crate) fn delete_session(conn: &Connection, sid: &str) -> Result<DeleteRepor
     )?;
     let messages_deleted = conn.execute("DELETE FROM messages WHERE session_id = ?1", [sid])?;
     let existed = conn.execute("DELETE FROM sessions WHERE id = ?1", [sid])? > 0;
-    Ok(DeleteReport { session_id: sid.to_owned(), session_existed: existed, messages_deleted })
+    Ok(DeleteReport {
+        session_id: sid.to_owned(),
+        session_existed: existed,
+        messages_deleted,
+    })
 }
 
 /// Expire up to one batch of sessions whose own `last_active` is before `cutoff`.
@@ -546,10 +643,20 @@ pub(crate) fn expire_batch(conn: &Connection, cutoff: f64) -> Result<(usize, usi
 
 pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<CleanupReport> {
     if older_than_days == 0 {
-        return Ok(CleanupReport { enabled: false, cutoff: None, sessions_expired: 0, messages_deleted: 0 });
+        return Ok(CleanupReport {
+            enabled: false,
+            cutoff: None,
+            sessions_expired: 0,
+            messages_deleted: 0,
+        });
     }
     let cutoff = now_epoch() - f64::from(older_than_days) * 86400.0;
-    let mut report = CleanupReport { enabled: true, cutoff: Some(cutoff), sessions_expired: 0, messages_deleted: 0 };
+    let mut report = CleanupReport {
+        enabled: true,
+        cutoff: Some(cutoff),
+        sessions_expired: 0,
+        messages_deleted: 0,
+    };
     loop {
         let (s, m) = store.write(|c| expire_batch(c, cutoff))?;
         report.sessions_expired += s;
@@ -576,15 +683,26 @@ pub(crate) fn index_ready(conn: &Connection) -> Result<[bool; 3]> {
 
 /// Run FTS5 `'integrity-check'` (with rank 1: also against the content view) on every index.
 pub fn integrity_check(db: &Path) -> Result<()> {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW)?;
+    let conn = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )?;
     crate::register_tokenizers(&conn)?;
     for t in FTS_TABLES {
-        conn.execute(&format!("INSERT INTO {t}({t}) VALUES('integrity-check')"), [])?;
-        conn.execute(&format!("INSERT INTO {t}({t}, rank) VALUES('integrity-check', 1)"), [])?;
+        conn.execute(
+            &format!("INSERT INTO {t}({t}) VALUES('integrity-check')"),
+            [],
+        )?;
+        conn.execute(
+            &format!("INSERT INTO {t}({t}, rank) VALUES('integrity-check', 1)"),
+            [],
+        )?;
     }
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if ok != "ok" {
-        return Err(HistoryError::InvalidInput(format!("sqlite integrity_check: {ok}")));
+        return Err(HistoryError::InvalidInput(format!(
+            "sqlite integrity_check: {ok}"
+        )));
     }
     Ok(())
 }

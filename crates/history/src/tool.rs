@@ -83,7 +83,10 @@ const KNOWN_ARGS: [&str; 11] = [
     "exclude_session_ids",
 ];
 
-fn opt_str<'a>(obj: &'a Map<String, Value>, key: &str) -> std::result::Result<Option<&'a str>, String> {
+fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+) -> std::result::Result<Option<&'a str>, String> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
@@ -100,14 +103,21 @@ fn opt_int(obj: &Map<String, Value>, key: &str) -> std::result::Result<Option<i6
             .map(Some)
             .ok_or_else(|| format!("{key} must be an integer")),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => {
-            s.trim().parse::<i64>().map(Some).map_err(|_| format!("{key} must be an integer"))
-        }
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| format!("{key} must be an integer")),
         Some(_) => Err(format!("{key} must be an integer")),
     }
 }
 
-fn ranged(obj: &Map<String, Value>, key: &str, default: usize, max: usize) -> std::result::Result<usize, String> {
+fn ranged(
+    obj: &Map<String, Value>,
+    key: &str,
+    default: usize,
+    max: usize,
+) -> std::result::Result<usize, String> {
     match opt_int(obj, key)? {
         None => Ok(default),
         Some(v) if v >= 1 && v <= max as i64 => Ok(v as usize),
@@ -129,11 +139,22 @@ pub fn parse_args(v: &Value, now: f64) -> std::result::Result<Args, String> {
     }
     let query = opt_str(obj, "query")?.unwrap_or("").to_owned();
     if query.chars().count() > query::MAX_QUERY_CHARS {
-        return Err(format!("query must be at most {} characters", query::MAX_QUERY_CHARS));
+        return Err(format!(
+            "query must be at most {} characters",
+            query::MAX_QUERY_CHARS
+        ));
     }
-    let session_id = opt_str(obj, "session_id")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    if session_id.as_ref().is_some_and(|s| s.chars().count() > MAX_SESSION_ID_CHARS) {
-        return Err(format!("session_id must be at most {MAX_SESSION_ID_CHARS} characters"));
+    let session_id = opt_str(obj, "session_id")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    if session_id
+        .as_ref()
+        .is_some_and(|s| s.chars().count() > MAX_SESSION_ID_CHARS)
+    {
+        return Err(format!(
+            "session_id must be at most {MAX_SESSION_ID_CHARS} characters"
+        ));
     }
     let around = match opt_int(obj, "around_message_id")? {
         Some(n) if n < 0 => return Err("around_message_id must be >= 0".into()),
@@ -155,19 +176,33 @@ pub fn parse_args(v: &Value, now: f64) -> std::result::Result<Args, String> {
         "" | "adaptive" => Detail::Adaptive,
         "full" => Detail::Full,
         "index" => Detail::Index,
-        other => return Err(format!("detail must be adaptive, full or index, not {other:?}")),
+        other => {
+            return Err(format!(
+                "detail must be adaptive, full or index, not {other:?}"
+            ));
+        }
     };
     let role_text = opt_str(obj, "role_filter")?.unwrap_or("");
     if role_text.chars().count() > MAX_ROLE_FILTER_CHARS {
-        return Err(format!("role_filter must be at most {MAX_ROLE_FILTER_CHARS} characters"));
+        return Err(format!(
+            "role_filter must be at most {MAX_ROLE_FILTER_CHARS} characters"
+        ));
     }
     let mut roles: Vec<&'static str> = Vec::new();
-    for r in role_text.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+    for r in role_text
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+    {
         let role = match r.to_ascii_lowercase().as_str() {
             "user" => "user",
             "assistant" => "assistant",
             "tool" => "tool",
-            _ => return Err(format!("role_filter allows only user, assistant and tool, not {r:?}")),
+            _ => {
+                return Err(format!(
+                    "role_filter allows only user, assistant and tool, not {r:?}"
+                ));
+            }
         };
         if !roles.contains(&role) {
             roles.push(role);
@@ -211,7 +246,9 @@ pub fn parse_args(v: &Value, now: f64) -> std::result::Result<Args, String> {
                     return Err("exclude_session_ids must be a list of strings".into());
                 };
                 if s.chars().count() > MAX_SESSION_ID_CHARS {
-                    return Err(format!("excluded session ids must be at most {MAX_SESSION_ID_CHARS} characters"));
+                    return Err(format!(
+                        "excluded session ids must be at most {MAX_SESSION_ID_CHARS} characters"
+                    ));
                 }
                 let s = s.trim().to_owned();
                 if !s.is_empty() && !exclude_session_ids.contains(&s) {
@@ -219,7 +256,9 @@ pub fn parse_args(v: &Value, now: f64) -> std::result::Result<Args, String> {
                 }
             }
             if exclude_session_ids.len() > MAX_EXCLUDES {
-                return Err(format!("exclude_session_ids allows at most {MAX_EXCLUDES} items"));
+                return Err(format!(
+                    "exclude_session_ids allows at most {MAX_EXCLUDES} items"
+                ));
             }
         }
         Some(_) => return Err("exclude_session_ids must be a list of strings".into()),
@@ -282,7 +321,10 @@ pub(crate) struct Sessions<'c> {
 
 impl<'c> Sessions<'c> {
     pub(crate) fn new(conn: &'c Connection) -> Self {
-        Self { conn, cache: HashMap::new() }
+        Self {
+            conn,
+            cache: HashMap::new(),
+        }
     }
 
     pub(crate) fn get(&mut self, id: &str) -> Result<Option<SessionRow>> {
@@ -347,7 +389,9 @@ fn visible_history(
     if !active && !compacted {
         return Ok(false);
     }
-    let Some(cur) = current_root else { return Ok(true) };
+    let Some(cur) = current_root else {
+        return Ok(true);
+    };
     if sessions.root(&hit_session.id)? != cur {
         return Ok(true);
     }
@@ -397,7 +441,8 @@ fn load_messages(
                 m.insert("tool_name".into(), json!(tool_name));
             }
             if !tool_calls.is_empty() {
-                let v = serde_json::from_str::<Value>(&tool_calls).unwrap_or(Value::String(tool_calls));
+                let v =
+                    serde_json::from_str::<Value>(&tool_calls).unwrap_or(Value::String(tool_calls));
                 m.insert("tool_calls".into(), v);
             }
             if !tool_call_id.is_empty() {
@@ -421,7 +466,9 @@ fn count_visible(conn: &Connection, sid: &str, cond: &str, anchor: i64) -> Resul
     let sql = format!(
         "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND {cond} AND (active = 1 OR compacted = 1)"
     );
-    Ok(conn.prepare(&sql)?.query_row(params![sid, anchor], |r| r.get(0))?)
+    Ok(conn
+        .prepare(&sql)?
+        .query_row(params![sid, anchor], |r| r.get(0))?)
 }
 
 /// An anchored window: up to `radius` visible rows on each side of the anchor.
@@ -436,14 +483,43 @@ struct Window {
 }
 
 fn window(conn: &Connection, sid: &str, anchor: i64, radius: usize, cap: usize) -> Result<Window> {
-    let mut before = load_messages(conn, "session_id = ?1 AND id < ?2", "DESC", radius, cap, &[&sid, &anchor], None)?;
+    let mut before = load_messages(
+        conn,
+        "session_id = ?1 AND id < ?2",
+        "DESC",
+        radius,
+        cap,
+        &[&sid, &anchor],
+        None,
+    )?;
     before.reverse();
-    let center = load_messages(conn, "session_id = ?1 AND id = ?2", "ASC", 1, cap, &[&sid, &anchor], Some(anchor))?;
-    let after = load_messages(conn, "session_id = ?1 AND id > ?2", "ASC", radius, cap, &[&sid, &anchor], None)?;
+    let center = load_messages(
+        conn,
+        "session_id = ?1 AND id = ?2",
+        "ASC",
+        1,
+        cap,
+        &[&sid, &anchor],
+        Some(anchor),
+    )?;
+    let after = load_messages(
+        conn,
+        "session_id = ?1 AND id > ?2",
+        "ASC",
+        radius,
+        cap,
+        &[&sid, &anchor],
+        None,
+    )?;
     let first_id = before.first().or(center.first()).map_or(anchor, |m| m.0);
     let last_id = after.last().or(center.last()).map_or(anchor, |m| m.0);
     let (rb, ra) = (before.len(), after.len());
-    let messages = before.into_iter().chain(center).chain(after).map(|m| m.1).collect();
+    let messages = before
+        .into_iter()
+        .chain(center)
+        .chain(after)
+        .map(|m| m.1)
+        .collect();
     Ok(Window {
         messages,
         first_id,
@@ -456,7 +532,10 @@ fn window(conn: &Connection, sid: &str, anchor: i64, radius: usize, cap: usize) 
 }
 
 fn common(payload: &mut Map<String, Value>, caps: [bool; 3]) {
-    payload.insert("legacy_import".into(), json!({"complete": true, "note": LEGACY_NOTE}));
+    payload.insert(
+        "legacy_import".into(),
+        json!({"complete": true, "note": LEGACY_NOTE}),
+    );
     payload.insert(
         "index_status".into(),
         json!({"messages_fts": caps[0], "messages_fts_trigram": caps[1], "messages_fts_cjk": caps[2]}),
@@ -470,7 +549,11 @@ fn error(code: &str) -> Value {
 /// Run the tool against one user's database (inside a read snapshot).
 pub(crate) fn run(conn: &Connection, ctx: &SearchContext, args: &Args) -> Result<Value> {
     let ready = store::index_ready(conn)?;
-    let caps = IndexCaps { fts: ready[0], trigram: ready[1], cjk: ready[2] };
+    let caps = IndexCaps {
+        fts: ready[0],
+        trigram: ready[1],
+        cjk: ready[2],
+    };
     let mut sessions = Sessions::new(conn);
     let current_root = match ctx.current_session_id.as_deref().filter(|s| !s.is_empty()) {
         Some(cur) => Some(sessions.root(cur)?),
@@ -478,10 +561,24 @@ pub(crate) fn run(conn: &Connection, ctx: &SearchContext, args: &Args) -> Result
     };
     let has_query = !args.query.trim().is_empty();
     let mut out = match (&args.session_id, args.around_message_id) {
-        (Some(sid), Some(anchor)) => scroll(conn, &mut sessions, current_root.as_deref(), sid, anchor, args.window)?,
+        (Some(sid), Some(anchor)) => scroll(
+            conn,
+            &mut sessions,
+            current_root.as_deref(),
+            sid,
+            anchor,
+            args.window,
+        )?,
         (Some(sid), None) if has_query => search_in_session(conn, &mut sessions, sid, args, caps)?,
         (Some(sid), None) => read(conn, &mut sessions, sid)?,
-        (None, _) if has_query => discover(conn, &mut sessions, current_root.as_deref(), ctx, args, caps)?,
+        (None, _) if has_query => discover(
+            conn,
+            &mut sessions,
+            current_root.as_deref(),
+            ctx,
+            args,
+            caps,
+        )?,
         (None, _) => browse(conn, &mut sessions, ctx, args.limit)?,
     };
     if let Value::Object(m) = &mut out
@@ -497,10 +594,28 @@ fn read(conn: &Connection, sessions: &mut Sessions<'_>, sid: &str) -> Result<Val
         return Ok(error("session_not_found"));
     };
     let total: i64 = conn
-        .prepare("SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND (active = 1 OR compacted = 1)")?
+        .prepare(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND (active = 1 OR compacted = 1)",
+        )?
         .query_row([sid], |r| r.get(0))?;
-    let head = load_messages(conn, "session_id = ?1", "ASC", READ_HEAD, READ_CAP, &[&sid], None)?;
-    let mut tail = load_messages(conn, "session_id = ?1", "DESC", READ_TAIL, READ_CAP, &[&sid], None)?;
+    let head = load_messages(
+        conn,
+        "session_id = ?1",
+        "ASC",
+        READ_HEAD,
+        READ_CAP,
+        &[&sid],
+        None,
+    )?;
+    let mut tail = load_messages(
+        conn,
+        "session_id = ?1",
+        "DESC",
+        READ_TAIL,
+        READ_CAP,
+        &[&sid],
+        None,
+    )?;
     tail.reverse();
     let mut seen = HashSet::new();
     let messages: Vec<Value> = head
@@ -510,7 +625,9 @@ fn read(conn: &Connection, sessions: &mut Sessions<'_>, sid: &str) -> Result<Val
         .map(|m| m.1)
         .collect();
     let truncated = total as usize > messages.len();
-    let mut hint = String::from("Messages are verbatim evidence; each is capped at 2000 characters for display.");
+    let mut hint = String::from(
+        "Messages are verbatim evidence; each is capped at 2000 characters for display.",
+    );
     if truncated {
         hint.push_str(" Only the first 20 and last 10 are shown: scroll with session_id and around_message_id to see the middle.");
     }
@@ -533,7 +650,13 @@ fn scroll(
     }
     let row: Option<(String, bool, bool)> = conn
         .prepare("SELECT session_id, active, compacted FROM messages WHERE id = ?1")?
-        .query_row([anchor], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get::<_, i64>(2)? != 0)))
+        .query_row([anchor], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, i64>(1)? != 0,
+                r.get::<_, i64>(2)? != 0,
+            ))
+        })
         .optional()?;
     let Some((owner, active, compacted)) = row else {
         return Ok(error("anchor_not_in_history"));
@@ -604,7 +727,11 @@ fn title_probe(
     excluded: &HashSet<String>,
     args: &Args,
 ) -> Result<Option<Hit>> {
-    let t = args.query.trim().trim_matches(|c| c == '`' || c == '"' || c == '\'').trim();
+    let t = args
+        .query
+        .trim()
+        .trim_matches(|c| c == '`' || c == '"' || c == '\'')
+        .trim();
     if t.is_empty() {
         return Ok(None);
     }
@@ -625,18 +752,29 @@ fn title_probe(
         .collect::<rusqlite::Result<_>>()?;
     ids.extend(exact);
     for id in ids {
-        let Some(row) = sessions.get(&id)? else { continue };
-        if args.after.is_some_and(|a| row.started_at < a) || args.before.is_some_and(|b| row.started_at >= b) {
+        let Some(row) = sessions.get(&id)? else {
+            continue;
+        };
+        if args.after.is_some_and(|a| row.started_at < a)
+            || args.before.is_some_and(|b| row.started_at >= b)
+        {
             continue;
         }
-        let Some((mid, active, compacted, _role)) = first_visible_id(conn, &id)? else { continue };
+        let Some((mid, active, compacted, _role)) = first_visible_id(conn, &id)? else {
+            continue;
+        };
         if !visible_history(sessions, &row, active, compacted, current_root)? {
             continue;
         }
         if excluded.contains(&sessions.root(&id)?) {
             continue;
         }
-        return Ok(Some(Hit { session: row, message_id: mid, role: "session_title".into(), title_match: true }));
+        return Ok(Some(Hit {
+            session: row,
+            message_id: mid,
+            role: "session_title".into(),
+            title_match: true,
+        }));
     }
     Ok(None)
 }
@@ -666,7 +804,14 @@ fn discover(
         session_id: None,
         exclude_hidden: true,
     };
-    let set: CandidateSet = search::candidates(conn, &args.query, &filters, args.sort, search::SCAN_LIMIT, caps)?;
+    let set: CandidateSet = search::candidates(
+        conn,
+        &args.query,
+        &filters,
+        args.sort,
+        search::SCAN_LIMIT,
+        caps,
+    )?;
     // Cron is demoted, not excluded: a stable sort keeps BM25/recency order within each class.
     let mut rows: Vec<&Candidate> = set.rows.iter().collect();
     rows.sort_by_key(|c| c.source == "cron");
@@ -674,7 +819,9 @@ fn discover(
         if hits.len() >= args.limit {
             break;
         }
-        let Some(row) = sessions.get(&c.session_id)? else { continue };
+        let Some(row) = sessions.get(&c.session_id)? else {
+            continue;
+        };
         if row.hidden() || !visible_history(sessions, &row, c.active, c.compacted, current_root)? {
             continue;
         }
@@ -682,7 +829,12 @@ fn discover(
         if excluded.contains(&root) || !roots.insert(root) {
             continue;
         }
-        hits.push(Hit { session: row, message_id: c.id, role: c.role.clone(), title_match: false });
+        hits.push(Hit {
+            session: row,
+            message_id: c.id,
+            role: c.role.clone(),
+            title_match: false,
+        });
     }
     hits.truncate(args.limit);
 
@@ -750,13 +902,23 @@ fn discover(
                     &[&sid, &h.message_id],
                     Some(h.message_id),
                 )?;
-                (Vec::new(), center.into_iter().map(|m| m.1).collect(), Vec::new(), None)
+                (
+                    Vec::new(),
+                    center.into_iter().map(|m| m.1).collect(),
+                    Vec::new(),
+                    None,
+                )
             };
             r.insert("bookend_start".into(), json!(bs));
             r.insert("messages".into(), json!(msgs));
             r.insert("bookend_end".into(), json!(be));
             let (tb, ta, rb, ra) = match &w {
-                Some(w) => (w.total_before, w.total_after, w.returned_before, w.returned_after),
+                Some(w) => (
+                    w.total_before,
+                    w.total_after,
+                    w.returned_before,
+                    w.returned_after,
+                ),
                 None => (
                     count_visible(conn, sid, "id < ?2", h.message_id)?,
                     count_visible(conn, sid, "id > ?2", h.message_id)?,
@@ -809,7 +971,14 @@ fn search_in_session(
         session_id: Some(sid.to_owned()),
         exclude_hidden: true,
     };
-    let set = search::candidates(conn, &args.query, &filters, args.sort, SESSION_SEARCH_MAX, caps)?;
+    let set = search::candidates(
+        conn,
+        &args.query,
+        &filters,
+        args.sort,
+        SESSION_SEARCH_MAX,
+        caps,
+    )?;
     let mut results = Vec::with_capacity(set.rows.len());
     for c in &set.rows {
         results.push(json!({
@@ -827,7 +996,12 @@ fn search_in_session(
     }))
 }
 
-fn browse(conn: &Connection, _sessions: &mut Sessions<'_>, ctx: &SearchContext, limit: usize) -> Result<Value> {
+fn browse(
+    conn: &Connection,
+    _sessions: &mut Sessions<'_>,
+    ctx: &SearchContext,
+    limit: usize,
+) -> Result<Value> {
     let hidden = HIDDEN_SOURCES.map(|h| format!("'{h}'")).join(",");
     let current = ctx.current_session_id.clone().unwrap_or_default();
     let rows: Vec<SessionRow> = conn
@@ -862,7 +1036,10 @@ fn browse(conn: &Connection, _sessions: &mut Sessions<'_>, ctx: &SearchContext, 
     for s in rows {
         let raw: String = match user_st.query_row([&s.id], |r| r.get(0)).optional()? {
             Some(t) => t,
-            None => any_st.query_row([&s.id], |r| r.get(0)).optional()?.unwrap_or_default(),
+            None => any_st
+                .query_row([&s.id], |r| r.get(0))
+                .optional()?
+                .unwrap_or_default(),
         };
         let collapsed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
         let mut preview = truncate_chars(&collapsed, PREVIEW_CAP).to_owned();

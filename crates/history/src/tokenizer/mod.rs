@@ -22,6 +22,15 @@
 //!   phrases that span runs still match.
 //! * Offsets are exact byte offsets into the original text (not the folded token), so
 //!   `highlight()`/`snippet()` mark the right bytes even next to accented Latin.
+//! * Flags: `DOCUMENT` and `AUX` (highlight/snippet) produce the same stream, position for
+//!   position; `QUERY` (with or without `PREFIX`) omits the colocated run ends, which would
+//!   otherwise act as synonyms and widen every query.
+//!
+//! For query routing: on this index a pure-CJK string `q` of two or more characters matched as
+//! the phrase `"q"`, and a single CJK character `X` matched as the prefix query `"X"*`, return
+//! exactly the rows `LIKE '%q%'` returns (property-tested; the one known difference is a
+//! combining mark between two CJK characters, which folding removes and LIKE does not), so no
+//! LIKE scan is needed for them.
 //!
 //! Invariants: [`is_cjk`] is the single code-point predicate used by the tokenizer and by query
 //! routing; every CJK code point is a default token character and folds to itself (tested).
@@ -292,23 +301,31 @@ fn read_utf8(text: &[u8], mut i: usize) -> (u32, usize) {
 
 /// `FTS5_WRITE_UTF8`: also encodes the out-of-range values `read_utf8` can produce.
 fn push_utf8(out: &mut Vec<u8>, c: u32) {
+    let mut bytes = [0u8; 4];
+    let len = encode_utf8(c, &mut bytes);
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// [`push_utf8`] into a fixed buffer; returns the length.
+fn encode_utf8(c: u32, out: &mut [u8; 4]) -> usize {
     if c < 0x80 {
-        out.push(c as u8);
+        out[0] = c as u8;
+        1
     } else if c < 0x800 {
-        out.extend_from_slice(&[0xC0 | ((c >> 6) & 0x1F) as u8, 0x80 | (c & 0x3F) as u8]);
+        out[0] = 0xC0 | ((c >> 6) & 0x1F) as u8;
+        out[1] = 0x80 | (c & 0x3F) as u8;
+        2
     } else if c < 0x1_0000 {
-        out.extend_from_slice(&[
-            0xE0 | ((c >> 12) & 0x0F) as u8,
-            0x80 | ((c >> 6) & 0x3F) as u8,
-            0x80 | (c & 0x3F) as u8,
-        ]);
+        out[0] = 0xE0 | ((c >> 12) & 0x0F) as u8;
+        out[1] = 0x80 | ((c >> 6) & 0x3F) as u8;
+        out[2] = 0x80 | (c & 0x3F) as u8;
+        3
     } else {
-        out.extend_from_slice(&[
-            0xF0 | ((c >> 18) & 0x07) as u8,
-            0x80 | ((c >> 12) & 0x3F) as u8,
-            0x80 | ((c >> 6) & 0x3F) as u8,
-            0x80 | (c & 0x3F) as u8,
-        ]);
+        out[0] = 0xF0 | ((c >> 18) & 0x07) as u8;
+        out[1] = 0x80 | ((c >> 12) & 0x3F) as u8;
+        out[2] = 0x80 | ((c >> 6) & 0x3F) as u8;
+        out[3] = 0x80 | (c & 0x3F) as u8;
+        4
     }
 }
 
@@ -332,7 +349,8 @@ impl std::error::Error for TokenizerArgError {}
 #[derive(Debug, Clone)]
 struct CjkTokenizer {
     token_categories: [bool; 32],
-    ascii_token: [bool; 128],
+    /// Indexed by byte; bytes ≥ 0x80 are always false (they start a multi-byte character).
+    ascii_token: [bool; 256],
     /// Non-ASCII code points whose token/separator status is flipped by `tokenchars` or
     /// `separators` (sorted).
     exceptions: Vec<u32>,
@@ -346,7 +364,7 @@ impl Default for CjkTokenizer {
     fn default() -> Self {
         let mut tokenizer = Self {
             token_categories: [false; 32],
-            ascii_token: [false; 128],
+            ascii_token: [false; 256],
             exceptions: Vec::new(),
             diacritics: 1,
             run_ends: true,
@@ -357,34 +375,38 @@ impl Default for CjkTokenizer {
     }
 }
 
-/// A piece of the current unicode61 token: a whole non-CJK segment, or one CJK character.
-#[derive(Debug, Clone, Copy)]
-struct Piece {
-    fold_start: u32,
-    fold_end: u32,
-    start: usize,
-    end: usize,
-    cjk: bool,
-}
-
-/// The last character of a CJK run, waiting to see what follows before it is placed.
-#[derive(Debug, Clone, Copy)]
-struct RunEnd {
+/// One folded CJK character (a fold is a single code point, at most four bytes) and the
+/// original bytes it came from.
+#[derive(Debug, Clone, Copy, Default)]
+struct CjkChar {
     bytes: [u8; 4],
     len: usize,
     start: usize,
     end: usize,
+    /// `text[start..end]` is exactly `bytes` (well-formed, folds to itself, nothing dropped),
+    /// so a bigram of two adjacent verbatim characters can be emitted straight from the text.
+    verbatim: bool,
 }
 
-type Emit<'a> = dyn FnMut(&[u8], usize, usize, bool) -> ControlFlow<()> + 'a;
+impl CjkChar {
+    fn folded(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
 
-struct Emitter<'a, 'b> {
-    emit: &'a mut Emit<'b>,
+/// `emit(token, start, end, colocated)`; breaking stops the tokenizer. Generic rather than
+/// `dyn` so the FTS5 callback inlines into the hot loop.
+trait Emit: FnMut(&[u8], usize, usize, bool) -> ControlFlow<()> {}
+
+impl<F: FnMut(&[u8], usize, usize, bool) -> ControlFlow<()>> Emit for F {}
+
+struct Emitter<'a, E: Emit> {
+    emit: &'a mut E,
     query: bool,
-    run_end: Option<RunEnd>,
+    run_end: Option<CjkChar>,
 }
 
-impl Emitter<'_, '_> {
+impl<E: Emit> Emitter<'_, E> {
     /// `opens_run` is true for the first bigram of a CJK run.
     fn token(
         &mut self,
@@ -399,11 +421,10 @@ impl Emitter<'_, '_> {
 
     fn place_run_end(&mut self, before_run: bool) -> ControlFlow<()> {
         if let Some(run_end) = self.run_end.take() {
-            let bytes = &run_end.bytes[..run_end.len];
             if before_run {
-                (self.emit)(bytes, run_end.start, run_end.end, false)?;
+                (self.emit)(run_end.folded(), run_end.start, run_end.end, false)?;
             } else if !self.query {
-                (self.emit)(bytes, run_end.start, run_end.end, true)?;
+                (self.emit)(run_end.folded(), run_end.start, run_end.end, true)?;
             }
         }
         ControlFlow::Continue(())
@@ -511,202 +532,285 @@ impl CjkTokenizer {
             ^ (!self.exceptions.is_empty() && self.exceptions.binary_search(&c).is_ok())
     }
 
-    /// The tokenizer proper, on raw bytes (SQLite text need not be valid UTF-8). Stops as soon
-    /// as `emit` breaks.
-    fn tokenize_bytes(&self, text: &[u8], reason: TokenizeReason, emit: &mut Emit<'_>) {
+    /// The tokenizer proper, on raw bytes (SQLite text need not be valid UTF-8). Streams:
+    /// a non-CJK segment is emitted when a CJK character or the token's end closes it, and a
+    /// bigram as soon as its second character is read. Stops as soon as `emit` breaks.
+    fn tokenize_bytes(&self, text: &[u8], reason: TokenizeReason, emit: &mut impl Emit) {
+        thread_local! {
+            // FTS5 tokenizes row by row; reusing the fold buffer saves an allocation per row.
+            static SEGMENT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let mut run = |segment: &mut Vec<u8>| {
+            let _ = self.tokenize_inner(text, reason, emit, segment);
+        };
+        // A re-entrant call (an emit callback tokenizing again) gets a buffer of its own.
+        SEGMENT.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut segment) => {
+                run(&mut segment);
+                // One giant token (a pasted blob) must not pin its buffer for the thread's life.
+                if segment.capacity() > 1 << 16 {
+                    *segment = Vec::new();
+                }
+            }
+            Err(_) => run(&mut Vec::new()),
+        });
+    }
+
+    fn tokenize_inner(
+        &self,
+        text: &[u8],
+        reason: TokenizeReason,
+        emit: &mut impl Emit,
+        segment: &mut Vec<u8>,
+    ) -> ControlFlow<()> {
         let classes = bmp_classes();
+        let plain = self.exceptions.is_empty();
+        let ascii = &self.ascii_token;
         let mut out = Emitter {
             emit,
             query: reason.is_query(),
             run_end: None,
         };
-        let mut folded: Vec<u8> = Vec::with_capacity(64);
-        let mut pieces: Vec<Piece> = Vec::with_capacity(16);
+        // `segment`: folded bytes of the open non-CJK segment; its span is `segment_span`.
         let mut i = 0;
-        let n = text.len();
-        'tokens: loop {
-            // Skip separators; `first` is the first token character, if any.
-            let start;
-            let first;
-            loop {
+        loop {
+            // Skip separators.
+            let start = loop {
                 let Some(&b) = text.get(i) else {
-                    break 'tokens;
+                    return out.place_run_end(false);
                 };
                 if b < 0x80 {
-                    if self.ascii_token[usize::from(b)] {
-                        start = i;
-                        first = u32::from(b);
-                        i += 1;
-                        break;
+                    if ascii[usize::from(b)] {
+                        break i;
                     }
                     i += 1;
                 } else {
-                    let (c, next) = read_utf8(text, i);
+                    let (c, next, _) = read_utf8_fast(text, i);
                     if self.is_token_char(c, classes) {
-                        start = i;
-                        first = c;
-                        i = next;
-                        break;
+                        break i;
                     }
                     i = next;
                 }
-            }
-            folded.clear();
-            pieces.clear();
-            let mut has_cjk = false;
-            let mut char_start = start;
-            let mut c = first;
-            // Start offset of leading characters that folded to nothing.
-            let mut orphan_start: Option<usize> = None;
-            loop {
-                let fold_start = folded.len() as u32;
-                let folded_c = fold(c, self.diacritics, classes);
-                if folded_c != 0 {
-                    push_utf8(&mut folded, folded_c);
-                }
-                let cjk = c < 0x1_0000 && classes[c as usize] & CLASS_CJK != 0
-                    || c >= 0x1_0000 && is_cjk_code(c);
-                let fold_end = folded.len() as u32;
-                if folded_c == 0 {
-                    match pieces.last_mut() {
-                        Some(last) => last.end = i,
-                        None => {
-                            orphan_start.get_or_insert(char_start);
-                        }
-                    }
-                } else {
-                    match pieces.last_mut() {
-                        Some(last) if !cjk && !last.cjk => {
-                            last.fold_end = fold_end;
-                            last.end = i;
-                        }
-                        _ => pieces.push(Piece {
-                            fold_start,
-                            fold_end,
-                            start: orphan_start.take().unwrap_or(char_start),
-                            end: i,
-                            cjk,
-                        }),
-                    }
-                    has_cjk |= cjk;
-                }
-                // Next character of the token, if it continues.
-                let Some(&b) = text.get(i) else {
-                    break;
-                };
-                char_start = i;
-                if b < 0x80 {
-                    if !self.ascii_token[usize::from(b)] {
-                        break;
-                    }
-                    // ASCII run: stay in this tight loop while the piece is non-CJK text.
-                    if let Some(last) = pieces.last_mut().filter(|last| !last.cjk) {
-                        while let Some(&b) = text.get(i) {
-                            if b >= 0x80 || !self.ascii_token[usize::from(b)] {
-                                break;
-                            }
-                            folded.push(b.to_ascii_lowercase());
-                            i += 1;
-                        }
-                        last.fold_end = folded.len() as u32;
-                        last.end = i;
-                        if i >= n {
-                            break;
-                        }
-                        let b = text[i];
-                        char_start = i;
-                        if b < 0x80 {
-                            break;
-                        }
-                        let (next_c, next) = read_utf8(text, i);
-                        if !(self.is_token_char(next_c, classes) || is_diacritic(next_c)) {
-                            break;
-                        }
-                        c = next_c;
-                        i = next;
-                        continue;
-                    }
-                    c = u32::from(b);
-                    i += 1;
-                } else {
-                    let (next_c, next) = read_utf8(text, i);
-                    if !(self.is_token_char(next_c, classes) || is_diacritic(next_c)) {
-                        break;
-                    }
-                    c = next_c;
-                    i = next;
-                }
-            }
-            let end = i;
-            let flow = if !has_cjk {
-                // Fast path, also covers a token that folded to nothing (unicode61 emits it).
-                out.token(&folded, start, end, false)
-            } else {
-                self.split(&folded, &pieces, &mut out)
             };
-            if flow.is_break() {
-                return;
-            }
-        }
-        // Documents keep the final run end (colocated); queries drop it.
-        let _ = out.place_run_end(false);
-    }
-
-    /// Emits one token that contains CJK: bigrams for runs, lone characters whole, non-CJK
-    /// segments as they are.
-    fn split(&self, folded: &[u8], pieces: &[Piece], out: &mut Emitter<'_, '_>) -> ControlFlow<()> {
-        let text =
-            |from: &Piece, to: &Piece| &folded[from.fold_start as usize..to.fold_end as usize];
-        let mut k = 0;
-        while k < pieces.len() {
-            let piece = &pieces[k];
-            if !piece.cjk {
-                out.token(text(piece, piece), piece.start, piece.end, false)?;
-                k += 1;
-                continue;
-            }
-            let run_len = pieces[k..].iter().take_while(|p| p.cjk).count();
-            let run = &pieces[k..k + run_len];
-            if run_len == 1 {
-                out.token(text(piece, piece), piece.start, piece.end, false)?;
-            } else {
-                for (j, pair) in run.windows(2).enumerate() {
-                    out.token(text(&pair[0], &pair[1]), pair[0].start, pair[1].end, j == 0)?;
+            segment.clear();
+            let mut segment_span: Option<(usize, usize)> = None;
+            if text[start] < 0x80 {
+                // Most tokens are plain ASCII words: emit them without copying when they end at
+                // an ASCII separator and need no folding.
+                let mut end = start;
+                let mut upper = false;
+                while let Some(&b) = text.get(end) {
+                    if !ascii[usize::from(b)] {
+                        break;
+                    }
+                    upper |= b.is_ascii_uppercase();
+                    end += 1;
                 }
-                if !self.run_ends {
-                    k += run_len;
+                if text.get(end).is_none_or(|&b| b < 0x80) {
+                    i = end;
+                    if upper {
+                        segment.extend(text[start..end].iter().map(u8::to_ascii_lowercase));
+                        out.token(segment, start, end, false)?;
+                    } else {
+                        out.token(&text[start..end], start, end, false)?;
+                    }
                     continue;
                 }
-                let last = &run[run_len - 1];
-                let last_text = text(last, last);
-                let mut bytes = [0u8; 4];
-                let len = last_text.len().min(4);
-                bytes[..len].copy_from_slice(&last_text[..len]);
-                out.run_end = Some(RunEnd {
-                    bytes,
-                    len,
-                    start: last.start,
-                    end: last.end,
-                });
+                segment.extend(text[start..end].iter().map(u8::to_ascii_lowercase));
+                segment_span = Some((start, end));
+                i = end;
             }
-            k += run_len;
+            let mut run_len = 0usize;
+            let mut previous = CjkChar::default();
+            // Start of leading characters that folded to nothing, owed to the next piece.
+            let mut orphan: Option<usize> = None;
+            let mut emitted = false;
+            let mut first = segment_span.is_none();
+            while let Some(&b) = text.get(i) {
+                if b < 0x80 {
+                    if !ascii[usize::from(b)] {
+                        break;
+                    }
+                    let ascii_start = i;
+                    while text.get(i).is_some_and(|&b| ascii[usize::from(b)]) {
+                        i += 1;
+                    }
+                    if run_len > 0 {
+                        emitted = true;
+                        self.end_run(&mut run_len, previous, &mut out)?;
+                    }
+                    segment.extend(text[ascii_start..i].iter().map(u8::to_ascii_lowercase));
+                    let span_start = segment_span.map_or(ascii_start, |(s, _)| s);
+                    segment_span = Some((orphan.take().unwrap_or(span_start), i));
+                    first = false;
+                    continue;
+                }
+                let (c, next, well_formed) = read_utf8_fast(text, i);
+                let class = if c < 0x1_0000 {
+                    classes[c as usize]
+                } else {
+                    category(c) | if is_cjk_code(c) { CLASS_CJK } else { 0 }
+                };
+                let token_char = if plain {
+                    self.token_categories[usize::from(class & CATEGORY_MASK)]
+                } else {
+                    self.is_token_char(c, classes)
+                };
+                if !token_char && (first || class & CLASS_DIACRITIC == 0) {
+                    break;
+                }
+                first = false;
+                let folded = if class & CLASS_FOLDS == 0 && c < 0x1_0000 {
+                    c
+                } else {
+                    fold(c, self.diacritics, classes)
+                };
+                if folded == 0 {
+                    if run_len > 0 {
+                        previous.end = next;
+                        previous.verbatim = false;
+                    } else if let Some((_, end)) = segment_span.as_mut() {
+                        *end = next;
+                    } else {
+                        orphan.get_or_insert(i);
+                    }
+                } else if class & CLASS_CJK != 0 {
+                    if let Some((from, to)) = segment_span.take() {
+                        emitted = true;
+                        out.token(segment, from, to, false)?;
+                        segment.clear();
+                    }
+                    let mut current = CjkChar {
+                        start: orphan.take().unwrap_or(i),
+                        end: next,
+                        verbatim: well_formed && folded == c,
+                        ..CjkChar::default()
+                    };
+                    current.verbatim &= current.start == i;
+                    current.len = encode_utf8(folded, &mut current.bytes);
+                    if run_len > 0 {
+                        emitted = true;
+                        if previous.verbatim && current.verbatim && previous.end == current.start {
+                            out.token(
+                                &text[previous.start..current.end],
+                                previous.start,
+                                current.end,
+                                run_len == 1,
+                            )?;
+                        } else {
+                            let mut bigram = [0u8; 8];
+                            bigram[..previous.len].copy_from_slice(previous.folded());
+                            bigram[previous.len..previous.len + current.len]
+                                .copy_from_slice(current.folded());
+                            out.token(
+                                &bigram[..previous.len + current.len],
+                                previous.start,
+                                current.end,
+                                run_len == 1,
+                            )?;
+                        }
+                    }
+                    previous = current;
+                    run_len += 1;
+                } else {
+                    if run_len > 0 {
+                        emitted = true;
+                        self.end_run(&mut run_len, previous, &mut out)?;
+                    }
+                    let span_start = segment_span.map_or(i, |(s, _)| s);
+                    segment_span = Some((orphan.take().unwrap_or(span_start), next));
+                    push_utf8(segment, folded);
+                }
+                i = next;
+            }
+            if run_len > 0 {
+                emitted = true;
+                self.end_run(&mut run_len, previous, &mut out)?;
+            }
+            if let Some((from, to)) = segment_span {
+                out.token(segment, from, to, false)?;
+            } else if !emitted {
+                // Everything folded away; unicode61 still emits the (empty) token.
+                out.token(&[], start, i, false)?;
+            }
+        }
+    }
+
+    /// Closes a CJK run: a lone character is emitted whole; the last character of a longer
+    /// run waits in the emitter to be placed (item 3).
+    fn end_run(
+        &self,
+        run_len: &mut usize,
+        last: CjkChar,
+        out: &mut Emitter<'_, impl Emit>,
+    ) -> ControlFlow<()> {
+        let len = std::mem::take(run_len);
+        if len == 1 {
+            out.token(last.folded(), last.start, last.end, false)?;
+        } else if self.run_ends {
+            out.run_end = Some(last);
         }
         ControlFlow::Continue(())
     }
+}
+
+/// [`read_utf8`] with the common well-formed three-byte case (all of the BMP CJK blocks)
+/// decoded inline; the flag says the bytes were that well-formed encoding.
+#[inline]
+fn read_utf8_fast(text: &[u8], i: usize) -> (u32, usize, bool) {
+    if let [b0 @ 0xE0..=0xEF, b1, b2, rest @ ..] = &text[i..]
+        && b1 & 0xC0 == 0x80
+        && b2 & 0xC0 == 0x80
+        && rest.first().is_none_or(|b| b & 0xC0 != 0x80)
+    {
+        let c = (u32::from(b0 & 0x0F) << 12) | (u32::from(b1 & 0x3F) << 6) | u32::from(b2 & 0x3F);
+        if c >= 0x800 && (c & 0xF800) != 0xD800 && c < 0xFFFE {
+            return (c, i + 3, true);
+        }
+    }
+    let (c, next) = read_utf8(text, i);
+    (c, next, false)
 }
 
 // ---------------------------------------------------------------------------------------------
 // FFI: registration and the three fts5_tokenizer callbacks
 // ---------------------------------------------------------------------------------------------
 
+/// The safe face of an FTS5 tokenizer: the FFI below adapts any implementation, so nothing
+/// outside this section touches a raw pointer.
+trait NativeTokenizer: Sized + 'static {
+    /// The name tables use in `tokenize='…'`.
+    const NAME: &'static CStr;
+    /// Builds an instance from the arguments after the name.
+    fn from_args(args: &[&str]) -> Result<Self, TokenizerArgError>;
+    /// Calls `emit(token, start, end, colocated)` for each token; stops when it breaks.
+    fn tokenize(&self, text: &[u8], reason: TokenizeReason, emit: &mut impl Emit);
+}
+
+impl NativeTokenizer for CjkTokenizer {
+    const NAME: &'static CStr = c"cjk_unicode61";
+
+    fn from_args(args: &[&str]) -> Result<Self, TokenizerArgError> {
+        Self::new(args)
+    }
+
+    fn tokenize(&self, text: &[u8], reason: TokenizeReason, emit: &mut impl Emit) {
+        self.tokenize_bytes(text, reason, emit);
+    }
+}
+
 /// Registers `cjk_unicode61` on `conn`. Call it on every connection before touching a table
 /// that uses it; registering again on the same connection is harmless.
 pub fn register_cjk_tokenizer(conn: &Connection) -> rusqlite::Result<()> {
+    register::<CjkTokenizer>(conn)
+}
+
+fn register<T: NativeTokenizer>(conn: &Connection) -> rusqlite::Result<()> {
     let api = fts5_api(conn)?;
     let mut module = ffi::fts5_tokenizer {
-        xCreate: Some(cjk_create),
-        xDelete: Some(cjk_delete),
-        xTokenize: Some(cjk_tokenize),
+        xCreate: Some(x_create::<T>),
+        xDelete: Some(x_delete::<T>),
+        xTokenize: Some(x_tokenize::<T>),
     };
     // SAFETY: `api` is the live fts5_api of `conn` (checked non-null and version ≥ 2 by
     // `fts5_api`); the name is a NUL-terminated static; FTS5 copies `module` before returning,
@@ -715,7 +819,7 @@ pub fn register_cjk_tokenizer(conn: &Connection) -> rusqlite::Result<()> {
         match (*api).xCreateTokenizer {
             Some(create) => create(
                 api,
-                c"cjk_unicode61".as_ptr(),
+                T::NAME.as_ptr(),
                 std::ptr::null_mut(),
                 &mut module,
                 None,
@@ -728,7 +832,10 @@ pub fn register_cjk_tokenizer(conn: &Connection) -> rusqlite::Result<()> {
     } else {
         Err(rusqlite::Error::SqliteFailure(
             ffi::Error::new(rc),
-            Some(format!("registering the {TOKENIZER_NAME} tokenizer failed")),
+            Some(format!(
+                "registering the {} tokenizer failed",
+                T::NAME.to_string_lossy()
+            )),
         ))
     }
 }
@@ -772,7 +879,7 @@ fn guarded(body: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(ffi::SQLITE_ERROR)
 }
 
-unsafe extern "C" fn cjk_create(
+unsafe extern "C" fn x_create<T: NativeTokenizer>(
     _user_data: *mut c_void,
     args: *mut *const c_char,
     n_args: c_int,
@@ -789,10 +896,10 @@ unsafe extern "C" fn cjk_create(
                 Err(_) => return ffi::SQLITE_ERROR,
             }
         }
-        match CjkTokenizer::new(&parsed) {
+        match T::from_args(&parsed) {
             Ok(tokenizer) => {
                 let raw = Box::into_raw(Box::new(tokenizer));
-                // SAFETY: `out` is FTS5's out-parameter; the box is reclaimed in `cjk_delete`.
+                // SAFETY: `out` is FTS5's out-parameter; the box is reclaimed in `x_delete`.
                 unsafe { *out = raw.cast::<ffi::Fts5Tokenizer>() };
                 ffi::SQLITE_OK
             }
@@ -801,12 +908,12 @@ unsafe extern "C" fn cjk_create(
     })
 }
 
-unsafe extern "C" fn cjk_delete(tokenizer: *mut ffi::Fts5Tokenizer) {
+unsafe extern "C" fn x_delete<T: NativeTokenizer>(tokenizer: *mut ffi::Fts5Tokenizer) {
     guarded(|| {
         if !tokenizer.is_null() {
-            // SAFETY: the pointer came from `Box::into_raw` in `cjk_create`, and FTS5 deletes
+            // SAFETY: the pointer came from `Box::into_raw` in `x_create`, and FTS5 deletes
             // each tokenizer exactly once.
-            drop(unsafe { Box::from_raw(tokenizer.cast::<CjkTokenizer>()) });
+            drop(unsafe { Box::from_raw(tokenizer.cast::<T>()) });
         }
         ffi::SQLITE_OK
     });
@@ -815,7 +922,7 @@ unsafe extern "C" fn cjk_delete(tokenizer: *mut ffi::Fts5Tokenizer) {
 type TokenCallback =
     unsafe extern "C" fn(*mut c_void, c_int, *const c_char, c_int, c_int, c_int) -> c_int;
 
-unsafe extern "C" fn cjk_tokenize(
+unsafe extern "C" fn x_tokenize<T: NativeTokenizer>(
     tokenizer: *mut ffi::Fts5Tokenizer,
     ctx: *mut c_void,
     flags: c_int,
@@ -827,8 +934,8 @@ unsafe extern "C" fn cjk_tokenize(
         let Some(token_callback) = token_callback else {
             return ffi::SQLITE_MISUSE;
         };
-        // SAFETY: `tokenizer` is the live box created by `cjk_create`.
-        let tokenizer = unsafe { &*tokenizer.cast::<CjkTokenizer>() };
+        // SAFETY: `tokenizer` is the live box created by `x_create::<T>`.
+        let tokenizer = unsafe { &*tokenizer.cast::<T>() };
         let len = usize::try_from(n_text).unwrap_or(0);
         let text: &[u8] = if text.is_null() || len == 0 {
             &[]
@@ -837,7 +944,7 @@ unsafe extern "C" fn cjk_tokenize(
             unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) }
         };
         let mut rc = ffi::SQLITE_OK;
-        tokenizer.tokenize_bytes(
+        tokenizer.tokenize(
             text,
             TokenizeReason::from_flags(flags),
             &mut |token, start, end, colocated| {

@@ -1,7 +1,9 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, TimeZone, Utc};
-use mpa_history::{CapturedMessage, HistoryConfig, HistoryHub, Provenance, Role, SearchContext, SessionMeta};
+use mpa_history::{
+    CapturedMessage, HistoryConfig, HistoryHub, Provenance, Role, SearchContext, SessionMeta,
+};
 use mpa_protocol::{UserId, UserKey};
 use serde_json::{Value, json};
 
@@ -38,7 +40,11 @@ pub fn msg(uid: &str, role: Role, content: &str, at: f64) -> CapturedMessage {
 }
 
 pub fn meta(id: &str, source: &str) -> SessionMeta {
-    SessionMeta { session_id: id.to_owned(), source: source.to_owned(), ..Default::default() }
+    SessionMeta {
+        session_id: id.to_owned(),
+        source: source.to_owned(),
+        ..Default::default()
+    }
 }
 
 impl Env {
@@ -49,7 +55,11 @@ impl Env {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
                 msg(&format!("{sid}-{i}"), role, t, t0 + i as f64)
             })
             .collect();
@@ -62,12 +72,19 @@ impl Env {
     /// Message ids of a session in order (straight from the file, as a test oracle).
     pub fn ids(&self, u: &UserKey, sid: &str) -> Vec<i64> {
         let conn = rusqlite::Connection::open(self.hub.db_path(u)).unwrap();
-        let mut st = conn.prepare("SELECT id FROM messages WHERE session_id = ?1 ORDER BY id").unwrap();
-        st.query_map([sid], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+        let mut st = conn
+            .prepare("SELECT id FROM messages WHERE session_id = ?1 ORDER BY id")
+            .unwrap();
+        st.query_map([sid], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
     }
 
     pub async fn search(&self, u: &UserKey, current: Option<&str>, args: Value) -> Value {
-        let ctx = SearchContext { current_session_id: current.map(str::to_owned) };
+        let ctx = SearchContext {
+            current_session_id: current.map(str::to_owned),
+        };
         self.hub.session_search(u, &ctx, args).await
     }
 
