@@ -197,3 +197,64 @@ async fn no_review_before_the_interval_and_a_new_turn_cancels_a_running_review()
         .clone();
     assert_eq!(last["content"], "third");
 }
+
+async fn stop_after_first_request(e: &Env, mock: &MockModelServer, session: &str) -> TurnStatus {
+    let s = e.agent.session(&e.actor, session, "test").await.unwrap();
+    let mut rx = s.submit(e.actor.clone(), "go".into(), vec![]).unwrap();
+    assert!(mock.wait_for_requests(1, Duration::from_secs(10)).await);
+    s.stop();
+    while let Some(ev) = rx.recv().await {
+        if let Event::TurnEnded { status, .. } = ev {
+            return status;
+        }
+    }
+    panic!("no TurnEnded");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopped_and_failed_turns_never_start_a_review() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 1).await;
+    mock.push(MockReply::text("slow").stall_after(1));
+    assert_eq!(
+        stop_after_first_request(&e, &mock, "st").await,
+        TurnStatus::Stopped
+    );
+    let s = e.agent.live("st").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(10)).await);
+    assert_eq!(mock.requests().len(), 1, "no review after a stopped turn");
+
+    mock.push(MockReply::status(
+        400,
+        r#"{"error": {"message": "bad request"}}"#,
+    ));
+    assert_eq!(turn(&e, "st", "again").await, TurnStatus::Failed);
+    assert!(s.wait_idle(Duration::from_secs(10)).await);
+    assert_eq!(mock.requests().len(), 2, "no review after a failed turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_review_makes_at_most_16_model_calls() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 1).await;
+    mock.push(MockReply::text("hi"));
+    // The review never stops on its own: every answer lists skills again.
+    mock.set_default(MockReply::tool_calls(&[("l", "skills_list", json!({}))]).usage(10, 5));
+    assert_eq!(turn(&e, "cap", "hello").await, TurnStatus::Completed);
+    let s = e.agent.live("cap").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(60)).await);
+    assert_eq!(mock.requests().len(), 1 + 16);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_review_stops_once_its_input_budget_is_spent() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 1).await;
+    mock.push(MockReply::text("hi"));
+    // gpt-4o's window is 128k, so the budget is 96k input tokens; one request reports 100k.
+    mock.set_default(MockReply::tool_calls(&[("l", "skills_list", json!({}))]).usage(100_000, 5));
+    assert_eq!(turn(&e, "budget", "hello").await, TurnStatus::Completed);
+    let s = e.agent.live("budget").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(30)).await);
+    assert_eq!(mock.requests().len(), 1 + 1);
+}
