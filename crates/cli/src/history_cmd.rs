@@ -55,6 +55,11 @@ enum HistoryCommand {
         #[arg(long)]
         days: Option<u32>,
     },
+    /// Import a MoviePilot installation's evidence: its per-user state.db files and the
+    /// agentchat snapshots in its main database (resumable, idempotent, marked legacy_snapshot).
+    ImportMoviepilot(crate::legacy_cmd::ImportMoviePilotArgs),
+    /// Import a Hermes state.db for one user (resumable, idempotent, marked legacy_snapshot).
+    ImportHermes(crate::legacy_cmd::ImportHermesArgs),
 }
 
 /// One flag per `session_search` parameter.
@@ -187,6 +192,8 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
             print_json(&json!({"days": days, "users": reports}))?;
             Ok(ExitCode::SUCCESS)
         }
+        HistoryCommand::ImportMoviepilot(a) => crate::legacy_cmd::import_moviepilot(a, ctx).await,
+        HistoryCommand::ImportHermes(a) => crate::legacy_cmd::import_hermes(a, ctx).await,
     }
 }
 

@@ -4,7 +4,6 @@
 //! resumes from the saved cursor and never duplicates.
 
 // Until `history_cmd` wires these subcommands nothing calls them; remove this line then.
-#![allow(dead_code)]
 
 use crate::context::CliContext;
 use anyhow::Context as _;

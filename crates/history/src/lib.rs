@@ -30,13 +30,13 @@
 pub mod corpus;
 pub mod error;
 pub mod import;
+pub mod legacy;
 mod query;
 pub mod redact;
 mod search;
 pub mod store;
 pub mod tokenizer;
 pub mod tool;
-pub mod legacy;
 
 pub use error::{HistoryError, Result};
 pub use mpa_protocol::Role;
@@ -364,7 +364,18 @@ impl HistoryHub {
             .run(user, move |s| s.read(|c| tool::run(c, &ctx, &parsed)))
             .await
         {
-            Ok(v) => v,
+            Ok(mut v) => {
+                // While a legacy import is unfinished, every payload says so (older evidence
+                // may still be missing from results).
+                if let (Some(state), Some(obj)) = (
+                    legacy::legacy_import_state(&self.inner.cfg.data_dir, user),
+                    v.as_object_mut(),
+                ) && obj.contains_key("legacy_import")
+                {
+                    obj.insert("legacy_import".into(), state);
+                }
+                v
+            }
             Err(e) => failure_json(&e),
         }
     }
@@ -401,6 +412,7 @@ impl HistoryHub {
 
     pub async fn status(&self, user: &UserKey) -> Result<StatusReport> {
         let key = user.as_str().to_owned();
+        let legacy_done = legacy::legacy_import_state(&self.inner.cfg.data_dir, user).is_none();
         self.run(user, move |s| {
             let db = s.db.clone();
             let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
@@ -441,7 +453,7 @@ impl HistoryHub {
                     } else {
                         "unicode61"
                     },
-                    legacy_import_complete: true,
+                    legacy_import_complete: legacy_done,
                 })
             })
         })

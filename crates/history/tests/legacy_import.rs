@@ -449,6 +449,13 @@ async fn hermes_import_resumes_from_an_interrupted_cursor() {
     assert!(state["note"].as_str().unwrap().contains("inconclusive"));
     // Another user is not affected by this user's Hermes cursor.
     assert_eq!(legacy_import_state(&data, &user("carol")), None);
+    // Every successful tool payload says the import is unfinished, and so does status.
+    let payload = h
+        .session_search(&u, &Default::default(), json!({"query": "line"}))
+        .await;
+    assert_eq!(payload["success"], true, "{payload}");
+    assert_eq!(payload["legacy_import"], state);
+    assert!(!h.status(&u).await.unwrap().legacy_import_complete);
 
     let mut seen = Vec::new();
     let resumed = import_hermes(&h, &p, &u, &mut |p| seen.push(p))
@@ -458,6 +465,11 @@ async fn hermes_import_resumes_from_an_interrupted_cursor() {
     assert_eq!(seen.last().map(|p| (p.done, p.total)), Some((700, 700)));
     assert_eq!(our_rows(&h, &u).len(), 1200);
     assert_eq!(legacy_import_state(&data, &u), None);
+    let payload = h
+        .session_search(&u, &Default::default(), json!({"query": "line"}))
+        .await;
+    assert_eq!(payload["legacy_import"]["complete"], true);
+    assert!(h.status(&u).await.unwrap().legacy_import_complete);
 }
 
 #[tokio::test]
