@@ -164,9 +164,8 @@ impl Store {
         let conn = Connection::open(path)?;
         restrict_file(path);
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // The version check comes before anything that writes (switching to WAL rewrites the
+        // file header), so a database from a newer binary is left byte-for-byte untouched.
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
@@ -175,6 +174,9 @@ impl Store {
                 supported: SCHEMA_VERSION,
             });
         }
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         if version < 1 {
             conn.execute_batch(&format!(
                 "BEGIN; {MIGRATION_1} PRAGMA user_version = 1; COMMIT;"
