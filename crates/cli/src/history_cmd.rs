@@ -60,6 +60,15 @@ enum HistoryCommand {
     ImportMoviepilot(crate::legacy_cmd::ImportMoviePilotArgs),
     /// Import a Hermes state.db for one user (resumable, idempotent, marked legacy_snapshot).
     ImportHermes(crate::legacy_cmd::ImportHermesArgs),
+    /// Run FTS integrity-check on every index and SQLite's structural check (exit 1 when
+    /// unhealthy); --repair rebuilds a failing index from the message rows.
+    Check {
+        #[arg(long)]
+        user: String,
+        /// Rebuild indexes that fail the check (message rows are never touched).
+        #[arg(long)]
+        repair: bool,
+    },
 }
 
 /// One flag per `session_search` parameter.
@@ -191,6 +200,16 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
             }
             print_json(&json!({"days": days, "users": reports}))?;
             Ok(ExitCode::SUCCESS)
+        }
+        HistoryCommand::Check { user, repair } => {
+            let key = user_key(ctx, &user).await?;
+            let report = hub.check(&key, repair).await?;
+            print_json(&report)?;
+            Ok(if report.healthy() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         HistoryCommand::ImportMoviepilot(a) => crate::legacy_cmd::import_moviepilot(a, ctx).await,
         HistoryCommand::ImportHermes(a) => crate::legacy_cmd::import_hermes(a, ctx).await,

@@ -27,6 +27,7 @@
 //!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
 //! - Display caps (1200/4000/2000 characters) never truncate storage.
 
+pub mod check;
 pub mod corpus;
 pub mod error;
 pub mod import;
@@ -408,6 +409,13 @@ impl HistoryHub {
             })
             .filter(|k| store::check_user_key(k).is_ok())
             .collect()
+    }
+
+    /// FTS `integrity-check` of every index and SQLite's structural check; with `repair`, a
+    /// failing index is rebuilt from the message rows (which are never modified).
+    pub async fn check(&self, user: &UserKey, repair: bool) -> Result<check::CheckReport> {
+        self.run(user, move |s| s.write(|c| check::run(c, repair)))
+            .await
     }
 
     pub async fn status(&self, user: &UserKey) -> Result<StatusReport> {
