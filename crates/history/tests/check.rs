@@ -9,7 +9,7 @@ use serde_json::json;
 fn msg(i: usize, text: &str) -> CapturedMessage {
     CapturedMessage {
         message_uid: format!("m{i}"),
-        role: if i % 2 == 0 {
+        role: if i.is_multiple_of(2) {
             Role::User
         } else {
             Role::Assistant
