@@ -6,22 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The binary under test (`MPA_TEST_MPAGENT` overrides it, e.g. for a standalone build).
-fn bin() -> PathBuf {
-    std::env::var_os("MPA_TEST_MPAGENT")
-        .map(PathBuf::from)
-        .or_else(|| option_env!("CARGO_BIN_EXE_mpagent").map(PathBuf::from))
-        .expect("mpagent binary")
-}
+mod common;
 
 fn mpagent(data: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .env_remove("MPA_DATA_DIR")
-        .output()
-        .unwrap()
+    common::mpagent_sync(data, args)
 }
 
 fn json_out(o: &Output) -> Value {
@@ -208,7 +196,7 @@ fn killed_import_resumes_without_loss_or_duplicates() {
         }
     }
     let file = write_jsonl(tmp.path(), &lines);
-    let mut child = Command::new(bin())
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpagent"))
         .arg("--data-dir")
         .arg(&data)
         .args([

@@ -10,27 +10,15 @@
 
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 const T0: f64 = 1_773_566_677.0; // 2026-03-15T09:24:37Z
 
-/// The binary under test (`MPA_TEST_MPAGENT` overrides it, e.g. for a standalone build).
-fn bin() -> PathBuf {
-    std::env::var_os("MPA_TEST_MPAGENT")
-        .map(PathBuf::from)
-        .or_else(|| option_env!("CARGO_BIN_EXE_mpagent").map(PathBuf::from))
-        .expect("mpagent binary")
-}
+mod common;
 
 fn mpagent(data: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .env_remove("MPA_DATA_DIR")
-        .output()
-        .unwrap()
+    common::mpagent_sync(data, args)
 }
 
 fn summary(o: &Output) -> Value {

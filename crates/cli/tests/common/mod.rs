@@ -1,5 +1,6 @@
 //! What the binary-driving tests share: an `mpagent` command with a clean environment pointed at
 //! the mock model server and a private data directory.
+#![allow(dead_code, reason = "each test crate uses a subset of these helpers")]
 
 use mpa_test_support::MockModelServer;
 use std::path::Path;
@@ -24,4 +25,15 @@ pub fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     c
+}
+
+/// Runs `mpagent --data-dir DATA ARGS…` to completion (for commands that need no model).
+pub fn mpagent_sync(data: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("MPA_DATA_DIR")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpagent: {e}"))
 }
