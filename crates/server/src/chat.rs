@@ -95,6 +95,20 @@ pub struct ListQuery {
     pub all: Option<bool>,
 }
 
+/// The fields a session list row and a session detail share.
+fn summary_json(c: &mpa_store::ChatSummary, processing: bool) -> Value {
+    json!({
+        "session_id": c.session_id,
+        "title": c.title,
+        "user_id": c.user_id.0,
+        "channel": c.channel,
+        "message_count": c.message_count,
+        "created_at": c.created_at.to_rfc3339(),
+        "updated_at": c.updated_at.to_rfc3339(),
+        "is_processing": processing,
+    })
+}
+
 fn is_processing(state: &AppState, session_id: &str) -> bool {
     state
         .agent
@@ -114,19 +128,8 @@ pub async fn list_sessions(
         .list_sessions(&actor, q.all.unwrap_or(false), page, count)
         .await?;
     let sessions: Vec<Value> = rows
-        .into_iter()
-        .map(|c| {
-            json!({
-                "session_id": c.session_id,
-                "title": c.title,
-                "user_id": c.user_id.0,
-                "channel": c.channel,
-                "message_count": c.message_count,
-                "created_at": c.created_at.to_rfc3339(),
-                "updated_at": c.updated_at.to_rfc3339(),
-                "is_processing": is_processing(&state, &c.session_id),
-            })
-        })
+        .iter()
+        .map(|c| summary_json(c, is_processing(&state, &c.session_id)))
         .collect();
     Ok(Json(
         json!({"page": page, "count": count, "sessions": sessions}),
@@ -140,17 +143,11 @@ pub async fn session_detail(
 ) -> Result<Json<Value>, ApiError> {
     let processing = is_processing(&state, &session_id);
     match state.agent.chat_for(&actor, &session_id).await {
-        Ok(c) => Ok(Json(json!({
-            "session_id": c.session_id,
-            "title": c.title,
-            "user_id": c.user_id.0,
-            "channel": c.channel,
-            "message_count": c.message_count,
-            "created_at": c.created_at.to_rfc3339(),
-            "updated_at": c.updated_at.to_rfc3339(),
-            "display_messages": c.display_messages,
-            "is_processing": processing,
-        }))),
+        Ok(c) => {
+            let mut v = summary_json(&c.summary(), processing);
+            v["display_messages"] = c.display_messages;
+            Ok(Json(v))
+        }
         // Started but not yet snapshotted (its first turn is still running).
         Err(CoreError::SessionNotFound) => {
             state.agent.check_access(&actor, &session_id).await?;

@@ -199,40 +199,33 @@ function scrollDown() {
   if (box.scrollHeight - box.scrollTop - box.clientHeight < 200 || state.busy) box.scrollTop = box.scrollHeight;
 }
 
-function addUser(text) {
-  emptyNode.remove();
+// Appends an empty message bubble of `kind` (user, assistant, error) and returns it.
+function bubble(kind) {
+  if (kind !== 'error') emptyNode.remove();
   const row = document.createElement('div');
-  row.className = 'msg user';
+  row.className = 'msg ' + kind;
   const b = document.createElement('div');
   b.className = 'bubble';
-  b.textContent = text;
   row.append(b);
   $('messages').append(row);
+  return b;
+}
+
+function addUser(text) {
+  bubble('user').textContent = text;
   scrollDown();
 }
 
 function addAssistant(text, notice) {
-  emptyNode.remove();
-  const row = document.createElement('div');
-  row.className = 'msg assistant';
-  const b = document.createElement('div');
-  b.className = 'bubble';
+  const b = bubble('assistant');
   b.innerHTML = markdown(text);
   if (notice) b.classList.add('notice');
-  row.append(b);
-  $('messages').append(row);
   scrollDown();
   return b;
 }
 
 function addError(text) {
-  const row = document.createElement('div');
-  row.className = 'msg error';
-  const b = document.createElement('div');
-  b.className = 'bubble';
-  b.textContent = text;
-  row.append(b);
-  $('messages').append(row);
+  bubble('error').textContent = text;
   scrollDown();
 }
 

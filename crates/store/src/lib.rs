@@ -82,6 +82,21 @@ pub struct Chat {
     pub updated_at: DateTime<Utc>,
 }
 
+impl Chat {
+    /// The list row of this chat (no transcript).
+    pub fn summary(&self) -> ChatSummary {
+        ChatSummary {
+            session_id: self.session_id.clone(),
+            user_id: self.user_id.clone(),
+            channel: self.channel.clone(),
+            title: self.title.clone(),
+            message_count: self.message_count,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
 /// A row of the session list (no transcript).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatSummary {
