@@ -69,6 +69,23 @@ enum HistoryCommand {
         #[arg(long)]
         repair: bool,
     },
+    /// Build the full-text indexes that are missing, detached after a corruption, or written
+    /// by another tokenizer version, in the foreground with a progress bar. Resumes where an
+    /// interrupted run (or the host's background task) stopped; safe while `serve` runs.
+    Backfill {
+        #[arg(long)]
+        user: String,
+        /// Message ids per batch (one transaction each), 1-2000.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(1..=2000))]
+        batch_size: u16,
+        /// Do not pause between batches (by default it pauses max(0.2 s, 4 x batch time) so a
+        /// running host keeps most of the write time).
+        #[arg(long)]
+        no_pause: bool,
+        /// Drop and rebuild all three indexes from the message rows first.
+        #[arg(long)]
+        rebuild: bool,
+    },
 }
 
 /// One flag per `session_search` parameter.
@@ -139,7 +156,10 @@ impl SearchArgs {
 }
 
 fn hub(ctx: &CliContext) -> HistoryHub {
-    HistoryHub::new(HistoryConfig::new(&ctx.data_dir))
+    // One-shot commands leave index building to the foreground `backfill` and to the host.
+    let mut cfg = HistoryConfig::new(&ctx.data_dir);
+    cfg.background_backfill = false;
+    HistoryHub::new(cfg)
 }
 
 async fn user_key(ctx: &CliContext, name: &str) -> anyhow::Result<UserKey> {
@@ -211,6 +231,38 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
                 ExitCode::FAILURE
             })
         }
+        HistoryCommand::Backfill {
+            user,
+            batch_size,
+            no_pause,
+            rebuild,
+        } => {
+            let key = user_key(ctx, &user).await?;
+            let opts = mpa_history::BackfillOptions {
+                batch: usize::from(batch_size),
+                paced: !no_pause,
+                rebuild,
+            };
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} message ids indexed ({per_sec}) eta {eta}",
+            ) {
+                bar.set_style(style);
+            }
+            let b = bar.clone();
+            let summary = hub
+                .backfill(&key, opts, move |p| {
+                    b.set_length(p.total);
+                    b.set_position(p.done);
+                })
+                .await;
+            bar.finish_and_clear();
+            print_json(&summary?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         HistoryCommand::ImportMoviepilot(a) => crate::legacy_cmd::import_moviepilot(a, ctx).await,
         HistoryCommand::ImportHermes(a) => crate::legacy_cmd::import_hermes(a, ctx).await,
     }
@@ -267,8 +319,9 @@ async fn import_file(
     })
 }
 
-/// `mpagent bench history`: generate a deterministic corpus, import it, then time the four
-/// `session_search` modes in-process (warm).
+/// `mpagent bench history`: generate a deterministic corpus, import it, rebuild all three
+/// indexes through the backfill (unpaced), then time the four `session_search` modes
+/// in-process (warm) and 2-character CJK discover against the LIKE scan it replaces.
 #[derive(Debug, clap::Args)]
 pub struct BenchHistoryArgs {
     /// Corpus size in messages.
@@ -280,6 +333,12 @@ pub struct BenchHistoryArgs {
     /// Timed calls per mode.
     #[arg(long, default_value_t = 200)]
     iterations: usize,
+    /// Timed LIKE scans in the 2-character CJK comparison (default: --iterations).
+    #[arg(long)]
+    like_iterations: Option<usize>,
+    /// Rows per batch of the measured backfill (rebuild of all three indexes, unpaced).
+    #[arg(long, default_value_t = 500)]
+    backfill_batch: usize,
     /// Work directory (default: a fresh directory under the system temp dir, removed afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -347,6 +406,85 @@ const BENCH_QUERIES: [&str; 16] = [
     "dolby vision",
 ];
 
+/// 2-character CJK queries: common (订阅, 下载, 字幕), medium, rare (续期) and absent from the
+/// corpus (蓝光: a LIKE scan must read every row to say so).
+const CJK2_QUERIES: [&str; 10] = [
+    "订阅", "字幕", "下载", "证书", "站点", "网络", "超时", "续期", "狂飙", "蓝光",
+];
+
+/// `/proc/loadavg`'s three load averages, to read wall times on a shared machine.
+fn load_average() -> Value {
+    let s = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let v: Vec<f64> = s
+        .split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    json!(v)
+}
+
+/// The LIKE scan that a 2-character CJK discover ran before the cjk index existed: the
+/// library's LIKE route for a one-term query with the default roles (user, assistant), visible
+/// rows only, hidden sources excluded, newest first, at most 300 candidates. With
+/// `role_first: true` it is `like_query` in mpa-history's search.rs (filters before text, so
+/// tool bodies are never read); `role_first: false` is the order it had before issue 5's fix
+/// (text first: SQLite evaluated the LIKEs on every tool body before rejecting the row).
+fn like_scan_sql(role_first: bool) -> String {
+    let hidden = mpa_history::store::HIDDEN_SOURCES
+        .map(|h| format!("'{h}'"))
+        .join(",");
+    let text = "(((m.content LIKE ?1 ESCAPE '\\' OR m.tool_name LIKE ?1 ESCAPE '\\' \
+                OR m.tool_calls LIKE ?1 ESCAPE '\\')))";
+    let roles = "m.role IN ('user','assistant')";
+    let (first, last) = if role_first {
+        (roles, text)
+    } else {
+        (text, roles)
+    };
+    format!(
+        "SELECT m.id, m.session_id, m.role, m.active, m.compacted, m.timestamp, s.source \
+         FROM messages m JOIN sessions s ON s.id = m.session_id \
+         WHERE {first} AND (m.active = 1 OR m.compacted = 1) AND s.source NOT IN ({hidden}) \
+         AND {last} ORDER BY m.timestamp DESC, m.id DESC LIMIT 300"
+    )
+}
+
+/// Run the LIKE scan once and read every candidate row as the library does; returns how many.
+fn like_scan(st: &mut rusqlite::Statement<'_>, pattern: &str) -> anyhow::Result<usize> {
+    let rows = st.query_map([pattern], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, i64>(4)?,
+            r.get::<_, f64>(5)?,
+            r.get::<_, String>(6)?,
+        ))
+    })?;
+    let mut n = 0usize;
+    for row in rows {
+        std::hint::black_box(row?);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// One 2-character CJK query's timings: discover through the cjk index, and the two LIKE scans.
+#[derive(Default)]
+struct Cjk2Timings {
+    info: Value,
+    cjk: Vec<Duration>,
+    like: Vec<Duration>,
+    like_role_first: Vec<Duration>,
+}
+
+fn percentiles(name: &str, mut t: Vec<Duration>) -> Value {
+    t.sort();
+    json!({"query": name, "calls": t.len(), "p50_ms": percentile(&t, 0.5),
+           "p95_ms": percentile(&t, 0.95), "max_ms": percentile(&t, 1.0)})
+}
+
 pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<ExitCode> {
     let dir = args.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("mpa-bench-history-{}", std::process::id()))
@@ -396,7 +534,11 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         Ok(cpu_seconds() - cpu)
     };
     let redact_cpu = (pass(true)? - pass(false)?).max(0.0);
-    let hub = HistoryHub::new(HistoryConfig::new(dir.join("data")));
+    let load_start = load_average();
+    // The measured backfill runs alone: no background task may race it.
+    let mut cfg = HistoryConfig::new(dir.join("data"));
+    cfg.background_backfill = false;
+    let hub = HistoryHub::new(cfg);
     let key = UserKey::for_user(&UserId("bench-history".into()));
     let rss_before = peak_rss_kb();
     let bar = progress_bar(corpus_bytes);
@@ -419,6 +561,48 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         wal.push("-wal");
         let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         size(&db) + size(std::path::Path::new(&wal))
+    };
+
+    // Backfill of all three indexes from the message rows (what a tokenizer upgrade, a repair
+    // or a first start on an old file does), flat out: the host-idle rate.
+    let backfill = {
+        let load = load_average();
+        let cpu = cpu_seconds();
+        let opts = mpa_history::BackfillOptions {
+            batch: args.backfill_batch,
+            paced: false,
+            rebuild: true,
+        };
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        let b = bar.clone();
+        let sum = hub
+            .backfill(&key, opts, move |p| {
+                b.set_length(p.total);
+                b.set_position(p.done);
+            })
+            .await?;
+        bar.finish_and_clear();
+        let cpu = cpu_seconds() - cpu;
+        let msgs = stats.inserted as f64;
+        eprintln!(
+            "backfill: {:.0} messages/s ({:.1}s wall, {:.1}s busy, {:.1}s CPU)",
+            msgs / sum.seconds.max(1e-9),
+            sum.seconds,
+            sum.busy_seconds,
+            cpu
+        );
+        json!({
+            "batch": args.backfill_batch, "batches": sum.batches, "messages": stats.inserted,
+            "rows_indexed": sum.rows_indexed, "seconds": sum.seconds,
+            "busy_seconds": sum.busy_seconds, "cpu_seconds": cpu,
+            "messages_per_second": msgs / sum.seconds.max(1e-9),
+            "messages_per_busy_second": msgs / sum.busy_seconds.max(1e-9),
+            "messages_per_cpu_second": msgs / cpu.max(1e-9),
+            "rows_indexed_per_second": sum.rows_indexed as f64 / sum.seconds.max(1e-9),
+            "load_average_before": load, "load_average_after": load_average(),
+            "indexes": sum.indexes,
+        })
     };
 
     // Warm up, and collect scroll anchors from real hits.
@@ -504,6 +688,98 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
     }
     timings.push(summary("browse", browse));
 
+    // 2-character CJK discover through the cjk index vs the LIKE scan it replaces, interleaved
+    // so both see the same machine load. The LIKE side is the candidate scan alone (no
+    // hydration, no snippets): a lower bound of what the LIKE route cost a discover.
+    let cjk2 = {
+        let like_iterations = args.like_iterations.unwrap_or(args.iterations);
+        let conn = rusqlite::Connection::open_with_flags(
+            hub.db_path(&key),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.execute_batch("PRAGMA temp_store = MEMORY;")?;
+        let mut st = conn.prepare(&like_scan_sql(false))?;
+        let mut st_rf = conn.prepare(&like_scan_sql(true))?;
+        let mut cjk_paths: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut per_query: Vec<Cjk2Timings> = Vec::new();
+        // Warm-up, and what each query matches.
+        for q in CJK2_QUERIES {
+            let r = hub.session_search(&key, &sctx, json!({"query": q})).await;
+            let rows = like_scan(&mut st, &mpa_history::like_pattern(q))?;
+            anyhow::ensure!(
+                like_scan(&mut st_rf, &mpa_history::like_pattern(q))? == rows,
+                "the two LIKE scans disagree on {q}"
+            );
+            let matching: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM messages WHERE role IN ('user','assistant') \
+                 AND content LIKE ?1 ESCAPE '\\'",
+                [mpa_history::like_pattern(q)],
+                |r| r.get(0),
+            )?;
+            per_query.push(Cjk2Timings {
+                info: json!({"query": q, "search_path": r["search_path"], "sessions": r["count"],
+                       "like_candidates": rows, "matching_user_assistant_rows": matching}),
+                ..Default::default()
+            });
+        }
+        let (mut all_cjk, mut all_like, mut all_rf) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut cjk_cpu, mut like_cpu, mut rf_cpu) = (0.0, 0.0, 0.0);
+        for i in 0..args.iterations.max(like_iterations) {
+            let k = i % CJK2_QUERIES.len();
+            let q = CJK2_QUERIES[k];
+            if i < args.iterations {
+                let c = cpu_seconds();
+                let t = Instant::now();
+                let r = hub.session_search(&key, &sctx, json!({"query": q})).await;
+                let el = t.elapsed();
+                cjk_cpu += cpu_seconds() - c;
+                let path = r["search_path"].as_str().unwrap_or("error").to_owned();
+                *cjk_paths.entry(path).or_default() += 1;
+                all_cjk.push(el);
+                per_query[k].cjk.push(el);
+            }
+            if i < like_iterations {
+                let c = cpu_seconds();
+                let t = Instant::now();
+                like_scan(&mut st, &mpa_history::like_pattern(q))?;
+                let el = t.elapsed();
+                like_cpu += cpu_seconds() - c;
+                all_like.push(el);
+                per_query[k].like.push(el);
+                let c = cpu_seconds();
+                let t = Instant::now();
+                like_scan(&mut st_rf, &mpa_history::like_pattern(q))?;
+                let el = t.elapsed();
+                rf_cpu += cpu_seconds() - c;
+                all_rf.push(el);
+                per_query[k].like_role_first.push(el);
+            }
+        }
+        let per_query: Vec<Value> = per_query
+            .into_iter()
+            .map(|t| {
+                let mut info = t.info;
+                info["cjk_discover"] = percentiles("cjk", t.cjk);
+                info["like_scan"] = percentiles("like", t.like);
+                info["like_scan_role_first"] = percentiles("like_role_first", t.like_role_first);
+                info
+            })
+            .collect();
+        let (n_cjk, n_like) = (all_cjk.len().max(1) as f64, all_like.len().max(1) as f64);
+        json!({
+            "queries": CJK2_QUERIES, "search_paths": cjk_paths,
+            "cjk_discover": percentiles("all", all_cjk),
+            "cjk_discover_cpu_ms_per_call": cjk_cpu * 1000.0 / n_cjk,
+            "like_scan": percentiles("all", all_like),
+            "like_scan_cpu_ms_per_call": like_cpu * 1000.0 / n_like,
+            "like_sql": like_scan_sql(false),
+            "like_scan_role_first": percentiles("all", all_rf),
+            "like_scan_role_first_cpu_ms_per_call": rf_cpu * 1000.0 / n_like,
+            "like_sql_role_first": like_scan_sql(true),
+            "per_query": per_query,
+        })
+    };
+
     print_json(&json!({
         "messages": args.messages, "sessions": sessions, "corpus_mb": corpus_bytes as f64 / 1e6,
         "import": {"seconds": import_secs, "messages_per_second": stats.lines as f64 / import_secs,
@@ -515,6 +791,8 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
         "db_mb": db_bytes as f64 / 1e6,
         "search_paths": paths, "timings": timings, "discover_per_query": per_query,
         "discover_cpu_ms_per_call": discover_cpu_ms,
+        "backfill": backfill, "cjk2_vs_like": cjk2,
+        "load_average_start": load_start, "load_average_end": load_average(),
     }))?;
     if !args.keep && args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -28,6 +28,24 @@ fn line(session: &str, id: &str, role: &str, content: &str, minute: u32) -> Stri
     .to_string()
 }
 
+/// `n` sessions `s0…` of 20 alternating user/assistant lines with `text(session, message)`.
+fn sessions(n: usize, text: impl Fn(usize, usize) -> String) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in 0..n {
+        for m in 0..20 {
+            let role = if m % 2 == 0 { "user" } else { "assistant" };
+            lines.push(line(
+                &format!("s{s}"),
+                &format!("m{m}"),
+                role,
+                &text(s, m),
+                (m % 60) as u32,
+            ));
+        }
+    }
+    lines
+}
+
 fn write_jsonl(dir: &Path, lines: &[String]) -> PathBuf {
     let p = dir.join("in.jsonl");
     let mut f = std::fs::File::create(&p).unwrap();
@@ -182,19 +200,7 @@ fn killed_import_resumes_without_loss_or_duplicates() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let body = "payload ".repeat(400);
-    let mut lines = Vec::new();
-    for s in 0..1500 {
-        for m in 0..20 {
-            let role = if m % 2 == 0 { "user" } else { "assistant" };
-            lines.push(line(
-                &format!("s{s}"),
-                &format!("m{m}"),
-                role,
-                &format!("{body} session {s} message {m}"),
-                (m % 60) as u32,
-            ));
-        }
-    }
+    let lines = sessions(1500, |s, m| format!("{body} session {s} message {m}"));
     let file = write_jsonl(tmp.path(), &lines);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mpagent"))
         .arg("--data-dir")
@@ -274,4 +280,136 @@ fn killed_import_resumes_without_loss_or_duplicates() {
         .unwrap();
     assert_eq!((total, distinct), (lines.len() as i64, lines.len() as i64));
     mpa_history::store::integrity_check(&db).unwrap();
+}
+
+#[test]
+fn killed_backfill_resumes_from_committed_progress_without_duplicates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let lines = sessions(100, |s, m| format!("第{s}部 字幕 subtitle {s}-{m}"));
+    let file = write_jsonl(tmp.path(), &lines);
+    let out = mpagent(
+        &data,
+        &["history", "import", "--user", "bob", file.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = json_out(&mpagent(&data, &["history", "status", "--user", "bob"]));
+    let db = PathBuf::from(status["db_path"].as_str().unwrap());
+
+    // Paced, 20 ids per batch: 100 batches with >= 0.2 s pauses, so it is surely mid-way when
+    // killed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .arg("--data-dir")
+        .arg(&data)
+        .args([
+            "history",
+            "backfill",
+            "--user",
+            "bob",
+            "--rebuild",
+            "--batch-size",
+            "20",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let progress = |db: &Path| -> Option<i64> {
+        let c = rusqlite::Connection::open(db).ok()?;
+        c.query_row(
+            "SELECT CAST(value AS INTEGER) FROM state_meta WHERE key = 'messages_fts_cjk:progress'",
+            [],
+            |r| r.get(0),
+        )
+        .ok()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if progress(&db).is_some_and(|p| p >= 100) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backfill never progressed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success());
+    let killed_at = progress(&db).expect("still building after the kill");
+    assert!(killed_at < 2000 && killed_at % 20 == 0, "{killed_at}");
+
+    // While building, status says so and searches still find old rows through the gap scan.
+    let st = json_out(&mpagent(&data, &["history", "status", "--user", "bob"]));
+    assert_eq!(st["index_status"]["messages_fts_cjk"], false, "{st}");
+    assert_eq!(st["backfill"][2]["state"], "building");
+    let found = json_out(&mpagent(
+        &data,
+        &[
+            "history",
+            "search",
+            "--user",
+            "bob",
+            "--query",
+            "\"第99部\"",
+        ],
+    ));
+    assert_eq!(found["results"][0]["session_id"], "s99", "{found}");
+
+    let out = mpagent(
+        &data,
+        &["history", "backfill", "--user", "bob", "--no-pause"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = json_out(&out);
+    assert!(
+        summary["resumed_from"]["done"].as_u64().unwrap() >= killed_at as u64,
+        "{summary}"
+    );
+    for idx in summary["indexes"].as_array().unwrap() {
+        assert_eq!(idx["state"], "ready", "{summary}");
+    }
+    // integrity-check (also against the content) proves no duplicate and no missing posting.
+    let check = mpagent(&data, &["history", "check", "--user", "bob"]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let found = json_out(&mpagent(
+        &data,
+        &[
+            "history", "search", "--user", "bob", "--query", "字幕", "--limit", "10",
+        ],
+    ));
+    assert_eq!(found["search_path"], "cjk");
+    assert_eq!(found["count"], 10);
+    assert!(found.get("gap_scan").is_none());
+}
+
+#[test]
+fn backfill_help_and_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let help = mpagent(tmp.path(), &["history", "backfill", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for word in ["--batch-size", "--no-pause", "--rebuild", "progress"] {
+        assert!(text.contains(word), "{word} missing from:\n{text}");
+    }
+    let bad = mpagent(
+        tmp.path(),
+        &["history", "backfill", "--user", "x", "--batch-size", "0"],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        !tmp.path().join("agent").exists(),
+        "nothing written on bad input"
+    );
 }

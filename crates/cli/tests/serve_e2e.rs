@@ -317,7 +317,9 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
     let mut srv = serve(dir.path(), &mock).await;
     let shot = artifacts_dir().join("web-chat.png");
     let _ = std::fs::remove_file(&shot);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/tests/browser/chat.mjs");
+    // Runtime first: a build cache shared between checkouts may hold a test compiled elsewhere.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    let script = Path::new(&manifest).join("../server/tests/browser/chat.mjs");
     let mut node = Command::new("node");
     node.arg(&script)
         .env("MPA_URL", format!("http://{}/", srv.addr))

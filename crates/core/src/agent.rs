@@ -259,6 +259,9 @@ impl Agent {
         if let Some(exec) = &self.services.caps.exec {
             exec.shutdown().await;
         }
+        if let Some(history) = &self.services.caps.history {
+            history.shutdown().await;
+        }
     }
 
     /// Runs one tool exactly as the agent would (same registry, policy and outcome rules), outside

@@ -3,7 +3,8 @@
 //! canonical message rows, which are never touched. Structural corruption is reported, never
 //! "repaired" by deleting or resetting the user's file.
 
-use crate::store::{FTS_TABLES, index_ready};
+use crate::backfill::IndexState;
+use crate::store::FTS_TABLES;
 use crate::{HistoryError, Result};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -11,8 +12,11 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IndexCheck {
     pub index: String,
-    /// False while a backfill is pending (then it is neither checked nor rebuilt here).
+    /// False while a backfill is pending or the index is detached (then it is neither checked
+    /// nor rebuilt here: the backfill owns it).
     pub ready: bool,
+    #[serde(flatten)]
+    pub state: IndexState,
     pub ok: bool,
     /// SQLite's message for the failed check (no message text is ever included).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -66,12 +70,13 @@ pub(crate) fn run(conn: &Connection, repair: bool) -> Result<CheckReport> {
             .map_err(HistoryError::from)?;
         database_ok &= verdict == "ok";
     }
-    let ready = index_ready(conn)?;
+    let states = crate::backfill::states(conn)?;
     let mut indexes = Vec::with_capacity(FTS_TABLES.len());
     for (i, table) in FTS_TABLES.iter().enumerate() {
         let mut c = IndexCheck {
             index: (*table).to_string(),
-            ready: ready[i],
+            ready: states[i].is_ready(),
+            state: states[i],
             ok: false,
             error: None,
             rebuilt: false,

@@ -7,7 +7,8 @@
 //!   every database call on a bounded blocking pool. [`HistoryHub::append`],
 //!   [`HistoryHub::mark_compacted`], [`HistoryHub::end_session`], [`HistoryHub::session_search`]
 //!   (always returns the tool's JSON), [`HistoryHub::delete_session`], [`HistoryHub::cleanup`],
-//!   [`HistoryHub::status`].
+//!   [`HistoryHub::status`], [`HistoryHub::check`], [`HistoryHub::backfill`] (foreground),
+//!   [`HistoryHub::shutdown`] (cancels background backfills between batches).
 //! - Tool metadata for the host: [`session_search_tool_description`],
 //!   [`session_search_parameters_schema`], [`RECALL_RULES`].
 //! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
@@ -26,12 +27,18 @@
 //!   (`active=0, compacted=0`) are never shown. Nothing is deleted except by an explicit
 //!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
 //! - Display caps (1200/4000/2000 characters) never truncate storage.
+//! - Indexes are derived data: a missing, detached (confirmed corrupt) or tokenizer-stale index
+//!   is dropped and rebuilt by the [`backfill`] in id-ordered batches whose progress commits with
+//!   them; while it builds, searches scan its unindexed id range with LIKE. Message rows are
+//!   never modified to repair an index, and a structurally damaged file is never reset.
 
+pub mod backfill;
 pub mod check;
 pub mod corpus;
 pub mod error;
 pub mod import;
 pub mod legacy;
+mod maintain;
 mod query;
 pub mod redact;
 mod search;
@@ -39,8 +46,11 @@ pub mod store;
 pub mod tokenizer;
 pub mod tool;
 
+pub use backfill::{IndexProgress, IndexState, StepReport};
 pub use error::{HistoryError, Result};
+pub use maintain::MaintenanceStats;
 pub use mpa_protocol::Role;
+pub use query::like_pattern;
 pub use redact::redact;
 
 use mpa_protocol::UserKey;
@@ -96,6 +106,10 @@ pub struct HistoryConfig {
     pub query_deadline: Duration,
     /// Size of the bounded blocking pool shared by all users.
     pub blocking_permits: usize,
+    /// Build missing/detached/stale indexes in background tasks after appends and searches.
+    pub background_backfill: bool,
+    /// Rows per backfill batch (1..=2000, default 500).
+    pub backfill_batch: usize,
 }
 
 impl HistoryConfig {
@@ -104,6 +118,8 @@ impl HistoryConfig {
             data_dir: data_dir.into(),
             query_deadline: Duration::from_secs(3),
             blocking_permits: 8,
+            background_backfill: true,
+            backfill_batch: backfill::DEFAULT_BATCH,
         }
     }
 }
@@ -193,15 +209,67 @@ pub struct StatusReport {
     pub index_status: IndexStatus,
     pub cjk_tokenizer: &'static str,
     pub legacy_import_complete: bool,
+    /// Per-index build state (`ready`, `building` with `high`/`progress`, `detached`).
+    pub backfill: Vec<IndexProgress>,
+}
+
+/// How the foreground backfill runs.
+#[derive(Debug, Clone)]
+pub struct BackfillOptions {
+    /// Rows per batch (clamped to 1..=2000).
+    pub batch: usize,
+    /// Pause `max(0.2 s, 4 × batch time)` between batches (what the background task does), so a
+    /// running host keeps most of the write time; off: run flat out.
+    pub paced: bool,
+    /// Drop and rebuild every index from the message rows first.
+    pub rebuild: bool,
+}
+
+impl Default for BackfillOptions {
+    fn default() -> Self {
+        Self {
+            batch: backfill::DEFAULT_BATCH,
+            paced: true,
+            rebuild: false,
+        }
+    }
+}
+
+/// Progress reported after every batch of a foreground backfill.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BackfillProgress {
+    /// Message ids covered so far, summed over building indexes.
+    pub done: u64,
+    pub total: u64,
+    /// Seconds the last batch's transaction took (0 before the first batch).
+    pub last_batch_seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BackfillSummary {
+    /// Progress already committed when this run started (a resumed run starts above 0).
+    pub resumed_from: BackfillProgress,
+    pub batches: u64,
+    pub rows_indexed: u64,
+    pub seconds: f64,
+    /// Seconds spent inside batch transactions (the rest is pauses).
+    pub busy_seconds: f64,
+    pub indexes: Vec<IndexProgress>,
 }
 
 struct Inner {
     cfg: HistoryConfig,
     stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
     permits: Arc<Semaphore>,
+    maint: maintain::Maintenance,
 }
 
 impl Inner {
+    /// The user's store if this process has opened it.
+    fn opened(&self, user: &UserKey) -> Option<Arc<UserStore>> {
+        self.stores.lock().ok()?.get(user).cloned()
+    }
+
     fn store(&self, user: &UserKey) -> Result<Arc<UserStore>> {
         let mut map = self
             .stores
@@ -234,6 +302,7 @@ impl HistoryHub {
                 cfg,
                 stores: Mutex::new(HashMap::new()),
                 permits,
+                maint: maintain::Maintenance::new(),
             }),
         }
     }
@@ -276,11 +345,14 @@ impl HistoryHub {
         msgs: Vec<CapturedMessage>,
     ) -> Result<AppendReport> {
         store::validate_append(&session, &msgs)?;
-        self.run(user, move |s| {
-            let prepared = store::prepare(msgs);
-            s.write(|c| store::append(c, &session, &prepared))
-        })
-        .await
+        let out = self
+            .run(user, move |s| {
+                let prepared = store::prepare(msgs);
+                s.with_fts_recovery(|s| s.write(|c| store::append(c, &session, &prepared)))
+            })
+            .await;
+        maintain::schedule(self, user);
+        out
     }
 
     /// Append several session batches in one transaction (bulk import: fewer commits). Each
@@ -293,19 +365,24 @@ impl HistoryHub {
         for (session, msgs) in &batches {
             store::validate_append(session, msgs)?;
         }
-        self.run(user, move |s| {
-            let prepared: Vec<(SessionMeta, Vec<store::PreparedMessage>)> = batches
-                .into_iter()
-                .map(|(m, msgs)| (m, store::prepare(msgs)))
-                .collect();
-            s.write(|c| {
-                prepared
-                    .iter()
-                    .map(|(m, p)| store::append(c, m, p))
-                    .collect()
+        let out = self
+            .run(user, move |s| {
+                let prepared: Vec<(SessionMeta, Vec<store::PreparedMessage>)> = batches
+                    .into_iter()
+                    .map(|(m, msgs)| (m, store::prepare(msgs)))
+                    .collect();
+                s.with_fts_recovery(|s| {
+                    s.write(|c| {
+                        prepared
+                            .iter()
+                            .map(|(m, p)| store::append(c, m, p))
+                            .collect()
+                    })
+                })
             })
-        })
-        .await
+            .await;
+        maintain::schedule(self, user);
+        out
     }
 
     /// Mark messages compacted out of the live context (still searchable). Returns rows changed.
@@ -361,10 +438,13 @@ impl HistoryHub {
             Err(msg) => return tool::invalid_arguments(&msg),
         };
         let ctx = ctx.clone();
-        match self
-            .run(user, move |s| s.read(|c| tool::run(c, &ctx, &parsed)))
-            .await
-        {
+        let out = self
+            .run(user, move |s| {
+                s.with_fts_recovery(|s| s.read(|c| tool::run(c, &ctx, &parsed)))
+            })
+            .await;
+        maintain::schedule(self, user);
+        match out {
             Ok(mut v) => {
                 // While a legacy import is unfinished, every payload says so (older evidence
                 // may still be missing from results).
@@ -393,6 +473,92 @@ impl HistoryHub {
     pub async fn cleanup(&self, user: &UserKey, older_than_days: u32) -> Result<CleanupReport> {
         self.run(user, move |s| store::cleanup(s, older_than_days))
             .await
+    }
+
+    /// Run the backfill of `user` in the foreground until every index is ready, calling
+    /// `progress` after each batch. Resumes from committed progress; each batch is one
+    /// transaction, so a kill loses at most the batch in flight and never counts it.
+    pub async fn backfill(
+        &self,
+        user: &UserKey,
+        opts: BackfillOptions,
+        mut progress: impl FnMut(BackfillProgress) + Send,
+    ) -> Result<BackfillSummary> {
+        let started = std::time::Instant::now();
+        let rebuild = opts.rebuild;
+        let (done, total) = self
+            .run(user, move |s| {
+                s.write(|c| {
+                    if rebuild {
+                        for def in &store::FTS_DEFS {
+                            backfill::begin_rebuild(c, def)?;
+                        }
+                    } else if backfill::needs_prepare(c)? {
+                        backfill::prepare(c)?;
+                    }
+                    backfill::totals(c)
+                })
+            })
+            .await?;
+        let resumed_from = BackfillProgress {
+            done,
+            total,
+            last_batch_seconds: 0.0,
+        };
+        progress(resumed_from);
+        let (mut batches, mut rows, mut busy) = (0u64, 0u64, std::time::Duration::ZERO);
+        loop {
+            let batch = opts.batch;
+            let (report, took, (left_done, left_total)) = self
+                .run(user, move |s| {
+                    let (r, took) = s.backfill_round(batch)?;
+                    let t = s.read(backfill::totals)?;
+                    Ok((r, took, t))
+                })
+                .await?;
+            batches += 1;
+            rows += report.rows_indexed as u64;
+            busy += took;
+            let last_batch_seconds = took.as_secs_f64();
+            if !report.pending {
+                // Finished: the markers are gone, so report the run's own total as done.
+                progress(BackfillProgress {
+                    done: resumed_from.total,
+                    total: resumed_from.total,
+                    last_batch_seconds,
+                });
+                break;
+            }
+            // Indexes that finished leave the sums; count against the run's starting total.
+            let remaining = left_total.saturating_sub(left_done);
+            progress(BackfillProgress {
+                done: resumed_from.total.saturating_sub(remaining),
+                total: resumed_from.total,
+                last_batch_seconds,
+            });
+            if opts.paced {
+                tokio::time::sleep(backfill::pause_after(took)).await;
+            }
+        }
+        let indexes = self.run(user, |s| s.read(backfill::progress)).await?;
+        Ok(BackfillSummary {
+            resumed_from,
+            batches,
+            rows_indexed: rows,
+            seconds: started.elapsed().as_secs_f64(),
+            busy_seconds: busy.as_secs_f64(),
+            indexes,
+        })
+    }
+
+    /// Counters of the background backfill tasks.
+    pub fn maintenance_stats(&self) -> MaintenanceStats {
+        self.inner.maint.stats()
+    }
+
+    /// Cancel background backfills (between batches) and wait for them to stop.
+    pub async fn shutdown(&self) {
+        self.inner.maint.shutdown().await;
     }
 
     /// Users that have a history directory (for maintenance over all users).
@@ -462,6 +628,7 @@ impl HistoryHub {
                         "unicode61"
                     },
                     legacy_import_complete: legacy_done,
+                    backfill: backfill::progress(c)?,
                 })
             })
         })

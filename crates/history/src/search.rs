@@ -1,11 +1,13 @@
 //! Candidate search and routing (spec §9): FTS5 first, the substring retry, the OR-relaxed retry,
 //! the syntax-error rebuild, and the LIKE scan over canonical rows.
 
+use crate::backfill::IndexState;
 use crate::error::{HistoryError, Result};
 use crate::query;
 use crate::store::HIDDEN_SOURCES;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
+use serde::Serialize;
 
 /// Discover scans at most this many candidate rows (spec §10.3).
 pub const SCAN_LIMIT: usize = 300;
@@ -56,14 +58,26 @@ pub struct CandidateSet {
     pub matcher: Matcher,
     /// Rows the first successful route returned before any dedup (for `candidate_limit_reached`).
     pub scanned: usize,
+    /// Set when the route's index is still building: the unindexed id range was LIKE-scanned.
+    pub gap: Option<GapScan>,
+}
+
+/// The bounded LIKE scan over a building index's unindexed ids (spec §15.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapScan {
+    pub index: &'static str,
+    /// Inclusive range of message ids not yet in the index.
+    pub unindexed_ids: [i64; 2],
+    /// Rows found only by the scan.
+    pub hits: usize,
 }
 
 /// Which indexes may serve queries right now.
 #[derive(Debug, Clone, Copy)]
 pub struct IndexCaps {
-    pub fts: bool,
-    pub trigram: bool,
-    pub cjk: bool,
+    pub fts: IndexState,
+    pub trigram: IndexState,
+    pub cjk: IndexState,
 }
 
 fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
@@ -174,13 +188,17 @@ fn like_query(
     f: &Filters,
     sort: Sort,
     limit: usize,
+    id_range: Option<(i64, i64)>,
 ) -> Result<Vec<Candidate>> {
     let groups = query::like_groups(expr);
     if groups.is_empty() {
         return Ok(Vec::new());
     }
     let mut params = Vec::new();
-    let filters = filter_sql(f, &mut params);
+    let mut filters = filter_sql(f, &mut params);
+    if let Some((after, upto)) = id_range {
+        filters.push_str(&format!(" AND m.id > {after} AND m.id <= {upto}"));
+    }
     let mut ors = Vec::new();
     for g in &groups {
         let mut ands = Vec::new();
@@ -200,8 +218,10 @@ fn like_query(
     }
     let dir = if sort == Sort::Oldest { "ASC" } else { "DESC" };
     let sql = format!(
+        // Filters (role, visibility, source, time) come first: SQLite evaluates the terms in
+        // order, so tool bodies (most of the bytes) are never read for user/assistant searches.
         "SELECT {COLS} FROM messages m JOIN sessions s ON s.id = m.session_id \
-         WHERE ({}){filters} ORDER BY m.timestamp {dir}, m.id {dir} LIMIT {limit}",
+         WHERE TRUE{filters} AND ({}) ORDER BY m.timestamp {dir}, m.id {dir} LIMIT {limit}",
         ors.join(" OR ")
     );
     read_rows(conn, &sql, params)
@@ -243,30 +263,68 @@ pub fn candidates(
             path: "empty",
             matcher: Matcher::None,
             scanned: 0,
+            gap: None,
         });
     }
     let like = |conn: &Connection| -> Result<CandidateSet> {
-        let rows = like_query(conn, &expr, f, sort, limit)?;
+        let rows = like_query(conn, &expr, f, sort, limit, None)?;
         Ok(CandidateSet {
             scanned: rows.len(),
             rows,
+            gap: None,
             path: "like",
             matcher: Matcher::Like {
                 anchor: like_anchor(&expr),
             },
         })
     };
-    if f.roles.contains(&"tool") || !caps.fts {
+    if f.roles.contains(&"tool") || !caps.fts.usable() {
         return like(conn);
     }
+    let state_of = |table: &str| match table {
+        "messages_fts_cjk" => caps.cjk,
+        "messages_fts_trigram" => caps.trigram,
+        _ => caps.fts,
+    };
     let fts = |table: &'static str, e: &str, path: &'static str| -> Result<Option<CandidateSet>> {
         if e.trim().is_empty() {
             return Ok(None);
         }
-        let rows = fts_query(conn, table, e, f, sort, limit)?;
+        let mut rows = fts_query(conn, table, e, f, sort, limit)?;
+        let scanned = rows.len();
+        let mut gap = None;
+        // While the index builds, rows in (P, H] are not in it yet: scan them with LIKE so old
+        // messages never vanish (bounded by the id range, the remaining limit and the deadline).
+        if let IndexState::Building { high, progress } = state_of(table)
+            && progress < high
+        {
+            let mut hits = 0;
+            if rows.len() < limit {
+                let seen: std::collections::HashSet<i64> = rows.iter().map(|r| r.id).collect();
+                let extra =
+                    like_query(conn, e, f, sort, limit - rows.len(), Some((progress, high)))?;
+                for r in extra.into_iter().filter(|r| !seen.contains(&r.id)) {
+                    rows.push(r);
+                    hits += 1;
+                }
+                match sort {
+                    Sort::Relevance => {}
+                    Sort::Newest => rows
+                        .sort_by(|a, b| b.timestamp.total_cmp(&a.timestamp).then(b.id.cmp(&a.id))),
+                    Sort::Oldest => rows
+                        .sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp).then(a.id.cmp(&b.id))),
+                }
+            }
+            gap = Some(GapScan {
+                index: table,
+                unindexed_ids: [progress + 1, high],
+                hits,
+            });
+        }
         Ok(Some(CandidateSet {
-            scanned: rows.len(),
+            scanned,
             rows,
+            gap,
             path,
             matcher: Matcher::Fts {
                 table,
@@ -280,7 +338,7 @@ pub fn candidates(
         // A `%` survives sanitising only in CJK text, precisely so it can be matched literally:
         // the indexes treat it as a separator, so such queries go to LIKE.
         let literal = expr.contains('%');
-        if caps.cjk && !literal && !query::has_lone_cjk_char(&expr) {
+        if caps.cjk.usable() && !literal && !query::has_lone_cjk_char(&expr) {
             match fts("messages_fts_cjk", &quoted, "cjk") {
                 Ok(Some(set)) => return Ok(set),
                 Ok(None) => {}
@@ -292,7 +350,7 @@ pub fn candidates(
             .iter()
             .filter(|t| query::has_cjk(t))
             .all(|t| t.chars().filter(|c| query::is_cjk(*c)).count() >= 3);
-        if caps.trigram && per_token_ok && !literal && !query::has_lone_cjk_char(&expr) {
+        if caps.trigram.usable() && per_token_ok && !literal && !query::has_lone_cjk_char(&expr) {
             match fts("messages_fts_trigram", &quoted, "trigram") {
                 Ok(Some(set)) => return Ok(set),
                 Ok(None) => {}
@@ -325,7 +383,7 @@ pub fn candidates(
     }
     // Substring retry: Latin fused to CJK (`修改youer服务端`) is one unicode61 token.
     let quoted = query::quote_each_token(&base_expr, false);
-    if caps.cjk && crate::NATIVE_CJK {
+    if caps.cjk.usable() {
         match fts("messages_fts_cjk", &quoted, "cjk") {
             Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
             Ok(_) => {}
@@ -336,8 +394,8 @@ pub fn candidates(
     // The trigram retry exists for Latin fused to CJK; the native CJK index above already splits
     // those, so trigram (costly for common trigrams) only runs while that index is not ready.
     let tokens = query::non_operator_tokens(&base_expr);
-    if caps.trigram
-        && !caps.cjk
+    if caps.trigram.usable()
+        && !caps.cjk.usable()
         && !tokens.is_empty()
         && tokens.iter().all(|t| t.chars().count() >= 3)
     {

@@ -9,6 +9,7 @@ use std::fs;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Relational schema version stamped in `PRAGMA user_version`.
@@ -39,6 +40,44 @@ const CLEANUP_BATCH: usize = 200;
 
 /// The three FTS indexes and the table name used as their `state_meta` key prefix.
 pub const FTS_TABLES: [&str; 3] = ["messages_fts", "messages_fts_trigram", "messages_fts_cjk"];
+
+/// How one FTS index is declared: its table, columns (read from `<table>_src`) and tokenizer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FtsDef {
+    pub(crate) table: &'static str,
+    pub(crate) cols: &'static [&'static str],
+    pub(crate) tokenize: &'static str,
+}
+
+/// Tool bodies get their own column in the base index so user/assistant searches can exclude
+/// them with a column filter before ranking: tool rows are most of the bytes and postings.
+pub(crate) const FTS_DEFS: [FtsDef; 3] = [
+    FtsDef {
+        table: "messages_fts",
+        cols: &["content", "tool_name", "tool_calls", "tool_result"],
+        tokenize: "unicode61",
+    },
+    FtsDef {
+        table: "messages_fts_trigram",
+        cols: &["content", "tool_name"],
+        tokenize: "trigram",
+    },
+    FtsDef {
+        table: "messages_fts_cjk",
+        cols: &["content", "tool_name"],
+        tokenize: crate::CJK_TOKENIZE,
+    },
+];
+
+impl FtsDef {
+    pub(crate) fn create_sql(&self) -> String {
+        fts_sql(self.table, self.cols, self.tokenize)
+    }
+
+    pub(crate) fn col_list(&self) -> String {
+        self.cols.join(", ")
+    }
+}
 
 pub fn now_epoch() -> f64 {
     chrono::Utc::now().timestamp_micros() as f64 / 1e6
@@ -250,22 +289,13 @@ pub(crate) fn schema_sql() -> String {
 ",
     );
     s.push_str(&view_sql());
-    // Tool bodies get their own column so user/assistant searches can exclude them with a
-    // column filter before ranking: tool rows are most of the bytes and most of the postings.
-    s.push_str(&fts_sql(
-        "messages_fts",
-        &["content", "tool_name", "tool_calls", "tool_result"],
-        "unicode61",
-    ));
-    s.push_str(&fts_sql(
-        "messages_fts_trigram",
-        &["content", "tool_name"],
-        "trigram",
-    ));
-    s.push_str(&fts_sql(
-        "messages_fts_cjk",
-        &["content", "tool_name"],
-        crate::CJK_TOKENIZE,
+    for def in FTS_DEFS {
+        s.push_str(&def.create_sql());
+    }
+    s.push_str(&format!(
+        "INSERT INTO state_meta (key, value) VALUES ('{}', '{}');\n",
+        crate::backfill::TOKENIZER_VERSION_KEY,
+        crate::tokenizer::TOKENIZER_VERSION
     ));
     s
 }
@@ -330,6 +360,7 @@ pub(crate) struct UserStore {
     /// Serialises writers of this process so concurrent appends never spin on SQLITE_BUSY;
     /// other processes are handled by `busy_timeout`.
     write_lock: Mutex<()>,
+    maintenance_due: AtomicBool,
 }
 
 impl UserStore {
@@ -337,15 +368,38 @@ impl UserStore {
         check_user_key(user)?;
         let db = prepare_files(data_dir, user)?;
         let busy = deadline.max(Duration::from_secs(3));
-        let conn = open_connection(&db, busy)?;
+        let mut conn = open_connection(&db, busy)?;
         tighten_sidecars(&db)?;
+        // Missing, detached or tokenizer-stale indexes start their rebuild here (a read first,
+        // so opening a healthy store writes nothing).
+        let building = if crate::backfill::needs_prepare(&conn)? {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let b = crate::backfill::prepare(&tx)?;
+            tx.commit()?;
+            b
+        } else {
+            crate::backfill::states(&conn)?
+                .iter()
+                .any(|s| !s.is_ready())
+        };
         Ok(Self {
             db,
             busy,
             deadline,
             pool: Mutex::new(vec![conn]),
             write_lock: Mutex::new(()),
+            maintenance_due: AtomicBool::new(building),
         })
+    }
+
+    /// Whether a backfill may have work to do (set at open and after a detach; cleared by the
+    /// maintenance loop when nothing is pending).
+    pub(crate) fn maintenance_due(&self) -> bool {
+        self.maintenance_due.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_maintenance_due(&self, due: bool) {
+        self.maintenance_due.store(due, Ordering::Release);
     }
 
     fn take(&self) -> Result<Connection> {
@@ -388,6 +442,51 @@ impl UserStore {
             self.give_back(conn);
         }
         out
+    }
+
+    /// Run `op`; if it fails with an FTS-only corruption, detach the confirmed-corrupt indexes
+    /// (their triggers dropped, marked for rebuild; message rows untouched) and run `op` once
+    /// more (spec §12.1). Structural corruption, or nothing confirmed, returns the error as is.
+    pub(crate) fn with_fts_recovery<T>(&self, op: impl Fn(&Self) -> Result<T>) -> Result<T> {
+        match op(self) {
+            Err(e) if crate::backfill::may_be_fts_damage(&e) => {
+                let detached = self.write(crate::backfill::detach_corrupt)?;
+                if detached.is_empty() {
+                    return Err(e);
+                }
+                self.set_maintenance_due(true);
+                op(self)
+            }
+            other => other,
+        }
+    }
+
+    /// One backfill round under the write lock: start rebuilds that are due, then advance every
+    /// building index by one batch. Returns the report and the time the transaction took.
+    pub(crate) fn backfill_round(
+        &self,
+        batch: usize,
+    ) -> Result<(crate::backfill::StepReport, Duration)> {
+        let _guard = self
+            .write_lock
+            .lock()
+            .map_err(|_| HistoryError::Worker("write lock poisoned".into()))?;
+        let started = Instant::now();
+        let mut conn = self.take()?;
+        let out = (|| -> Result<crate::backfill::StepReport> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if crate::backfill::needs_prepare(&tx)? {
+                crate::backfill::prepare(&tx)?;
+            }
+            let report = crate::backfill::step(&tx, batch)?;
+            tx.commit()?;
+            Ok(report)
+        })();
+        self.give_back(conn);
+        let report = out?;
+        // Under the write lock, so a detach that sets it again cannot be lost in between.
+        self.set_maintenance_due(report.pending);
+        Ok((report, started.elapsed()))
     }
 
     /// Run a write in one `BEGIN IMMEDIATE` transaction.
@@ -670,15 +769,7 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
 
 /// Per-index readiness: absent `state_meta` marker means ready (spec §3.4, [MP]).
 pub(crate) fn index_ready(conn: &Connection) -> Result<[bool; 3]> {
-    let mut st = conn.prepare("SELECT 1 FROM state_meta WHERE key = ?1")?;
-    let mut out = [true; 3];
-    for (i, t) in FTS_TABLES.iter().enumerate() {
-        out[i] = !st.exists([*t])?;
-    }
-    if !crate::NATIVE_CJK {
-        out[2] = false;
-    }
-    Ok(out)
+    Ok(crate::backfill::states(conn)?.map(|s| s.is_ready()))
 }
 
 /// Run FTS5 `'integrity-check'` (with rank 1: also against the content view) on every index.

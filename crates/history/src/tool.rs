@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::search::{self, Candidate, CandidateSet, Filters, IndexCaps, Sort};
-use crate::store::{self, HIDDEN_SOURCES, LEFT_CONTEXT_REASONS, MAX_SESSION_ID_CHARS};
+use crate::store::{HIDDEN_SOURCES, LEFT_CONTEXT_REASONS, MAX_SESSION_ID_CHARS};
 use crate::{SearchContext, query};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value, json};
@@ -548,11 +548,12 @@ fn error(code: &str) -> Value {
 
 /// Run the tool against one user's database (inside a read snapshot).
 pub(crate) fn run(conn: &Connection, ctx: &SearchContext, args: &Args) -> Result<Value> {
-    let ready = store::index_ready(conn)?;
+    let states = crate::backfill::states(conn)?;
+    let ready = states.map(|s| s.is_ready());
     let caps = IndexCaps {
-        fts: ready[0],
-        trigram: ready[1],
-        cjk: ready[2],
+        fts: states[0],
+        trigram: states[1],
+        cjk: states[2],
     };
     let mut sessions = Sessions::new(conn);
     let current_root = match ctx.current_session_id.as_deref().filter(|s| !s.is_empty()) {
@@ -945,12 +946,20 @@ fn discover(
         "candidate_limit_reached": set.scanned >= search::SCAN_LIMIT,
         "hint": ABSENCE_HINT,
     });
-    if count == 0
-        && let Value::Object(m) = &mut out
-    {
-        m.insert("message".into(), json!("No matching sessions found."));
+    if let Value::Object(m) = &mut out {
+        if count == 0 {
+            m.insert("message".into(), json!("No matching sessions found."));
+        }
+        insert_gap(m, &set);
     }
     Ok(out)
+}
+
+/// While the route's index is still building, say which ids were scanned without it.
+fn insert_gap(m: &mut Map<String, Value>, set: &CandidateSet) {
+    if let Some(gap) = &set.gap {
+        m.insert("gap_scan".into(), json!(gap));
+    }
 }
 
 /// `session_id` + `query`: search inside one session, compacted rows included (spec §15.6).
@@ -988,12 +997,16 @@ fn search_in_session(
         }));
     }
     let count = results.len();
-    Ok(json!({
+    let mut out = json!({
         "success": true, "mode": "session_search", "session_id": sid, "query": args.query,
         "results": results, "count": count, "search_path": set.path,
         "hint": "Matches inside this session, including messages compacted out of the live context. \
                  Scroll with session_id and around_message_id=match_message_id to read around a match.",
-    }))
+    });
+    if let Value::Object(m) = &mut out {
+        insert_gap(m, &set);
+    }
+    Ok(out)
 }
 
 fn browse(

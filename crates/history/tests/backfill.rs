@@ -1,0 +1,646 @@
+//! Background backfill and automatic FTS corruption recovery (spec §11, §12.1, §18 items 30–35):
+//! rebuild triggers (tokenizer version change, missing index, detached index), the gap scan
+//! while building, appends and deletes racing a backfill, the pause between batches, shutdown,
+//! task limits, and corruption found during a search.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{env, meta, msg, user};
+use mpa_history::{
+    BackfillOptions, CapturedMessage, HistoryConfig, HistoryHub, IndexState, Role, SessionMeta,
+};
+use mpa_protocol::UserKey;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn hub_at(dir: &Path, background: bool, batch: usize) -> HistoryHub {
+    let mut cfg = HistoryConfig::new(dir);
+    cfg.background_backfill = background;
+    cfg.backfill_batch = batch;
+    HistoryHub::new(cfg)
+}
+
+fn raw(hub: &HistoryHub, u: &UserKey) -> rusqlite::Connection {
+    rusqlite::Connection::open(hub.db_path(u)).unwrap()
+}
+
+fn texts(n: usize, f: impl Fn(usize) -> String) -> Vec<CapturedMessage> {
+    (0..n)
+        .map(|i| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            msg(&format!("m{i}"), role, &f(i), 1_700_000_000.0 + i as f64)
+        })
+        .collect()
+}
+
+fn tokenizer_version(hub: &HistoryHub, u: &UserKey) -> String {
+    raw(hub, u)
+        .query_row(
+            "SELECT value FROM state_meta WHERE key = 'tokenizer_version:cjk_unicode61'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// Make the CJK index look as if another tokenizer version had written it.
+fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
+    raw(hub, u)
+        .execute(
+            "UPDATE state_meta SET value = '0' WHERE key = 'tokenizer_version:cjk_unicode61'",
+            [],
+        )
+        .unwrap();
+}
+
+async fn search(hub: &HistoryHub, u: &UserKey, args: Value) -> Value {
+    let out = hub.session_search(u, &Default::default(), args).await;
+    assert_eq!(out["success"], true, "{out}");
+    out
+}
+
+fn session_ids(out: &Value) -> Vec<String> {
+    out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn states(hub: &HistoryHub, u: &UserKey) -> Vec<(String, IndexState)> {
+    hub.status(u)
+        .await
+        .unwrap()
+        .backfill
+        .into_iter()
+        .map(|p| (p.index.to_owned(), p.state))
+        .collect()
+}
+
+async fn wait_ready(hub: &HistoryHub, u: &UserKey) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = states(hub, u).await;
+        if s.iter().all(|(_, st)| st.is_ready()) {
+            return;
+        }
+        assert!(Instant::now() < until, "backfill did not finish: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokenizer_version_change_rebuilds_cjk_and_gap_rows_stay_findable() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("tokver");
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        let old = texts(30, |i| format!("第{i}条：订阅的剧集已经下载完成"));
+        hub.append(&u, meta("old", "web"), old).await.unwrap();
+        assert_eq!(tokenizer_version(&hub, &u), "1");
+        mark_tokenizer_stale(&hub, &u);
+    }
+    let hub = hub_at(dir.path(), false, 7);
+    let st = states(&hub, &u).await;
+    assert_eq!(st[0].1, IndexState::Ready);
+    assert_eq!(st[1].1, IndexState::Ready);
+    assert_eq!(
+        st[2],
+        (
+            "messages_fts_cjk".to_owned(),
+            IndexState::Building {
+                high: 30,
+                progress: 0
+            }
+        )
+    );
+
+    // While building: index_status says so, yet the old rows are found through the gap scan.
+    let out = search(&hub, &u, json!({"query": "订阅"})).await;
+    assert_eq!(out["index_status"]["messages_fts_cjk"], false, "{out}");
+    assert_eq!(out["search_path"], "cjk");
+    assert_eq!(session_ids(&out), vec!["old"]);
+    assert_eq!(out["gap_scan"]["index"], "messages_fts_cjk");
+    assert_eq!(out["gap_scan"]["unindexed_ids"], json!([1, 30]));
+    assert!(
+        out["results"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("订阅")
+    );
+
+    // A row appended meanwhile (id > high) is indexed at once by the id-gated trigger.
+    let new = texts(2, |_| "新订阅：沙丘".to_owned());
+    hub.append(&u, meta("new", "web"), new).await.unwrap();
+    let out = search(&hub, &u, json!({"query": "沙丘"})).await;
+    assert_eq!(session_ids(&out), vec!["new"]);
+    assert_eq!(
+        out["gap_scan"]["hits"], 0,
+        "found in the index, not the gap"
+    );
+
+    let mut seen = Vec::new();
+    let summary = hub
+        .backfill(
+            &u,
+            BackfillOptions {
+                batch: 7,
+                paced: false,
+                rebuild: false,
+            },
+            |p| seen.push((p.done, p.total)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.resumed_from.total, 30);
+    assert_eq!(
+        summary.rows_indexed, 30,
+        "each old row indexed exactly once"
+    );
+    assert_eq!(summary.batches, 5, "30 ids in batches of 7");
+    assert_eq!(seen.first(), Some(&(0, 30)));
+    assert_eq!(seen.last(), Some(&(30, 30)));
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+
+    let out = search(&hub, &u, json!({"query": "订阅", "limit": 5})).await;
+    assert_eq!(out["index_status"]["messages_fts_cjk"], true);
+    assert_eq!(out["search_path"], "cjk");
+    assert!(out.get("gap_scan").is_none());
+    let mut ids = session_ids(&out);
+    ids.sort();
+    assert_eq!(ids, vec!["new", "old"]);
+    assert!(hub.check(&u, false).await.unwrap().healthy());
+    assert_eq!(
+        tokenizer_version(&hub, &u),
+        "1",
+        "the rebuilt index records the current version"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("racer");
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        for s in 0..12 {
+            let m = texts(4, |i| {
+                format!("session {s} line {i}: 磁力链接 magnet tracker 第{s}集")
+            });
+            hub.append(&u, meta(&format!("s{s}"), "web"), m)
+                .await
+                .unwrap();
+        }
+        // All three indexes missing (e.g. dropped by hand): the next open rebuilds them.
+        raw(&hub, &u)
+            .execute_batch(
+                "DROP TABLE messages_fts; DROP TABLE messages_fts_trigram; DROP TABLE messages_fts_cjk;",
+            )
+            .unwrap();
+    }
+    let hub = hub_at(dir.path(), true, 3);
+    let st = states(&hub, &u).await;
+    assert!(
+        st.iter()
+            .all(|(_, s)| matches!(s, IndexState::Building { high: 48, .. })),
+        "{st:?}"
+    );
+    // The append schedules the background task; then keep writing while it runs.
+    for round in 0..6 {
+        let extra = texts(3, |i| format!("late {round}-{i} 磁力链接 magnet"));
+        hub.append(&u, meta(&format!("late{round}"), "web"), extra)
+            .await
+            .unwrap();
+        hub.delete_session(&u, &format!("s{}", round * 2))
+            .await
+            .unwrap();
+        assert!(hub.maintenance_stats().scheduled <= 1);
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    wait_ready(&hub, &u).await;
+    let report = hub.check(&u, false).await.unwrap();
+    assert!(report.healthy(), "{report:?}");
+    assert!(report.indexes.iter().all(|i| i.ready && i.ok), "{report:?}");
+    assert_eq!(report.messages, 12 * 4 - 6 * 4 + 6 * 3);
+
+    for (q, path) in [("magnet", "fts5"), ("磁力链接", "cjk")] {
+        let out = search(
+            &hub,
+            &u,
+            json!({"query": q, "limit": 10, "detail": "index"}),
+        )
+        .await;
+        assert_eq!(out["search_path"], path, "{out}");
+        let ids = session_ids(&out);
+        for s in (0..12).step_by(2) {
+            assert!(
+                !ids.contains(&format!("s{s}")),
+                "deleted s{s} found: {ids:?}"
+            );
+        }
+        assert_eq!(ids.len(), 10, "6 kept + 6 late sessions, limit 10: {ids:?}");
+    }
+    for s in (1..12).step_by(2) {
+        let out = search(&hub, &u, json!({"query": format!("\"第{s}集\"")})).await;
+        assert_eq!(session_ids(&out), vec![format!("s{s}")], "{out}");
+    }
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paced_backfill_pauses_at_least_the_duty_cycle_between_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("pacer");
+    let hub = hub_at(dir.path(), false, 500);
+    hub.append(&u, meta("a", "web"), texts(40, |i| format!("row {i} 电影")))
+        .await
+        .unwrap();
+    let mut marks: Vec<(Instant, f64)> = Vec::new();
+    hub.backfill(
+        &u,
+        BackfillOptions {
+            batch: 10,
+            paced: true,
+            rebuild: true,
+        },
+        |p| marks.push((Instant::now(), p.last_batch_seconds)),
+    )
+    .await
+    .unwrap();
+    // Start report + 4 batches of 10 ids (three indexes each).
+    assert_eq!(marks.len(), 5);
+    for w in marks[1..].windows(2) {
+        let gap = w[1].0 - w[0].0;
+        let want = Duration::from_millis(200).max(Duration::from_secs_f64(4.0 * w[0].1));
+        assert!(gap >= want, "pause {gap:?} < {want:?}");
+    }
+    assert_eq!(
+        mpa_history::backfill::pause_after(Duration::from_millis(10)),
+        Duration::from_millis(200)
+    );
+    assert_eq!(
+        mpa_history::backfill::pause_after(Duration::from_millis(100)),
+        Duration::from_millis(400)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("stopper");
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        for s in 0..5 {
+            hub.append(
+                &u,
+                meta(&format!("s{s}"), "web"),
+                texts(40, |i| format!("s{s} row {i} 纪录片")),
+            )
+            .await
+            .unwrap();
+        }
+        mark_tokenizer_stale(&hub, &u);
+    }
+    let hub = hub_at(dir.path(), true, 5);
+    // A search opens the store (cjk building) and schedules the task.
+    search(&hub, &u, json!({"query": "纪录片"})).await;
+    let until = Instant::now() + Duration::from_secs(30);
+    let progress = loop {
+        if let IndexState::Building { progress, .. } = states(&hub, &u).await[2].1
+            && progress > 0
+        {
+            break progress;
+        }
+        assert!(Instant::now() < until, "backfill never advanced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    hub.shutdown().await;
+    let stats = hub.maintenance_stats();
+    assert_eq!((stats.running, stats.scheduled), (0, 0), "{stats:?}");
+    let after = states(&hub, &u).await[2].1;
+    let IndexState::Building { progress: p1, high } = after else {
+        panic!("finished before shutdown: {after:?}")
+    };
+    assert!(p1 >= progress && p1 < high);
+    assert_eq!(p1 % 5, 0, "progress only moves by whole batches");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        states(&hub, &u).await[2].1,
+        after,
+        "nothing runs after shutdown"
+    );
+    // Further calls schedule nothing once shut down.
+    search(&hub, &u, json!({"query": "纪录片"})).await;
+    assert_eq!(hub.maintenance_stats().scheduled, 0);
+
+    let hub2 = hub_at(dir.path(), false, 500);
+    let s = hub2
+        .backfill(
+            &u,
+            BackfillOptions {
+                paced: false,
+                ..Default::default()
+            },
+            |_| {},
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.resumed_from.done, p1 as u64);
+    assert_eq!(s.rows_indexed as i64, high - p1);
+    assert!(hub2.check(&u, false).await.unwrap().healthy());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_most_one_task_per_user_and_eight_per_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let users: Vec<UserKey> = (0..10).map(|i| user(&format!("many{i}"))).collect();
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        for u in &users {
+            hub.append(u, meta("s", "web"), texts(12, |i| format!("row {i} 动画")))
+                .await
+                .unwrap();
+            mark_tokenizer_stale(&hub, u);
+        }
+    }
+    // Batches of one row: each task needs 12 batches and 11 pauses of >= 0.2 s.
+    let hub = hub_at(dir.path(), true, 1);
+    for _ in 0..3 {
+        for u in &users {
+            search(&hub, u, json!({"query": "动画"})).await;
+        }
+    }
+    let stats = hub.maintenance_stats();
+    assert_eq!(stats.scheduled, 10, "one task per user: {stats:?}");
+    let until = Instant::now() + Duration::from_secs(90);
+    let mut saw_full = false;
+    loop {
+        let s = hub.maintenance_stats();
+        assert!(s.running <= 8 && s.peak_running <= 8, "{s:?}");
+        assert!(s.scheduled <= 10, "{s:?}");
+        saw_full |= s.running == 8;
+        if s.scheduled == 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "tasks did not finish: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(saw_full, "eight tasks ran at once");
+    assert_eq!(hub.maintenance_stats().peak_running, 8);
+    for u in &users {
+        let out = search(&hub, u, json!({"query": "动画"})).await;
+        assert_eq!(out["index_status"]["messages_fts_cjk"], true);
+        assert!(hub.check(u, false).await.unwrap().healthy());
+    }
+}
+
+/// Corrupt the largest data block of one index's shadow table.
+fn corrupt(hub: &HistoryHub, u: &UserKey, table: &str) {
+    raw(hub, u)
+        .execute(
+            &format!(
+                "UPDATE {table}_data SET block = zeroblob(length(block)) \
+                 WHERE id = (SELECT max(id) FROM {table}_data)"
+            ),
+            [],
+        )
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds() {
+    let e = env();
+    let dir = e.dir.path().to_path_buf();
+    let u = user("corrupt");
+    let hub = hub_at(&dir, false, 500);
+    hub.append(
+        &u,
+        meta("old", "cli"),
+        texts(60, |i| {
+            format!("Interstellar 星际穿越 download number {i} finished")
+        }),
+    )
+    .await
+    .unwrap();
+    corrupt(&hub, &u, "messages_fts");
+
+    let out = search(&hub, &u, json!({"query": "Interstellar"})).await;
+    assert_eq!(
+        session_ids(&out),
+        vec!["old"],
+        "retried once, answered: {out}"
+    );
+    assert_eq!(out["search_path"], "like", "the detached index is not read");
+    assert_eq!(out["index_status"]["messages_fts"], false);
+    assert_eq!(out["index_status"]["messages_fts_cjk"], true);
+    let st = states(&hub, &u).await;
+    assert_eq!(st[0].1, IndexState::Detached);
+    assert!(st[1].1.is_ready() && st[2].1.is_ready(), "{st:?}");
+    let c = raw(&hub, &u);
+    let triggers: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'messages_fts%' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(
+        !triggers
+            .iter()
+            .any(|t| t.starts_with("messages_fts_a") || t.starts_with("messages_fts_b")),
+        "the corrupt index's triggers are gone: {triggers:?}"
+    );
+    assert_eq!(
+        triggers.len(),
+        4,
+        "the other indexes keep theirs: {triggers:?}"
+    );
+    let rows: i64 = c
+        .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 60, "message rows untouched");
+
+    // Read mode and appends keep working.
+    let read = search(&hub, &u, json!({"session_id": "old"})).await;
+    assert_eq!(read["message_count"], 60, "{read}");
+    hub.append(
+        &u,
+        meta("new", "cli"),
+        texts(2, |_| "Interstellar rewatch 重温".into()),
+    )
+    .await
+    .unwrap();
+
+    // The next open (or the background task) rebuilds it through the backfill.
+    let s = hub
+        .backfill(
+            &u,
+            BackfillOptions {
+                batch: 1,
+                paced: false,
+                rebuild: false,
+            },
+            |_| {},
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.rows_indexed, 62);
+    let out = search(&hub, &u, json!({"query": "Interstellar", "limit": 5})).await;
+    assert_eq!(out["search_path"], "fts5");
+    let mut ids = session_ids(&out);
+    ids.sort();
+    assert_eq!(ids, vec!["new", "old"]);
+    assert!(hub.check(&u, false).await.unwrap().healthy());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_cjk_index_is_rebuilt_in_the_background_after_a_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("corrupt-cjk");
+    let hub = hub_at(dir.path(), true, 500);
+    let session = |i: usize| SessionMeta {
+        session_id: format!("s{i}"),
+        source: "web".into(),
+        ..Default::default()
+    };
+    for i in 0..4 {
+        hub.append(
+            &u,
+            session(i),
+            texts(25, |j| format!("第{i}部 字幕 下载 {j}")),
+        )
+        .await
+        .unwrap();
+    }
+    corrupt(&hub, &u, "messages_fts_cjk");
+    let out = search(&hub, &u, json!({"query": "字幕", "limit": 10})).await;
+    assert_eq!(out["index_status"]["messages_fts_cjk"], false, "{out}");
+    assert_eq!(out["search_path"], "like");
+    assert_eq!(session_ids(&out).len(), 4);
+    // The search scheduled the rebuild.
+    wait_ready(&hub, &u).await;
+    let out = search(&hub, &u, json!({"query": "字幕", "limit": 10})).await;
+    assert_eq!(out["search_path"], "cjk");
+    assert_eq!(session_ids(&out).len(), 4);
+    assert!(hub.check(&u, false).await.unwrap().healthy());
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn building_base_index_serves_english_queries_with_the_gap_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("base-gap");
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        hub.append(
+            &u,
+            meta("old-ok", "web"),
+            texts(4, |i| format!("docker networking fixed {i}")),
+        )
+        .await
+        .unwrap();
+        hub.append(
+            &u,
+            meta("old-broken", "web"),
+            texts(4, |i| format!("docker broken tls {i}")),
+        )
+        .await
+        .unwrap();
+        raw(&hub, &u)
+            .execute_batch("DROP TABLE messages_fts;")
+            .unwrap();
+    }
+    let hub = hub_at(dir.path(), false, 500);
+    hub.append(
+        &u,
+        meta("new", "web"),
+        texts(2, |i| format!("docker compose upgrade {i}")),
+    )
+    .await
+    .unwrap();
+    let out = search(
+        &hub,
+        &u,
+        json!({"query": "docker", "limit": 5, "sort": "newest"}),
+    )
+    .await;
+    assert_eq!(out["search_path"], "fts5", "{out}");
+    assert_eq!(out["index_status"]["messages_fts"], false);
+    assert_eq!(out["gap_scan"]["unindexed_ids"], json!([1, 8]));
+    assert_eq!(out["gap_scan"]["hits"], 8);
+    // Every session's messages use the same clock (t0 + i): the newest rows are the last ones
+    // of the 4-message sessions (ties broken by id), so gap rows sort in with indexed ones.
+    assert_eq!(session_ids(&out), vec!["old-broken", "old-ok", "new"]);
+    // NOT is honoured inside the gap too.
+    let out = search(&hub, &u, json!({"query": "docker NOT broken", "limit": 5})).await;
+    let mut ids = session_ids(&out);
+    ids.sort();
+    assert_eq!(ids, vec!["new", "old-ok"], "{out}");
+    // Phrases keep their word order in the gap scan.
+    let out = search(&hub, &u, json!({"query": "\"networking fixed\""})).await;
+    assert_eq!(session_ids(&out), vec!["old-ok"], "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("corrupt-append");
+    let hub = hub_at(dir.path(), false, 500);
+    for s in 0..3 {
+        hub.append(
+            &u,
+            meta(&format!("s{s}"), "web"),
+            texts(50, |i| format!("Blade Runner 银翼杀手 copy {s} {i}")),
+        )
+        .await
+        .unwrap();
+    }
+    // Zero every block of the base index: an insert has to read its structure record.
+    raw(&hub, &u)
+        .execute(
+            "UPDATE messages_fts_data SET block = zeroblob(length(block))",
+            [],
+        )
+        .unwrap();
+    let report = hub
+        .append(
+            &u,
+            meta("new", "web"),
+            texts(5, |i| format!("Blade Runner 2049 {i}")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        report.inserted, 5,
+        "the append is retried once after the detach"
+    );
+    let st = states(&hub, &u).await;
+    assert_eq!(st[0].1, IndexState::Detached, "{st:?}");
+    assert!(st[1].1.is_ready() && st[2].1.is_ready(), "{st:?}");
+    let read = search(&hub, &u, json!({"session_id": "new"})).await;
+    assert_eq!(read["message_count"], 5);
+    let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
+    assert_eq!(out["search_path"], "like");
+    assert_eq!(session_ids(&out).len(), 4);
+    hub.backfill(
+        &u,
+        BackfillOptions {
+            paced: false,
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
+    assert_eq!(out["search_path"], "fts5");
+    assert_eq!(session_ids(&out).len(), 4);
+    assert!(hub.check(&u, false).await.unwrap().healthy());
+}
