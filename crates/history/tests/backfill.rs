@@ -644,3 +644,91 @@ async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
     assert_eq!(session_ids(&out).len(), 4);
     assert!(hub.check(&u, false).await.unwrap().healthy());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_found_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("no-cjk");
+    let hub = hub_at(dir.path(), false, 500);
+    hub.append(
+        &u,
+        meta("s1", "web"),
+        texts(1, |_| "我们下载订阅成功了".into()),
+    )
+    .await
+    .unwrap();
+    hub.append(
+        &u,
+        meta("s2", "web"),
+        texts(2, |i| ["去广西玩", "桂林山水"][i].into()),
+    )
+    .await
+    .unwrap();
+    hub.append(
+        &u,
+        meta("s3", "web"),
+        texts(1, |_| "修改youer服务端的计划".into()),
+    )
+    .await
+    .unwrap();
+    // The CJK index goes away as after a confirmed corruption (triggers dropped, detached);
+    // this process keeps its store open and runs no background task, so it stays away.
+    raw(&hub, &u)
+        .execute_batch(
+            "DROP TRIGGER messages_fts_cjk_ai; DROP TRIGGER messages_fts_cjk_bd; \
+             INSERT INTO state_meta (key, value) VALUES ('messages_fts_cjk', 'detached');",
+        )
+        .unwrap();
+    let route = |q: &'static str| {
+        let hub = hub.clone();
+        let u = u.clone();
+        async move {
+            let r = search(&hub, &u, json!({"query": q, "limit": 5})).await;
+            assert_eq!(r["index_status"]["messages_fts_cjk"], false, "{r}");
+            (
+                r["search_path"].as_str().unwrap().to_owned(),
+                session_ids(&r),
+            )
+        }
+    };
+    // §18.24: 3+ characters without the CJK index → trigram.
+    assert_eq!(
+        route("下载订阅").await,
+        ("trigram".into(), vec!["s1".into()])
+    );
+    // §18.25: 2 characters without it → like, still found.
+    assert_eq!(route("订阅").await, ("like".into(), vec!["s1".into()]));
+    // §18.27: 2-character OR terms are never sent to trigram.
+    assert_eq!(
+        route("广西 OR 桂林 OR 漓江").await,
+        ("like".into(), vec!["s2".into()])
+    );
+    // §18.28: Latin fused to CJK through the trigram substring retry.
+    assert_eq!(route("youer").await, ("trigram".into(), vec!["s3".into()]));
+
+    // §18.30: written while the index was away, found through cjk once the rebuild is done.
+    hub.append(
+        &u,
+        meta("s4", "web"),
+        texts(1, |_| "新的订阅规则已经保存".into()),
+    )
+    .await
+    .unwrap();
+    hub.backfill(
+        &u,
+        BackfillOptions {
+            paced: false,
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let r = search(&hub, &u, json!({"query": "订阅", "limit": 5})).await;
+    assert_eq!(r["search_path"], "cjk");
+    assert_eq!(r["index_status"]["messages_fts_cjk"], true);
+    let mut ids = session_ids(&r);
+    ids.sort();
+    assert_eq!(ids, vec!["s1", "s4"]);
+    assert!(hub.check(&u, false).await.unwrap().healthy());
+}
