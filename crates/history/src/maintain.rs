@@ -14,6 +14,10 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// How long a user's background backfill waits after a failed round before a new trigger may
+/// start it again.
+const RETRY_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub(crate) struct Maintenance {
     /// Users with a task (queued or running).
     users: Mutex<HashSet<UserKey>>,
@@ -150,8 +154,11 @@ pub(crate) fn schedule(hub: &HistoryHub, user: &UserKey) {
                 }
                 Ok(_) => break,
                 Err(e) => {
-                    // The markers survive, so the next trigger resumes where this one stopped.
-                    tracing::warn!(error = %e, "history backfill stopped");
+                    // The markers survive, so a later trigger resumes where this one stopped.
+                    tracing::warn!(error = %e, "history backfill stopped; retrying in a minute");
+                    if let Some(store) = hub.inner.opened(&user) {
+                        store.backfill_failed(RETRY_AFTER_FAILURE);
+                    }
                     failed = true;
                     break;
                 }

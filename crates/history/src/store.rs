@@ -361,6 +361,9 @@ pub(crate) struct UserStore {
     /// other processes are handled by `busy_timeout`.
     write_lock: Mutex<()>,
     maintenance_due: AtomicBool,
+    /// After a failed backfill round, no new task before this instant (a broken file would
+    /// otherwise start, fail and log once per append or search).
+    backfill_retry_at: Mutex<Option<Instant>>,
 }
 
 impl UserStore {
@@ -389,13 +392,28 @@ impl UserStore {
             pool: Mutex::new(vec![conn]),
             write_lock: Mutex::new(()),
             maintenance_due: AtomicBool::new(building),
+            backfill_retry_at: Mutex::new(None),
         })
     }
 
     /// Whether a backfill may have work to do (set at open and after a detach; cleared by the
     /// maintenance loop when nothing is pending).
     pub(crate) fn maintenance_due(&self) -> bool {
-        self.maintenance_due.load(Ordering::Acquire)
+        let backing_off = self
+            .backfill_retry_at
+            .lock()
+            .ok()
+            .and_then(|t| *t)
+            .is_some_and(|t| Instant::now() < t);
+        !backing_off && self.maintenance_due.load(Ordering::Acquire)
+    }
+
+    /// Hold off background backfills for `delay` after a failure (the markers survive, so the
+    /// next task resumes where this one stopped).
+    pub(crate) fn backfill_failed(&self, delay: Duration) {
+        if let Ok(mut t) = self.backfill_retry_at.lock() {
+            *t = Some(Instant::now() + delay);
+        }
     }
 
     pub(crate) fn set_maintenance_due(&self, due: bool) {

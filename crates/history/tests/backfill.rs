@@ -732,3 +732,50 @@ async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_f
     assert_eq!(ids, vec!["s1", "s4"]);
     assert!(hub.check(&u, false).await.unwrap().healthy());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("failing");
+    {
+        let hub = hub_at(dir.path(), false, 500);
+        hub.append(
+            &u,
+            meta("s", "web"),
+            texts(10, |i| format!("plain english row {i}")),
+        )
+        .await
+        .unwrap();
+        mark_tokenizer_stale(&hub, &u);
+    }
+    let hub = hub_at(dir.path(), true, 500);
+    // Opening starts the rebuild; then the index's content view disappears, so every batch
+    // fails (as a damaged file would).
+    assert!(matches!(
+        states(&hub, &u).await[2].1,
+        IndexState::Building { .. }
+    ));
+    raw(&hub, &u)
+        .execute_batch("DROP VIEW messages_fts_cjk_src;")
+        .unwrap();
+    search(&hub, &u, json!({"query": "english"})).await;
+    let until = Instant::now() + Duration::from_secs(30);
+    while hub.maintenance_stats().scheduled > 0 {
+        assert!(Instant::now() < until, "the failing task never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for _ in 0..5 {
+        let out = search(&hub, &u, json!({"query": "english"})).await;
+        assert_eq!(out["search_path"], "fts5");
+        assert_eq!(
+            hub.maintenance_stats().scheduled,
+            0,
+            "no new task while backing off"
+        );
+    }
+    assert!(matches!(
+        states(&hub, &u).await[2].1,
+        IndexState::Building { progress: 0, .. }
+    ));
+    hub.shutdown().await;
+}
