@@ -449,6 +449,20 @@ fn like_scan_sql(role_first: bool) -> String {
     )
 }
 
+/// One LIKE scan, timed: returns its wall time and adds its CPU seconds to `cpu`.
+fn timed_scan(
+    st: &mut rusqlite::Statement<'_>,
+    pattern: &str,
+    cpu: &mut f64,
+) -> anyhow::Result<Duration> {
+    let c = cpu_seconds();
+    let t = Instant::now();
+    like_scan(st, pattern)?;
+    let el = t.elapsed();
+    *cpu += cpu_seconds() - c;
+    Ok(el)
+}
+
 /// Run the LIKE scan once and read every candidate row as the library does; returns how many.
 fn like_scan(st: &mut rusqlite::Statement<'_>, pattern: &str) -> anyhow::Result<usize> {
     let rows = st.query_map([pattern], |r| {
@@ -739,18 +753,11 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
                 per_query[k].cjk.push(el);
             }
             if i < like_iterations {
-                let c = cpu_seconds();
-                let t = Instant::now();
-                like_scan(&mut st, &mpa_history::like_pattern(q))?;
-                let el = t.elapsed();
-                like_cpu += cpu_seconds() - c;
+                let pattern = mpa_history::like_pattern(q);
+                let el = timed_scan(&mut st, &pattern, &mut like_cpu)?;
                 all_like.push(el);
                 per_query[k].like.push(el);
-                let c = cpu_seconds();
-                let t = Instant::now();
-                like_scan(&mut st_rf, &mpa_history::like_pattern(q))?;
-                let el = t.elapsed();
-                rf_cpu += cpu_seconds() - c;
+                let el = timed_scan(&mut st_rf, &pattern, &mut rf_cpu)?;
                 all_rf.push(el);
                 per_query[k].like_role_first.push(el);
             }

@@ -12,6 +12,25 @@ fn mpagent(data: &Path, args: &[&str]) -> Output {
     common::mpagent_sync(data, args)
 }
 
+/// Start `mpagent --data-dir DATA ARGS…` in the background (to kill it mid-way).
+fn spawn(data: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn import(data: &Path, user: &str, file: &Path) -> Output {
+    mpagent(
+        data,
+        &["history", "import", "--user", user, file.to_str().unwrap()],
+    )
+}
+
 fn json_out(o: &Output) -> Value {
     let text = String::from_utf8_lossy(&o.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
@@ -69,16 +88,7 @@ fn import_search_status_delete_roundtrip() {
     ];
     src.push(json!({"session_id": "s2", "message_id": "m3", "role": "tool", "tool_name": "search_media", "content": "found Dune 2160p", "ts": "2026-03-15T09:06:00Z", "source": "web"}).to_string());
     let file = write_jsonl(tmp.path(), &src);
-    let out = mpagent(
-        &data,
-        &[
-            "history",
-            "import",
-            "--user",
-            "alice",
-            file.to_str().unwrap(),
-        ],
-    );
+    let out = import(&data, "alice", &file);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -93,16 +103,7 @@ fn import_search_status_delete_roundtrip() {
     assert_eq!(r["skipped"].as_array().unwrap().len(), 3);
 
     // Idempotent re-import.
-    let r = json_out(&mpagent(
-        &data,
-        &[
-            "history",
-            "import",
-            "--user",
-            "alice",
-            file.to_str().unwrap(),
-        ],
-    ));
+    let r = json_out(&import(&data, "alice", &file));
     assert_eq!(
         (r["inserted"].as_i64(), r["duplicates"].as_i64()),
         (Some(0), Some(4))
@@ -171,16 +172,7 @@ fn import_search_status_delete_roundtrip() {
         ],
     ));
     assert_eq!(d["messages_deleted"], 2);
-    let r = json_out(&mpagent(
-        &data,
-        &[
-            "history",
-            "import",
-            "--user",
-            "alice",
-            file.to_str().unwrap(),
-        ],
-    ));
+    let r = json_out(&import(&data, "alice", &file));
     assert_eq!(
         r["tombstoned"], 2,
         "re-import cannot resurrect a deleted session"
@@ -202,20 +194,16 @@ fn killed_import_resumes_without_loss_or_duplicates() {
     let body = "payload ".repeat(400);
     let lines = sessions(1500, |s, m| format!("{body} session {s} message {m}"));
     let file = write_jsonl(tmp.path(), &lines);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mpagent"))
-        .arg("--data-dir")
-        .arg(&data)
-        .args([
+    let mut child = spawn(
+        &data,
+        &[
             "history",
             "import",
             "--user",
             "alice",
             file.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     // Wait until some rows are committed, then SIGKILL mid-import.
     let users = data.join("agent/runtime/history/users");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -254,16 +242,7 @@ fn killed_import_resumes_without_loss_or_duplicates() {
         "killed too late to test anything ({partial} rows)"
     );
 
-    let out = mpagent(
-        &data,
-        &[
-            "history",
-            "import",
-            "--user",
-            "alice",
-            file.to_str().unwrap(),
-        ],
-    );
+    let out = import(&data, "alice", &file);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -288,10 +267,7 @@ fn killed_backfill_resumes_from_committed_progress_without_duplicates() {
     let data = tmp.path().join("data");
     let lines = sessions(100, |s, m| format!("第{s}部 字幕 subtitle {s}-{m}"));
     let file = write_jsonl(tmp.path(), &lines);
-    let out = mpagent(
-        &data,
-        &["history", "import", "--user", "bob", file.to_str().unwrap()],
-    );
+    let out = import(&data, "bob", &file);
     assert!(
         out.status.success(),
         "{}",
@@ -302,10 +278,9 @@ fn killed_backfill_resumes_from_committed_progress_without_duplicates() {
 
     // Paced, 20 ids per batch: 100 batches with >= 0.2 s pauses, so it is surely mid-way when
     // killed.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mpagent"))
-        .arg("--data-dir")
-        .arg(&data)
-        .args([
+    let mut child = spawn(
+        &data,
+        &[
             "history",
             "backfill",
             "--user",
@@ -313,11 +288,8 @@ fn killed_backfill_resumes_from_committed_progress_without_duplicates() {
             "--rebuild",
             "--batch-size",
             "20",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let progress = |db: &Path| -> Option<i64> {
         let c = rusqlite::Connection::open(db).ok()?;
         c.query_row(

@@ -320,21 +320,7 @@ pub(crate) fn detach_corrupt(conn: &Connection) -> Result<Vec<&'static str>> {
         }
         // Internal consistency, and for a complete index also against the message rows (an
         // index whose structure record was lost looks empty and consistent on its own).
-        let mut check = conn
-            .execute(
-                &format!("INSERT INTO {t}({t}) VALUES('integrity-check')"),
-                [],
-            )
-            .map(drop);
-        if check.is_ok() && st.is_ready() {
-            check = conn
-                .execute(
-                    &format!("INSERT INTO {t}({t}, rank) VALUES('integrity-check', 1)"),
-                    [],
-                )
-                .map(drop);
-        }
-        if let Err(e) = check {
+        if let Err(e) = crate::check::fts_integrity(conn, t, st.is_ready()) {
             let e = HistoryError::from(e);
             if !is_fts_corruption(&e) {
                 return Err(e);

@@ -33,6 +33,14 @@ pub enum HistoryError {
 
 pub type Result<T, E = HistoryError> = std::result::Result<T, E>;
 
+/// `map_err` adapter: an I/O error on `path`.
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
+    move |source| HistoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// How a failed read should be reported to the model (spec §9.7, §12.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FailureClass {

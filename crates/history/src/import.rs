@@ -6,7 +6,7 @@
 //! nothing when run again.
 
 use crate::error::Result;
-use crate::{CapturedMessage, HistoryHub, Provenance, Role, SessionMeta};
+use crate::{CapturedMessage, HistoryHub, Provenance, SessionMeta};
 use mpa_protocol::UserKey;
 use serde::Deserialize;
 use std::io::BufRead;
@@ -54,16 +54,8 @@ pub fn parse_line(text: &str, owner: &str) -> std::result::Result<ImportLine, St
     {
         return Err(format!("line belongs to user {u:?}, not {owner:?}"));
     }
-    let role = match l.role.as_str() {
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        "tool" => Role::Tool,
-        other => {
-            return Err(format!(
-                "role must be user, assistant or tool, not {other:?}"
-            ));
-        }
-    };
+    let role = crate::store::evidence_role(&l.role)
+        .ok_or_else(|| format!("role must be user, assistant or tool, not {:?}", l.role))?;
     if l.session_id.trim().is_empty()
         || l.session_id.chars().count() > crate::store::MAX_SESSION_ID_CHARS
     {

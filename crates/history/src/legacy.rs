@@ -23,7 +23,7 @@
 //! Source reads are short synchronous page reads on the calling task; every write goes through
 //! [`HistoryHub`] (validation, redaction, its blocking pool).
 
-use crate::error::{HistoryError, Result};
+use crate::error::{HistoryError, Result, io_err};
 use crate::{CapturedMessage, HistoryHub, Provenance, Role, SessionMeta, store};
 use mpa_protocol::UserKey;
 use rusqlite::types::ValueRef;
@@ -101,13 +101,6 @@ struct CursorFile {
 struct SourceCursor {
     last_id: i64,
     complete: bool,
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
-    move |source| HistoryError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 fn history_root(data_dir: &Path) -> PathBuf {
@@ -449,15 +442,6 @@ fn non_empty(s: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.to_owned())
 }
 
-fn map_role(role: &str) -> Option<Role> {
-    match role {
-        "user" => Some(Role::User),
-        "assistant" => Some(Role::Assistant),
-        "tool" => Some(Role::Tool),
-        _ => None,
-    }
-}
-
 /// Text of Hermes content: plain, or the sentinel-prefixed JSON of a list/dict.
 fn hermes_content(raw: String) -> String {
     match raw.strip_prefix(HERMES_JSON_SENTINEL) {
@@ -511,7 +495,8 @@ struct Converted {
 }
 
 fn convert_row(row: SrcRow, dialect: Dialect) -> std::result::Result<Converted, String> {
-    let role = map_role(row.role.trim()).ok_or_else(|| format!("role_{}", row.role.trim()))?;
+    let role =
+        store::evidence_role(row.role.trim()).ok_or_else(|| format!("role_{}", row.role.trim()))?;
     if row.hidden {
         return Err("hidden_display_row".into());
     }

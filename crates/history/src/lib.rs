@@ -62,21 +62,9 @@ use std::time::Duration;
 use store::UserStore;
 use tokio::sync::Semaphore;
 
-/// Tokenizer declared for `messages_fts_cjk` (native Rust, registered on every connection).
-pub(crate) const CJK_TOKENIZE: &str = "cjk_unicode61";
-/// Whether `messages_fts_cjk` really splits CJK runs into bigrams (it does: the tokenizer is
-/// compiled in, so there is no "extension missing" state to track).
-pub(crate) const NATIVE_CJK: bool = true;
-
-/// Register custom tokenizers on a fresh connection (before any FTS table is touched).
-pub(crate) fn register_tokenizers(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    tokenizer::register_cjk_tokenizer(conn)
-}
-
-/// CJK code points: the tokenizer's own predicate, so query routing equals index classification.
-pub(crate) fn cjk_class(c: char) -> bool {
-    tokenizer::is_cjk(c)
-}
+/// Tokenizer declared for `messages_fts_cjk`: native Rust, compiled in and registered on every
+/// connection, so there is no "extension missing" state to track.
+pub(crate) const CJK_TOKENIZE: &str = tokenizer::TOKENIZER_NAME;
 
 /// Where a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -183,11 +171,25 @@ pub struct CleanupReport {
     pub messages_deleted: usize,
 }
 
+/// Which indexes are ready (complete); `false` while building or detached.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IndexStatus {
     pub messages_fts: bool,
     pub messages_fts_trigram: bool,
     pub messages_fts_cjk: bool,
+}
+
+impl IndexStatus {
+    /// From the states in [`store::FTS_TABLES`] order.
+    pub(crate) fn of(states: impl IntoIterator<Item = IndexState>) -> Self {
+        let mut ready = states.into_iter().map(IndexState::is_ready);
+        let mut next = || ready.next().unwrap_or(false);
+        Self {
+            messages_fts: next(),
+            messages_fts_trigram: next(),
+            messages_fts_cjk: next(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -344,15 +346,11 @@ impl HistoryHub {
         session: SessionMeta,
         msgs: Vec<CapturedMessage>,
     ) -> Result<AppendReport> {
-        store::validate_append(&session, &msgs)?;
-        let out = self
-            .run(user, move |s| {
-                let prepared = store::prepare(msgs);
-                s.with_fts_recovery(|s| s.write(|c| store::append(c, &session, &prepared)))
-            })
-            .await;
-        maintain::schedule(self, user);
-        out
+        let reports = self.append_many(user, vec![(session, msgs)]).await?;
+        reports
+            .into_iter()
+            .next()
+            .ok_or_else(|| HistoryError::Worker("append returned no report".into()))
     }
 
     /// Append several session batches in one transaction (bulk import: fewer commits). Each
@@ -595,7 +593,7 @@ impl HistoryHub {
             let (db_bytes, wal_bytes) = (size(&db), size(std::path::Path::new(&wal)));
             s.read(|c| {
                 let one = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get(0))?) };
-                let ready = store::index_ready(c)?;
+                let backfill = backfill::progress(c)?;
                 // COUNT(*) uses the smallest index; inactive rows come from a partial index, so
                 // status never scans message bodies (gigabytes at 2M messages).
                 let total = one("SELECT COUNT(*) FROM messages")?;
@@ -617,18 +615,10 @@ impl HistoryHub {
                     compacted_messages: compacted,
                     rewound_messages: rewound,
                     tombstones: one("SELECT COUNT(*) FROM deleted_sessions")?,
-                    index_status: IndexStatus {
-                        messages_fts: ready[0],
-                        messages_fts_trigram: ready[1],
-                        messages_fts_cjk: ready[2],
-                    },
-                    cjk_tokenizer: if NATIVE_CJK {
-                        CJK_TOKENIZE
-                    } else {
-                        "unicode61"
-                    },
+                    index_status: IndexStatus::of(backfill.iter().map(|p| p.state)),
+                    cjk_tokenizer: CJK_TOKENIZE,
                     legacy_import_complete: legacy_done,
-                    backfill: backfill::progress(c)?,
+                    backfill,
                 })
             })
         })

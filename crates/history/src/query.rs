@@ -18,7 +18,7 @@ static COMPOUND_RE: LazyLock<Option<Regex>> =
 
 /// Whether a code point is CJK for routing purposes. Must equal the tokenizer's classification.
 pub fn is_cjk(c: char) -> bool {
-    crate::cjk_class(c)
+    crate::tokenizer::is_cjk(c)
 }
 
 pub fn has_cjk(s: &str) -> bool {
@@ -300,15 +300,18 @@ pub fn like_groups(expr: &str) -> Vec<Vec<LikeTerm>> {
 
 /// Escape a term for `LIKE … ESCAPE '\'` and wrap it in `%…%`.
 pub fn like_pattern(term: &str) -> String {
-    let mut s = String::with_capacity(term.len() + 2);
-    s.push('%');
+    format!("%{}%", escape_like(term))
+}
+
+/// Escape `\`, `%` and `_` for `LIKE … ESCAPE '\'`.
+pub fn escape_like(term: &str) -> String {
+    let mut s = String::with_capacity(term.len());
     for c in term.chars() {
         if matches!(c, '\\' | '%' | '_') {
             s.push('\\');
         }
         s.push(c);
     }
-    s.push('%');
     s
 }
 

@@ -1,7 +1,7 @@
 //! One user's SQLite file: paths and permissions, connection policy, schema, and the write
 //! operations (append, compaction flags, end reasons, delete with tombstone, retention).
 
-use crate::error::{HistoryError, Result};
+use crate::error::{HistoryError, Result, io_err};
 use crate::{AppendReport, CapturedMessage, CleanupReport, DeleteReport, Provenance, SessionMeta};
 use mpa_protocol::{Role, UserId, UserKey};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -115,13 +115,6 @@ pub fn users_root(data_dir: &Path) -> PathBuf {
 
 pub fn db_path(data_dir: &Path, user: &UserKey) -> PathBuf {
     users_root(data_dir).join(user.as_str()).join("state.db")
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
-    move |source| HistoryError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Refuse symlinks; `Ok(false)` when the path does not exist.
@@ -307,7 +300,7 @@ fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(db, flags)?;
-    crate::register_tokenizers(&conn)?;
+    crate::tokenizer::register_cjk_tokenizer(&conn)?;
     conn.busy_timeout(busy)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
@@ -523,6 +516,13 @@ impl UserStore {
         self.give_back(conn);
         out
     }
+}
+
+/// The roles evidence may have (spec §6.1): user, assistant and tool.
+pub(crate) fn evidence_role(role: &str) -> Option<Role> {
+    [Role::User, Role::Assistant, Role::Tool]
+        .into_iter()
+        .find(|r| r.as_str() == role)
 }
 
 /// Validation that happens before any storage access (spec §6.1).
@@ -785,27 +785,15 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
     Ok(report)
 }
 
-/// Per-index readiness: absent `state_meta` marker means ready (spec §3.4, [MP]).
-pub(crate) fn index_ready(conn: &Connection) -> Result<[bool; 3]> {
-    Ok(crate::backfill::states(conn)?.map(|s| s.is_ready()))
-}
-
 /// Run FTS5 `'integrity-check'` (with rank 1: also against the content view) on every index.
 pub fn integrity_check(db: &Path) -> Result<()> {
     let conn = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )?;
-    crate::register_tokenizers(&conn)?;
+    crate::tokenizer::register_cjk_tokenizer(&conn)?;
     for t in FTS_TABLES {
-        conn.execute(
-            &format!("INSERT INTO {t}({t}) VALUES('integrity-check')"),
-            [],
-        )?;
-        conn.execute(
-            &format!("INSERT INTO {t}({t}, rank) VALUES('integrity-check', 1)"),
-            [],
-        )?;
+        crate::check::fts_integrity(&conn, t, true)?;
     }
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if ok != "ok" {

@@ -2,6 +2,8 @@
 //! (discover, read, scroll, browse) plus the in-session search of spec §15.6, with the exact
 //! output shapes of §10.8.
 
+use crate::IndexStatus;
+use crate::backfill::IndexState;
 use crate::error::Result;
 use crate::search::{self, Candidate, CandidateSet, Filters, IndexCaps, Sort};
 use crate::store::{HIDDEN_SOURCES, LEFT_CONTEXT_REASONS, MAX_SESSION_ID_CHARS};
@@ -531,15 +533,12 @@ fn window(conn: &Connection, sid: &str, anchor: i64, radius: usize, cap: usize) 
     })
 }
 
-fn common(payload: &mut Map<String, Value>, caps: [bool; 3]) {
+fn common(payload: &mut Map<String, Value>, states: [IndexState; 3]) {
     payload.insert(
         "legacy_import".into(),
         json!({"complete": true, "note": LEGACY_NOTE}),
     );
-    payload.insert(
-        "index_status".into(),
-        json!({"messages_fts": caps[0], "messages_fts_trigram": caps[1], "messages_fts_cjk": caps[2]}),
-    );
+    payload.insert("index_status".into(), json!(IndexStatus::of(states)));
 }
 
 fn error(code: &str) -> Value {
@@ -549,7 +548,6 @@ fn error(code: &str) -> Value {
 /// Run the tool against one user's database (inside a read snapshot).
 pub(crate) fn run(conn: &Connection, ctx: &SearchContext, args: &Args) -> Result<Value> {
     let states = crate::backfill::states(conn)?;
-    let ready = states.map(|s| s.is_ready());
     let caps = IndexCaps {
         fts: states[0],
         trigram: states[1],
@@ -585,7 +583,7 @@ pub(crate) fn run(conn: &Connection, ctx: &SearchContext, args: &Args) -> Result
     if let Value::Object(m) = &mut out
         && m.get("success") == Some(&Value::Bool(true))
     {
-        common(m, ready);
+        common(m, states);
     }
     Ok(out)
 }
@@ -701,17 +699,6 @@ fn first_visible_id(conn: &Connection, sid: &str) -> Result<Option<(i64, bool, b
         .optional()?)
 }
 
-fn escape_like(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '\\' | '%' | '_') {
-            o.push('\\');
-        }
-        o.push(c);
-    }
-    o
-}
-
 /// A discover hit before hydration.
 struct Hit {
     session: SessionRow,
@@ -742,7 +729,9 @@ fn title_probe(
             "SELECT id FROM sessions WHERE title LIKE ?1 ESCAPE '\\' AND source NOT IN ({hidden})
              ORDER BY started_at DESC LIMIT 5"
         ))?
-        .query_map([format!("{} #%", escape_like(t))], |r| r.get(0))?
+        .query_map([format!("{} #%", crate::query::escape_like(t))], |r| {
+            r.get(0)
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let exact: Vec<String> = conn
         .prepare(&format!(

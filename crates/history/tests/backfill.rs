@@ -59,6 +59,23 @@ fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
         .unwrap();
 }
 
+/// Append `n` alternating user/assistant messages `text(i)` to a `web` session.
+async fn put(hub: &HistoryHub, u: &UserKey, sid: &str, n: usize, text: impl Fn(usize) -> String) {
+    hub.append(u, meta(sid, "web"), texts(n, text))
+        .await
+        .unwrap();
+}
+
+/// Run the foreground backfill flat out until every index is ready.
+async fn drain(hub: &HistoryHub, u: &UserKey, batch: usize) -> mpa_history::BackfillSummary {
+    let opts = BackfillOptions {
+        batch,
+        paced: false,
+        rebuild: false,
+    };
+    hub.backfill(u, opts, |_| {}).await.unwrap()
+}
+
 async fn search(hub: &HistoryHub, u: &UserKey, args: Value) -> Value {
     let out = hub.session_search(u, &Default::default(), args).await;
     assert_eq!(out["success"], true, "{out}");
@@ -259,9 +276,7 @@ async fn paced_backfill_pauses_at_least_the_duty_cycle_between_batches() {
     let dir = tempfile::tempdir().unwrap();
     let u = user("pacer");
     let hub = hub_at(dir.path(), false, 500);
-    hub.append(&u, meta("a", "web"), texts(40, |i| format!("row {i} 电影")))
-        .await
-        .unwrap();
+    put(&hub, &u, "a", 40, |i| format!("row {i} 电影")).await;
     let mut marks: Vec<(Instant, f64)> = Vec::new();
     hub.backfill(
         &u,
@@ -298,13 +313,10 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     {
         let hub = hub_at(dir.path(), false, 500);
         for s in 0..5 {
-            hub.append(
-                &u,
-                meta(&format!("s{s}"), "web"),
-                texts(40, |i| format!("s{s} row {i} 纪录片")),
-            )
-            .await
-            .unwrap();
+            put(&hub, &u, &format!("s{s}"), 40, |i| {
+                format!("s{s} row {i} 纪录片")
+            })
+            .await;
         }
         mark_tokenizer_stale(&hub, &u);
     }
@@ -341,17 +353,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     assert_eq!(hub.maintenance_stats().scheduled, 0);
 
     let hub2 = hub_at(dir.path(), false, 500);
-    let s = hub2
-        .backfill(
-            &u,
-            BackfillOptions {
-                paced: false,
-                ..Default::default()
-            },
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let s = drain(&hub2, &u, 500).await;
     assert_eq!(s.resumed_from.done, p1 as u64);
     assert_eq!(s.rows_indexed as i64, high - p1);
     assert!(hub2.check(&u, false).await.unwrap().healthy());
@@ -364,9 +366,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
     {
         let hub = hub_at(dir.path(), false, 500);
         for u in &users {
-            hub.append(u, meta("s", "web"), texts(12, |i| format!("row {i} 动画")))
-                .await
-                .unwrap();
+            put(&hub, u, "s", 12, |i| format!("row {i} 动画")).await;
             mark_tokenizer_stale(&hub, u);
         }
     }
@@ -479,18 +479,7 @@ async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds()
     .unwrap();
 
     // The next open (or the background task) rebuilds it through the backfill.
-    let s = hub
-        .backfill(
-            &u,
-            BackfillOptions {
-                batch: 1,
-                paced: false,
-                rebuild: false,
-            },
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let s = drain(&hub, &u, 1).await;
     assert_eq!(s.rows_indexed, 62);
     let out = search(&hub, &u, json!({"query": "Interstellar", "limit": 5})).await;
     assert_eq!(out["search_path"], "fts5");
@@ -539,32 +528,23 @@ async fn building_base_index_serves_english_queries_with_the_gap_scan() {
     let u = user("base-gap");
     {
         let hub = hub_at(dir.path(), false, 500);
-        hub.append(
-            &u,
-            meta("old-ok", "web"),
-            texts(4, |i| format!("docker networking fixed {i}")),
-        )
-        .await
-        .unwrap();
-        hub.append(
-            &u,
-            meta("old-broken", "web"),
-            texts(4, |i| format!("docker broken tls {i}")),
-        )
-        .await
-        .unwrap();
+        put(&hub, &u, "old-ok", 4, |i| {
+            format!("docker networking fixed {i}")
+        })
+        .await;
+        put(&hub, &u, "old-broken", 4, |i| {
+            format!("docker broken tls {i}")
+        })
+        .await;
         raw(&hub, &u)
             .execute_batch("DROP TABLE messages_fts;")
             .unwrap();
     }
     let hub = hub_at(dir.path(), false, 500);
-    hub.append(
-        &u,
-        meta("new", "web"),
-        texts(2, |i| format!("docker compose upgrade {i}")),
-    )
-    .await
-    .unwrap();
+    put(&hub, &u, "new", 2, |i| {
+        format!("docker compose upgrade {i}")
+    })
+    .await;
     let out = search(
         &hub,
         &u,
@@ -594,13 +574,10 @@ async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
     let u = user("corrupt-append");
     let hub = hub_at(dir.path(), false, 500);
     for s in 0..3 {
-        hub.append(
-            &u,
-            meta(&format!("s{s}"), "web"),
-            texts(50, |i| format!("Blade Runner 银翼杀手 copy {s} {i}")),
-        )
-        .await
-        .unwrap();
+        put(&hub, &u, &format!("s{s}"), 50, |i| {
+            format!("Blade Runner 银翼杀手 copy {s} {i}")
+        })
+        .await;
     }
     // Zero every block of the base index: an insert has to read its structure record.
     raw(&hub, &u)
@@ -629,16 +606,7 @@ async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
     let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
     assert_eq!(out["search_path"], "like");
     assert_eq!(session_ids(&out).len(), 4);
-    hub.backfill(
-        &u,
-        BackfillOptions {
-            paced: false,
-            ..Default::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
+    drain(&hub, &u, 500).await;
     let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
     assert_eq!(out["search_path"], "fts5");
     assert_eq!(session_ids(&out).len(), 4);
@@ -650,27 +618,9 @@ async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_f
     let dir = tempfile::tempdir().unwrap();
     let u = user("no-cjk");
     let hub = hub_at(dir.path(), false, 500);
-    hub.append(
-        &u,
-        meta("s1", "web"),
-        texts(1, |_| "我们下载订阅成功了".into()),
-    )
-    .await
-    .unwrap();
-    hub.append(
-        &u,
-        meta("s2", "web"),
-        texts(2, |i| ["去广西玩", "桂林山水"][i].into()),
-    )
-    .await
-    .unwrap();
-    hub.append(
-        &u,
-        meta("s3", "web"),
-        texts(1, |_| "修改youer服务端的计划".into()),
-    )
-    .await
-    .unwrap();
+    put(&hub, &u, "s1", 1, |_| "我们下载订阅成功了".into()).await;
+    put(&hub, &u, "s2", 2, |i| ["去广西玩", "桂林山水"][i].into()).await;
+    put(&hub, &u, "s3", 1, |_| "修改youer服务端的计划".into()).await;
     // The CJK index goes away as after a confirmed corruption (triggers dropped, detached);
     // this process keeps its store open and runs no background task, so it stays away.
     raw(&hub, &u)
@@ -707,23 +657,8 @@ async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_f
     assert_eq!(route("youer").await, ("trigram".into(), vec!["s3".into()]));
 
     // §18.30: written while the index was away, found through cjk once the rebuild is done.
-    hub.append(
-        &u,
-        meta("s4", "web"),
-        texts(1, |_| "新的订阅规则已经保存".into()),
-    )
-    .await
-    .unwrap();
-    hub.backfill(
-        &u,
-        BackfillOptions {
-            paced: false,
-            ..Default::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
+    put(&hub, &u, "s4", 1, |_| "新的订阅规则已经保存".into()).await;
+    drain(&hub, &u, 500).await;
     let r = search(&hub, &u, json!({"query": "订阅", "limit": 5})).await;
     assert_eq!(r["search_path"], "cjk");
     assert_eq!(r["index_status"]["messages_fts_cjk"], true);
@@ -739,13 +674,7 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
     let u = user("failing");
     {
         let hub = hub_at(dir.path(), false, 500);
-        hub.append(
-            &u,
-            meta("s", "web"),
-            texts(10, |i| format!("plain english row {i}")),
-        )
-        .await
-        .unwrap();
+        put(&hub, &u, "s", 10, |i| format!("plain english row {i}")).await;
         mark_tokenizer_stale(&hub, &u);
     }
     let hub = hub_at(dir.path(), true, 500);
