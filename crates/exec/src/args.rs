@@ -130,8 +130,14 @@ pub(crate) fn parse(args: &Value) -> Result<Args> {
         use_pty: opt_bool(obj, "use_pty")?.unwrap_or(true),
         since_seq: opt_uint(obj, "since_seq")?,
         since_offset,
-        max_bytes: max_bytes(obj.get("max_bytes"))?,
-        timeout_ms: wait_timeout(obj.get("timeout_ms"))?,
+        max_bytes: clamped_int(
+            obj,
+            "max_bytes",
+            DEFAULT_READ_BYTES,
+            DEFAULT_READ_BYTES,
+            MAX_READ_BYTES,
+        )?,
+        timeout_ms: clamped_int(obj, "timeout_ms", DEFAULT_WAIT_MS, 0, MAX_WAIT_MS)?,
         yield_time_ms: opt_uint(obj, "yield_time_ms")?
             .unwrap_or(DEFAULT_YIELD_MS)
             .min(MAX_YIELD_MS),
@@ -172,31 +178,24 @@ fn opt_uint(obj: &Map<String, Value>, key: &str) -> Result<Option<u64>> {
     }
 }
 
-fn max_bytes(value: Option<&Value>) -> Result<usize> {
-    match value {
-        None | Some(Value::Null) => Ok(DEFAULT_READ_BYTES),
+/// A lenient integer (`max_bytes`, `timeout_ms`): absent → `default`, zero or negative →
+/// `non_positive`, above `max` → `max`; only a non-integer is an error.
+fn clamped_int<T: TryFrom<i64> + Ord + Copy>(
+    obj: &Map<String, Value>,
+    key: &str,
+    default: T,
+    non_positive: T,
+    max: T,
+) -> Result<T> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(default),
         Some(Value::Number(n)) => match n.as_i64() {
-            Some(v) if v <= 0 => Ok(DEFAULT_READ_BYTES),
-            Some(v) => Ok(usize::try_from(v)
-                .unwrap_or(MAX_READ_BYTES)
-                .min(MAX_READ_BYTES)),
-            None if n.as_u64().is_some() => Ok(MAX_READ_BYTES),
-            None => Err(invalid("max_bytes must be an integer")),
+            Some(v) if v <= 0 => Ok(non_positive),
+            Some(v) => Ok(T::try_from(v).unwrap_or(max).min(max)),
+            None if n.as_u64().is_some() => Ok(max),
+            None => Err(invalid(format!("{key} must be an integer"))),
         },
-        Some(_) => Err(invalid("max_bytes must be an integer")),
-    }
-}
-
-fn wait_timeout(value: Option<&Value>) -> Result<u64> {
-    match value {
-        None | Some(Value::Null) => Ok(DEFAULT_WAIT_MS),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(v) if v <= 0 => Ok(0),
-            Some(v) => Ok(u64::try_from(v).unwrap_or(MAX_WAIT_MS).min(MAX_WAIT_MS)),
-            None if n.as_u64().is_some() => Ok(MAX_WAIT_MS),
-            None => Err(invalid("timeout_ms must be an integer")),
-        },
-        Some(_) => Err(invalid("timeout_ms must be an integer")),
+        Some(_) => Err(invalid(format!("{key} must be an integer"))),
     }
 }
 

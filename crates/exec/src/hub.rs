@@ -47,6 +47,20 @@ struct HubState {
     starting: usize,
 }
 
+impl HubState {
+    /// The scope if it may still act: registered, not sealed, and the hub not shut down.
+    fn live_scope(&self, id: u64) -> Option<&ScopeRecord> {
+        self.scopes
+            .get(&id)
+            .filter(|r| !r.sealed && !self.shut_down)
+    }
+
+    fn live_scope_mut(&mut self, id: u64) -> Option<&mut ScopeRecord> {
+        let shut_down = self.shut_down;
+        self.scopes.get_mut(&id).filter(|r| !r.sealed && !shut_down)
+    }
+}
+
 struct Inner {
     cfg: ExecConfig,
     limits: ExecLimits,
@@ -206,7 +220,7 @@ impl ExecHub {
         let mut merged: HashMap<String, BTreeSet<GrantAction>> = HashMap::new();
         let owner = {
             let st = self.lock();
-            let Some(rec) = st.scopes.get(&parent.0).filter(|r| !r.sealed) else {
+            let Some(rec) = st.live_scope(parent.0) else {
                 return Err(ExecError::ScopeClosed);
             };
             for grant in grants {
@@ -396,11 +410,6 @@ impl ExecHub {
         }
     }
 
-    fn scope_open(&self, scope: &ScopeId) -> bool {
-        let st = self.lock();
-        !st.shut_down && st.scopes.get(&scope.0).is_some_and(|r| !r.sealed)
-    }
-
     /// The access rule, re-evaluated at every suspension point: hub open, caller scope open,
     /// session registered, owner scope open, and caller is the owner or holds a matching grant.
     fn authorize(
@@ -410,12 +419,9 @@ impl ExecHub {
         wanted: &[GrantAction],
     ) -> Option<Arc<Session>> {
         let st = self.lock();
-        if st.shut_down {
-            return None;
-        }
-        let caller = st.scopes.get(&scope.0).filter(|r| !r.sealed)?;
+        let caller = st.live_scope(scope.0)?;
         let session = st.sessions.get(session_id)?;
-        st.scopes.get(&session.owner).filter(|r| !r.sealed)?;
+        st.live_scope(session.owner)?;
         if session.owner == scope.0 {
             return Some(Arc::clone(session));
         }
@@ -492,12 +498,7 @@ impl ExecHub {
         .map_err(|e| Failure::from_exec(&e))?;
         let (sealed, ticket) = {
             let mut st = self.lock();
-            let shut_down = st.shut_down;
-            let Some(rec) = st
-                .scopes
-                .get_mut(&scope.0)
-                .filter(|r| !r.sealed && !shut_down)
-            else {
+            let Some(rec) = st.live_scope_mut(scope.0) else {
                 return Err(Failure::denied());
             };
             rec.active_runs += 1;
@@ -513,11 +514,7 @@ impl ExecHub {
         let mut sealed_wait = sealed.clone();
         let permit = tokio::select! {
             permit = self.inner.run_slots.acquire() => permit.ok(),
-            () = async {
-                while !*sealed_wait.borrow_and_update() {
-                    if sealed_wait.changed().await.is_err() { break; }
-                }
-            } => None,
+            () = run::wait_sealed(&mut sealed_wait) => None,
         };
         let base = |status: &str, outcome: &str| {
             let mut obj = Map::new();
@@ -610,7 +607,7 @@ impl ExecHub {
         .map_err(|e| Failure::from_exec(&e))?;
         {
             let mut st = self.lock();
-            if st.shut_down || st.scopes.get(&scope.0).is_none_or(|r| r.sealed) {
+            if st.live_scope(scope.0).is_none() {
                 return Err(Failure::denied());
             }
             let running = st.sessions.values().filter(|s| s.is_running()).count() + st.starting;
@@ -640,7 +637,7 @@ impl ExecHub {
         let session = {
             let mut st = self.lock();
             st.starting = st.starting.saturating_sub(1);
-            let open = !st.shut_down && st.scopes.get(&scope.0).is_some_and(|r| !r.sealed);
+            let open = st.live_scope(scope.0).is_some();
             if let Some(rec) = st.scopes.get_mut(&scope.0) {
                 rec.starting = rec.starting.saturating_sub(1);
             }
@@ -947,17 +944,14 @@ impl ExecHub {
     }
 
     fn list(&self, scope: &ScopeId) -> std::result::Result<Value, Failure> {
-        if !self.scope_open(scope) {
-            return Err(Failure::denied());
-        }
         let visible: Vec<(Arc<Session>, Option<Vec<&'static str>>)> = {
             let st = self.lock();
-            let Some(caller) = st.scopes.get(&scope.0) else {
+            let Some(caller) = st.live_scope(scope.0) else {
                 return Err(Failure::denied());
             };
             let mut out: Vec<(Arc<Session>, Option<Vec<&'static str>>)> = Vec::new();
             for session in st.sessions.values() {
-                if st.scopes.get(&session.owner).is_none_or(|r| r.sealed) {
+                if st.live_scope(session.owner).is_none() {
                     continue;
                 }
                 if session.owner == scope.0 {

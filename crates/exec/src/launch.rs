@@ -59,30 +59,24 @@ pub(crate) fn resolve(cfg: &ExecConfig, req: &LaunchRequest) -> Result<Launch> {
     let cwd = resolve_cwd(&cfg.workdir, req.cwd.as_deref())?;
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
     apply_noninteractive_defaults(&mut env, req.use_pty);
-    let mut child_shell_var: Option<String> = None;
-    for (key, value) in &req.env {
-        if key == "SHELL" {
-            child_shell_var = Some(value.clone());
-        }
-        env.insert(OsString::from(key), OsString::from(value));
-    }
+    env.extend(
+        req.env
+            .iter()
+            .map(|(key, value)| (OsString::from(key), OsString::from(value))),
+    );
     apply_venv(cfg, &mut env);
 
+    // Without an explicit shell: the child's SHELL (from `env`, else the host's), else /bin/sh.
     let (program, explicit) = match req.shell.as_deref().map(str::trim) {
         Some(shell) if !shell.is_empty() => (shell.to_string(), true),
-        _ => {
-            let host = env
-                .get(OsStr::new("SHELL"))
+        _ => (
+            env.get(OsStr::new("SHELL"))
                 .and_then(|s| s.to_str())
-                .map(str::to_string);
-            (
-                child_shell_var
-                    .or(host)
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "/bin/sh".to_string()),
-                false,
-            )
-        }
+                .filter(|s| !s.is_empty())
+                .unwrap_or("/bin/sh")
+                .to_string(),
+            false,
+        ),
     };
     let (program, kind) = match locate_shell(&program, &cwd, &env) {
         Ok(found) => found,

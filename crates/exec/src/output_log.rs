@@ -14,16 +14,28 @@ use std::collections::VecDeque;
 /// Largest chunk the log stores (bytes of text, stream label included).
 pub(crate) const CHUNK_BYTES: usize = 4096;
 /// Label inserted when pipe output switches to stdout.
-pub(crate) const STDOUT_LABEL: &str = "\n[标准输出]\n";
+const STDOUT_LABEL: &str = "\n[标准输出]\n";
 /// Label inserted when pipe output switches to stderr.
-pub(crate) const STDERR_LABEL: &str = "\n[错误输出]\n";
+const STDERR_LABEL: &str = "\n[错误输出]\n";
 
-/// Which stream a piece of output came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which stream a piece of output came from. Pipe output starts as stdout, so a first stdout
+/// piece carries no label.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum Stream {
+    #[default]
     Stdout,
     Stderr,
     Pty,
+}
+
+/// The label that marks pipe output switching from `from` to `to` (`""` when it does not
+/// switch). Sessions and one-shot runs label their output alike.
+pub(crate) fn switch_label(from: Stream, to: Stream) -> &'static str {
+    match (from, to) {
+        (Stream::Stdout, Stream::Stderr) => STDERR_LABEL,
+        (Stream::Stderr, Stream::Stdout) => STDOUT_LABEL,
+        _ => "",
+    }
 }
 
 #[derive(Debug)]
@@ -67,7 +79,6 @@ pub(crate) struct OutputLog {
     last_seq: u64,
     retained_bytes: usize,
     max_retained: usize,
-    // Pipe output starts as stdout, so a first stdout chunk carries no label.
     current_stream: Stream,
     total_bytes: u64,
 }
@@ -79,7 +90,7 @@ impl OutputLog {
             last_seq: 0,
             retained_bytes: 0,
             max_retained,
-            current_stream: Stream::Stdout,
+            current_stream: Stream::default(),
             total_bytes: 0,
         }
     }
@@ -112,19 +123,12 @@ impl OutputLog {
         if text.is_empty() {
             return;
         }
-        let mut label = "";
-        if stream != Stream::Pty && stream != self.current_stream {
-            label = if stream == Stream::Stderr {
-                STDERR_LABEL
-            } else {
-                STDOUT_LABEL
-            };
-        }
+        let mut label = switch_label(self.current_stream, stream);
         self.current_stream = stream;
         let mut rest = text;
         while !rest.is_empty() {
             let room = CHUNK_BYTES - label.len();
-            let cut = floor_char_boundary(rest, room.min(rest.len()));
+            let cut = rest.floor_char_boundary(room);
             // A single character never exceeds 4 bytes, so `cut` is 0 only if room < 4.
             let cut = if cut == 0 {
                 rest.chars().next().map_or(rest.len(), char::len_utf8)
@@ -228,7 +232,7 @@ impl OutputLog {
                 continue;
             }
             if cursor.partial {
-                let cut = floor_char_boundary(rest, remaining);
+                let cut = rest.floor_char_boundary(remaining);
                 if cut == 0 {
                     if text.is_empty() {
                         let minimum = rest.chars().next().map_or(1, char::len_utf8);
@@ -253,18 +257,6 @@ impl OutputLog {
             lost,
         })
     }
-}
-
-/// Largest `i <= at` that is a char boundary of `s`.
-pub(crate) fn floor_char_boundary(s: &str, at: usize) -> usize {
-    if at >= s.len() {
-        return s.len();
-    }
-    let mut i = at;
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! preview while the full stream is spilled to a file once it outgrows the preview.
 
 use crate::launch::Launch;
-use crate::output_log::{STDERR_LABEL, STDOUT_LABEL, Stream, floor_char_boundary};
+use crate::output_log::{Stream, switch_label};
 use crate::process::{self, StdioPlan};
 use crate::session::KILL_GRACE;
 use crate::utf8_stream::Utf8Stream;
@@ -140,7 +140,8 @@ pub(crate) async fn run_once(
     })
 }
 
-async fn wait_sealed(sealed: &mut watch::Receiver<bool>) {
+/// Returns once the scope is sealed (or its record, and with it the sender, is gone).
+pub(crate) async fn wait_sealed(sealed: &mut watch::Receiver<bool>) {
     loop {
         if *sealed.borrow_and_update() {
             return;
@@ -190,7 +191,7 @@ struct Capture {
     file: Option<std::io::BufWriter<std::fs::File>>,
     path: Option<PathBuf>,
     spill_error: Option<String>,
-    current: Option<Stream>,
+    current: Stream,
 }
 
 async fn collect(mut rx: mpsc::Receiver<(Stream, String)>, spill_dir: PathBuf) -> Capture {
@@ -203,13 +204,9 @@ async fn collect(mut rx: mpsc::Receiver<(Stream, String)>, spill_dir: PathBuf) -
 
 impl Capture {
     fn push(&mut self, stream: Stream, text: &str, spill_dir: &Path) {
-        // Pipe output starts as stdout; a label marks every switch, in preview and file alike.
-        let label = match (self.current.unwrap_or(Stream::Stdout), stream) {
-            (Stream::Stdout, Stream::Stderr) => STDERR_LABEL,
-            (Stream::Stderr, Stream::Stdout) => STDOUT_LABEL,
-            _ => "",
-        };
-        self.current = Some(stream);
+        // A label marks every switch of stream, in preview and file alike.
+        let label = switch_label(self.current, stream);
+        self.current = stream;
         for piece in [label, text] {
             if piece.is_empty() {
                 continue;
@@ -224,7 +221,9 @@ impl Capture {
             self.write_spill(piece);
             self.tail.push_str(piece);
             if self.tail.len() > 4 * HALF_PREVIEW {
-                let cut = floor_char_boundary(&self.tail, self.tail.len() - HALF_PREVIEW);
+                let cut = self
+                    .tail
+                    .floor_char_boundary(self.tail.len() - HALF_PREVIEW);
                 self.tail.drain(..cut);
             }
         }
@@ -258,7 +257,7 @@ impl Capture {
         }
         let everything = std::mem::take(&mut self.head);
         self.write_spill(&everything);
-        let cut = floor_char_boundary(&everything, HALF_PREVIEW);
+        let cut = everything.floor_char_boundary(HALF_PREVIEW);
         self.head = everything[..cut].to_string();
         self.tail = everything[cut..].to_string();
     }
@@ -283,11 +282,9 @@ impl Capture {
         if !self.spilled {
             return (self.head, false, None, None);
         }
-        let start = self.tail.len().saturating_sub(HALF_PREVIEW);
-        let mut start_at = start;
-        while start_at < self.tail.len() && !self.tail.is_char_boundary(start_at) {
-            start_at += 1;
-        }
+        let start_at = self
+            .tail
+            .ceil_char_boundary(self.tail.len().saturating_sub(HALF_PREVIEW));
         let mut output = self.head;
         output.push_str(OMITTED_MARKER);
         output.push_str(&self.tail[start_at..]);

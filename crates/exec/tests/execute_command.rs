@@ -171,10 +171,6 @@ async fn relative_cwd_and_venv_are_applied() {
     std::fs::create_dir_all(f.dir.path().join("venv/bin")).unwrap();
     let python = f.dir.path().join("venv/bin/python3");
     std::fs::write(&python, "#!/bin/sh\necho venv-python\n").unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(
-        &mut std::fs::metadata(&python).unwrap().permissions(),
-        0o755,
-    );
     std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let s = scope(&f.hub, "admin");
     let v = exec(
@@ -485,12 +481,8 @@ async fn interactive_python_in_a_pty() {
     )
     .await;
     assert_eq!(v["written_bytes"], 13, "{v}");
-    let seen = format!(
-        "{}{}",
-        v["output"].as_str().unwrap(),
-        wait_for_text(&f.hub, &s, &id, "42").await
-    );
-    assert!(seen.contains("42"));
+    // The helper fails the test unless the answer shows up.
+    wait_for_text(&f.hub, &s, &id, "42").await;
     exec(
         &f.hub,
         &s,
@@ -858,8 +850,8 @@ async fn a_granted_subtask_may_read_and_wait_but_not_write_or_kill() {
     let id = start(&f.hub, &parent, "echo shared; sleep 1000", false, &mark).await;
     let grants = TerminalGrant::parse_task_field(&json!([{"session_id": id}])).unwrap();
     let child = f.hub.open_child_scope(&parent, grants).unwrap();
-    let seen = wait_for_text(&f.hub, &child, &id, "shared").await;
-    assert!(seen.contains("shared"));
+    // Waiting from the child scope works (the helper fails the test if "shared" never shows).
+    wait_for_text(&f.hub, &child, &id, "shared").await;
     let v = exec(
         &f.hub,
         &child,
