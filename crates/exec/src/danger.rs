@@ -132,21 +132,44 @@ fn command_words(segment: &str) -> Vec<String> {
         .map(|w| w.trim_matches(['"', '\'']).to_string())
         .collect();
     let mut start = 0;
+    let mut wrapper_name = "";
     while let Some(word) = words.get(start) {
         let wrapper = matches!(
             word.as_str(),
             "sudo" | "env" | "exec" | "nohup" | "time" | "command" | "nice" | "doas" | "busybox"
         );
-        if wrapper
-            || (start > 0 && word.starts_with('-'))
-            || word.contains('=') && !word.starts_with('-')
-        {
+        if wrapper {
+            wrapper_name = word.as_str();
+            start += 1;
+        } else if start > 0 && word.starts_with('-') {
+            // `sudo -u root rm …`: an option that takes its value as the next word.
+            start += if option_takes_value(wrapper_name, word) {
+                2
+            } else {
+                1
+            };
+        } else if word.contains('=') && !word.starts_with('-') {
             start += 1;
         } else {
             break;
         }
     }
     words[start.min(words.len())..].to_vec()
+}
+
+/// Wrapper options whose value is the next word (so it is not taken for the program).
+fn option_takes_value(wrapper: &str, option: &str) -> bool {
+    let with_value: &[&str] = match wrapper {
+        "sudo" => &[
+            "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R",
+        ],
+        "doas" => &["-u", "-C"],
+        "env" => &["-u", "-C", "-S"],
+        "nice" => &["-n"],
+        "time" => &["-o", "-f"],
+        _ => &[],
+    };
+    with_value.contains(&option)
 }
 
 #[cfg(test)]
@@ -169,6 +192,10 @@ mod tests {
             "sudo reboot",
             "systemctl poweroff",
             "chmod -R 777 /",
+            "sudo -u root rm -rf /",
+            "doas -u root reboot",
+            "nice -n 10 rm -rf /",
+            "env -u HOME rm -rf /*",
         ] {
             assert!(dangerous_reason(cmd).is_some(), "{cmd}");
         }
