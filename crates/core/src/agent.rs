@@ -173,14 +173,19 @@ impl Agent {
 
     /// Whether `actor` may access the session (a stored chat, or a live session not yet saved).
     pub async fn check_access(&self, actor: &Actor, session_id: &str) -> Result<()> {
+        self.accessible_owner(actor, session_id).await.map(|_| ())
+    }
+
+    /// The owner of a session `actor` may access (see [`Agent::check_access`]).
+    async fn accessible_owner(&self, actor: &Actor, session_id: &str) -> Result<UserId> {
         if let Some(h) = self.live(session_id) {
             return if Self::may_access(actor, h.owner()) {
-                Ok(())
+                Ok(h.owner().clone())
             } else {
                 Err(CoreError::SessionNotFound)
             };
         }
-        self.chat_for(actor, session_id).await.map(|_| ())
+        Ok(self.chat_for(actor, session_id).await?.user_id)
     }
 
     /// Sessions visible to `actor`: their own, or everyone's for an admin when `all` is set.
@@ -208,23 +213,19 @@ impl Agent {
     /// Deletes a chat `actor` may access: stops and closes its actor, deletes its evidence (with a
     /// tombstone), then the chat row. Safe to retry if the second step fails.
     pub async fn delete_session(&self, actor: &Actor, session_id: &str) -> Result<()> {
-        self.check_access(actor, session_id).await?;
+        // The owner never changes, so the one found by the access check keys the evidence.
+        let owner = self.accessible_owner(actor, session_id).await?;
         self.stop(session_id);
         self.close_session(session_id).await;
         // Evidence first (with a tombstone so late appends cannot resurrect it), then the chat;
         // a failure in between leaves a chat that can be deleted again.
-        if let Some(history) = &self.services.caps.history {
-            let owner = match self.services.store.chat(session_id).await? {
-                Some(chat) => chat.user_id,
-                None => actor.user_id.clone(),
-            };
-            if let Err(e) = history
+        if let Some(history) = &self.services.caps.history
+            && let Err(e) = history
                 .delete_session(&mpa_protocol::UserKey::for_user(&owner), session_id)
                 .await
-            {
-                tracing::error!(session = %session_id, error = %e, "evidence not deleted");
-                return Err(CoreError::EvidenceUnavailable(e.to_string()));
-            }
+        {
+            tracing::error!(session = %session_id, error = %e, "evidence not deleted");
+            return Err(CoreError::EvidenceUnavailable(e.to_string()));
         }
         self.services.store.delete_chat(session_id).await?;
         Ok(())

@@ -6,10 +6,16 @@ use mpa_protocol::Outcome;
 
 pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 65_536;
 
-pub fn cap_result(tool_name: &str, content: String, outcome: Outcome, max_chars: usize) -> String {
+/// The preview replacing `content`, or `None` when `content` fits the cap and is kept as is.
+pub fn cap_result(
+    tool_name: &str,
+    content: &str,
+    outcome: Outcome,
+    max_chars: usize,
+) -> Option<String> {
     let total = content.chars().count();
     if total <= max_chars {
-        return content;
+        return None;
     }
     let build = |n: usize| {
         let preview: String = content.chars().take(n).collect();
@@ -35,7 +41,7 @@ pub fn cap_result(tool_name: &str, content: String, outcome: Outcome, max_chars:
             hi = mid - 1;
         }
     }
-    build(lo)
+    Some(build(lo))
 }
 
 #[cfg(test)]
@@ -45,15 +51,12 @@ mod tests {
     #[test]
     fn oversized_results_become_a_fitting_preview() {
         let big = "\"x\n".repeat(40_000);
-        let out = cap_result("t", big, Outcome::Succeeded, 65_536);
+        let out = cap_result("t", &big, Outcome::Succeeded, 65_536).unwrap();
         assert!(out.chars().count() <= 65_536);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["tool_result_truncated"], true);
         assert_eq!(v["total_chars"], 120_000);
         assert!(v["returned_chars"].as_u64().unwrap() > 10_000);
-        assert_eq!(
-            cap_result("t", "small".into(), Outcome::Succeeded, 10),
-            "small"
-        );
+        assert_eq!(cap_result("t", "small", Outcome::Succeeded, 10), None);
     }
 }

@@ -128,7 +128,7 @@ async fn actor_loop(
             Command::Turn { input, events } => {
                 if shared.closing.load(Ordering::SeqCst) {
                     let _ = events.send(Event::Error {
-                        code: "agent_manager_unavailable".into(),
+                        code: CoreError::SessionClosed.code().into(),
                         message: "the host is shutting down; this message was not processed".into(),
                     });
                     let _ = events.send(Event::TurnEnded {

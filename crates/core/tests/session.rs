@@ -1,13 +1,25 @@
-//! Session actors: idle reclamation reloads from the snapshot; shutdown refuses queued work.
+//! Session actors: idle reclamation reloads from the snapshot; shutdown refuses queued work; a
+//! capped tool result reaches the evidence store in full.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::json;
+use std::path::Path;
 use std::time::Duration;
 
 async fn agent(mock: &MockModelServer, idle: Duration) -> (tempfile::TempDir, Agent, Actor) {
+    agent_with(mock, idle, |_| Capabilities::default()).await
+}
+
+/// An agent whose capabilities are built inside its data directory; diagnostic tools are on.
+async fn agent_with(
+    mock: &MockModelServer,
+    idle: Duration,
+    caps: impl FnOnce(&Path) -> Capabilities,
+) -> (tempfile::TempDir, Agent, Actor) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
     let user = store.ensure_local_user("kim").await.unwrap();
@@ -22,8 +34,11 @@ async fn agent(mock: &MockModelServer, idle: Duration) -> (tempfile::TempDir, Ag
         ..Default::default()
     });
     cfg.session_idle = idle;
-    let caps = Capabilities::default();
-    let tools = default_registry(&RegistryOptions::default(), &caps);
+    let caps = caps(dir.path());
+    let opts = RegistryOptions {
+        diagnostic_tools: true,
+    };
+    let tools = default_registry(&opts, &caps);
     (dir, Agent::new(cfg, store, tools, caps).unwrap(), actor)
 }
 
@@ -94,4 +109,47 @@ async fn shutdown_stops_the_turn_and_answers_queued_turns_without_running_them()
     );
     let chat = agent.store().chat("sd").await.unwrap().unwrap();
     assert_eq!(chat.agent_messages[0].text(), "one");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
+    let mock = MockModelServer::start().await;
+    let (_dir, agent, actor) = agent_with(&mock, Duration::from_secs(600), |d| Capabilities {
+        history: Some(mpa_history::HistoryHub::new(
+            mpa_history::HistoryConfig::new(d.join("history")),
+        )),
+        ..Capabilities::default()
+    })
+    .await;
+    let big = format!("{}zebraquartz", "filler ".repeat(12_000));
+    mock.push(MockReply::tool_calls(&[(
+        "e1",
+        "test_echo",
+        json!({ "text": big }),
+    )]));
+    mock.push(MockReply::text("done"));
+    let rx = agent
+        .submit(&actor, "cap1", "test", "echo it".into(), vec![])
+        .await
+        .unwrap();
+    assert_eq!(finish(rx).await.0, TurnStatus::Completed);
+    // The model saw only the capped preview...
+    let reqs = mock.requests();
+    let msgs = reqs[1]["messages"].as_array().unwrap();
+    let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    let shown = tool["content"].as_str().unwrap();
+    assert!(shown.contains("tool_result_truncated"), "{shown:.200}");
+    assert!(!shown.contains("zebraquartz"));
+    // ...while the evidence holds the whole result.
+    let hub = agent.services().caps.history.clone().unwrap();
+    let found = hub
+        .session_search(
+            &actor.user_key(),
+            &mpa_history::SearchContext {
+                current_session_id: None,
+            },
+            json!({"query": "zebraquartz", "role_filter": "tool"}),
+        )
+        .await;
+    assert!(found.to_string().contains("cap1"), "{found}");
 }

@@ -57,7 +57,7 @@ pub async fn capture(
     services: &Services,
     data: &mut SessionData,
     from: usize,
-    full: &mut Vec<Option<String>>,
+    mut full: Vec<Option<String>>,
 ) {
     let Some(hub) = &services.caps.history else {
         return;
@@ -70,7 +70,6 @@ pub async fn capture(
         let full_content = full.get_mut(i).and_then(Option::take);
         batch.push(captured(m, full_content));
     }
-    full.clear();
     if batch.is_empty() {
         return;
     }

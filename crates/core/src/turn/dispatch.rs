@@ -180,9 +180,7 @@ pub async fn run_tool_calls(
     calls: &[ToolCall],
     sink: &EventSink<'_>,
     cancel: &CancellationToken,
-    review: Option<&mpa_protocol::ReviewToken>,
 ) -> DispatchOutcome {
-    let review = review.cloned();
     let plan_calls = calls.iter().filter(|c| c.name == UPDATE_PLAN).count();
     let mut slots: Vec<Option<(ToolOutput, Outcome)>> = vec![None; calls.len()];
     let mut started = vec![false; calls.len()];
@@ -209,7 +207,7 @@ pub async fn run_tool_calls(
             call_id: call.id.clone(),
             cancel: cancel.child_token(),
             session: Arc::clone(&data.state),
-            review: review.clone(),
+            review: None,
         };
         let limit = Arc::clone(&limit);
         running.push(async move {
@@ -279,19 +277,22 @@ pub async fn run_tool_calls(
             .tools
             .get(&call.name)
             .is_some_and(|t| t.meta().self_capped);
-        let content = if self_capped {
-            full_contents.push(None);
-            out.content
+        let preview = if self_capped {
+            None
         } else {
-            let capped = cap_result(
+            cap_result(
                 &call.name,
-                out.content.clone(),
+                &out.content,
                 outcome,
                 DEFAULT_TOOL_RESULT_MAX_CHARS,
-            );
-            full_contents.push((capped.len() != out.content.len()).then_some(out.content));
-            capped
+            )
         };
+        // A capped message keeps its full content beside it for the evidence store.
+        let (content, full) = match preview {
+            Some(p) => (p, Some(out.content)),
+            None => (out.content, None),
+        };
+        full_contents.push(full);
         let mut m = Message::tool(call.id.clone(), call.name.clone(), content, outcome);
         m.metadata = out.metadata;
         results.push(m);

@@ -92,10 +92,8 @@ pub async fn run_turn(
         .on_user_turn(memory_interval, prior_user_messages);
     let blocks = begin::capability_blocks(services, &actor, data).await;
     // Evidence is captured as the turn goes, so a crash loses at most the step in flight.
-    let mut full_results: Vec<Option<String>> = Vec::new();
-    let mut captured = turn_start;
-    capture::capture(services, data, captured, &mut full_results).await;
-    captured = data.messages.len();
+    capture::capture(services, data, turn_start, Vec::new()).await;
+    let mut captured = data.messages.len();
 
     let mut status = TurnStatus::IterationLimit;
     let mut final_text = String::new();
@@ -127,7 +125,7 @@ pub async fn run_turn(
                     m.metadata
                         .insert("interrupted".into(), serde_json::Value::Bool(true));
                     data.messages.push(m);
-                    capture::capture(services, data, captured, &mut full_results).await;
+                    capture::capture(services, data, captured, Vec::new()).await;
                 }
                 if matches!(e, ModelError::Cancelled) {
                     status = TurnStatus::Stopped;
@@ -146,7 +144,7 @@ pub async fn run_turn(
             completion.content.clone(),
             calls.clone(),
         ));
-        capture::capture(services, data, captured, &mut full_results).await;
+        capture::capture(services, data, captured, Vec::new()).await;
         captured = data.messages.len();
         if calls.is_empty() {
             final_text = completion.content;
@@ -155,10 +153,9 @@ pub async fn run_turn(
         }
         data.review_counters.on_tool_response(&calls);
         let outcome =
-            dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel, None).await;
+            dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel).await;
         data.messages.extend(outcome.results);
-        full_results = outcome.full_contents;
-        capture::capture(services, data, captured, &mut full_results).await;
+        capture::capture(services, data, captured, outcome.full_contents).await;
         captured = data.messages.len();
         if outcome.stopped {
             status = TurnStatus::Stopped;
