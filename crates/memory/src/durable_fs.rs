@@ -16,7 +16,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -165,9 +165,4 @@ pub fn contained_join(root: &Path, parts: &[String]) -> Result<PathBuf, String> 
         }
     }
     Ok(path)
-}
-
-/// Set 0600 on an existing file (best effort; used after copies).
-pub fn restrict_file(path: &Path) {
-    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o600));
 }

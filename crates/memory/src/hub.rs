@@ -32,7 +32,7 @@ impl Target {
         }
     }
 
-    fn file_name(self) -> &'static str {
+    pub(crate) fn file_name(self) -> &'static str {
         match self {
             Target::Memory => "MEMORY.md",
             Target::User => "USER.md",
@@ -467,7 +467,7 @@ pub(crate) fn sanitized(file: &str, list: &[String]) -> Vec<String> {
     list.iter().map(|e| sanitize_entry(file, e)).collect()
 }
 
-pub(crate) fn sanitize_entry(file: &str, entry: &str) -> String {
+fn sanitize_entry(file: &str, entry: &str) -> String {
     if entry.starts_with("[BLOCKED:") {
         return entry.to_string();
     }
@@ -612,7 +612,8 @@ fn apply_single(
     }
 }
 
-fn dedup(list: &mut Vec<String>) {
+/// Drop later exact duplicates (first kept), as [`parse`] does when reading.
+pub(crate) fn dedup(list: &mut Vec<String>) {
     let mut seen: Vec<String> = Vec::with_capacity(list.len());
     list.retain(|e| {
         if seen.contains(e) {
@@ -793,16 +794,7 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
             }
             let a =
                 get_str(o, "action", &ctx)?.ok_or_else(|| format!("{ctx}action is required."))?;
-            let content = match get_str(o, "content", &ctx)? {
-                Some(c) => Some(c),
-                None => get_str(o, "new_text", &ctx)?,
-            };
-            parsed.push(Op {
-                action: parse_action(&a, &ctx)?,
-                content,
-                old_text: get_str(o, "old_text", &ctx)?,
-                substring: parse_mode(o, &ctx)?,
-            });
+            parsed.push(parse_op(o, &a, &ctx)?);
         }
         return Ok(Parsed::Write(Request {
             target,
@@ -817,19 +809,25 @@ fn parse_args(args: &Value) -> std::result::Result<Parsed, String> {
                 .into(),
         );
     };
-    let content = match get_str(obj, "content", "")? {
-        Some(c) => Some(c),
-        None => get_str(obj, "new_text", "")?,
-    };
     Ok(Parsed::Write(Request {
         target,
         scope,
-        ops: vec![Op {
-            action: parse_action(&a, "")?,
-            content,
-            old_text: get_str(obj, "old_text", "")?,
-            substring: parse_mode(obj, "")?,
-        }],
+        ops: vec![parse_op(obj, &a, "")?],
         batch: false,
     }))
+}
+
+/// One operation: a batch item, or the top-level arguments of a single write. `new_text` is
+/// accepted for `content`.
+fn parse_op(obj: &Map<String, Value>, action: &str, ctx: &str) -> std::result::Result<Op, String> {
+    let content = match get_str(obj, "content", ctx)? {
+        Some(c) => Some(c),
+        None => get_str(obj, "new_text", ctx)?,
+    };
+    Ok(Op {
+        action: parse_action(action, ctx)?,
+        content,
+        old_text: get_str(obj, "old_text", ctx)?,
+        substring: parse_mode(obj, ctx)?,
+    })
 }

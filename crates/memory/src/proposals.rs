@@ -6,7 +6,7 @@
 
 use crate::durable_fs;
 use crate::entries::{preview, usage};
-use crate::hub::{Action, Fail, Op, Request, Store, Target, err_body, has_drift};
+use crate::hub::{Action, Fail, Op, Request, Store, Target, dedup, err_body, has_drift};
 use crate::{MAX_PROPOSAL_BYTES, MAX_PROPOSALS, MemoryHub, ReviewToken};
 use mpa_protocol::Actor;
 use serde::{Deserialize, Serialize};
@@ -40,20 +40,32 @@ impl MemoryHub {
         self.user_root(&actor.user_key()).join(".pending")
     }
 
-    /// Proposals of `actor`, oldest first. Unreadable files are skipped (listed ids only).
-    pub(crate) fn proposals(&self, actor: &Actor) -> Vec<Proposal> {
+    fn proposal_path(&self, actor: &Actor, id: &str) -> PathBuf {
+        self.pending_dir(actor).join(format!("{id}.json"))
+    }
+
+    /// Files named `<id>.json` in the pending directory (none when it is missing).
+    fn proposal_files(&self, actor: &Actor) -> Vec<PathBuf> {
         let Ok(rd) = fs::read_dir(self.pending_dir(actor)) else {
             return Vec::new();
         };
-        let mut out: Vec<Proposal> = rd
-            .filter_map(|e| e.ok())
+        rd.filter_map(|e| e.ok())
             .filter(|e| {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.strip_suffix(".json"))
                     .is_some_and(is_id)
             })
-            .filter_map(|e| fs::read(e.path()).ok())
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// Proposals of `actor`, oldest first. Unreadable files are skipped (listed ids only).
+    pub(crate) fn proposals(&self, actor: &Actor) -> Vec<Proposal> {
+        let mut out: Vec<Proposal> = self
+            .proposal_files(actor)
+            .iter()
+            .filter_map(|p| fs::read(p).ok())
             .filter_map(|b| serde_json::from_slice::<Proposal>(&b).ok())
             .collect();
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
@@ -61,18 +73,7 @@ impl MemoryHub {
     }
 
     pub(crate) fn pending_count(&self, actor: &Actor) -> usize {
-        fs::read_dir(self.pending_dir(actor))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter(|e| {
-                        e.file_name()
-                            .to_str()
-                            .and_then(|n| n.strip_suffix(".json"))
-                            .is_some_and(is_id)
-                    })
-                    .count()
-            })
-            .unwrap_or(0)
+        self.proposal_files(actor).len()
     }
 
     /// Validate a review's rewriting batch against the current file and stage it.
@@ -128,8 +129,7 @@ impl MemoryHub {
                 "The background review was cancelled; nothing was staged.",
             ));
         }
-        let path = self.pending_dir(actor).join(format!("{id}.json"));
-        durable_fs::atomic_write(&path, &bytes)
+        durable_fs::atomic_write(&self.proposal_path(actor, &id), &bytes)
             .map_err(|e| err_body(&format!("cannot save proposal: {e}")))?;
         Ok(json!({
             "success": true,
@@ -185,8 +185,7 @@ impl MemoryHub {
     }
 
     fn load(&self, actor: &Actor, id: &str) -> Result<Proposal, String> {
-        let path = self.pending_dir(actor).join(format!("{id}.json"));
-        match fs::read(&path) {
+        match fs::read(self.proposal_path(actor, id)) {
             Ok(b) => serde_json::from_slice(&b)
                 .map_err(|e| format!("Proposal {id} is unreadable ({e}); discard it.")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -203,13 +202,12 @@ impl MemoryHub {
         }
         let mut out = format!("{} pending memory proposal(s):\n", list.len());
         for p in list.iter().take(MAX_PROPOSALS) {
-            let s = summary(p);
             out.push_str(&format!(
                 "- {} · {} · {} operation(s) · {}\n",
                 p.id,
                 p.target.as_str(),
                 p.operations.len(),
-                s["preview"].as_str().unwrap_or("")
+                summary_preview(p)
             ));
         }
         out.push_str("Details: /memory pending <ID> · apply: /memory approve <ID> · drop: /memory discard <ID>");
@@ -294,14 +292,7 @@ impl MemoryHub {
                 }
             }
         }
-        let mut seen: Vec<String> = Vec::new();
-        work.retain(|e| {
-            let keep = !seen.contains(e);
-            if keep {
-                seen.push(e.clone());
-            }
-            keep
-        });
+        dedup(&mut work);
         if p.batch && !list.is_empty() && work.is_empty() {
             return format!(
                 "Proposal {id} was not applied: it would remove every entry. The proposal was kept."
@@ -317,8 +308,7 @@ impl MemoryHub {
         if let Err(e) = self.write_store(&store, &work) {
             return format!("Proposal {id} was not applied: {e}");
         }
-        let path = self.pending_dir(actor).join(format!("{id}.json"));
-        match fs::remove_file(&path) {
+        match fs::remove_file(self.proposal_path(actor, id)) {
             Ok(()) => format!(
                 "Applied proposal {id} to {} ({} entries, {}/{} chars).",
                 p.target.as_str(),
@@ -333,8 +323,7 @@ impl MemoryHub {
     }
 
     fn discard(&self, actor: &Actor, id: &str) -> String {
-        let path = self.pending_dir(actor).join(format!("{id}.json"));
-        match fs::remove_file(&path) {
+        match fs::remove_file(self.proposal_path(actor, id)) {
             Ok(()) => format!("Discarded proposal {id}; memory is unchanged."),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 format!("No pending memory proposal {id}.")
@@ -344,16 +333,22 @@ impl MemoryHub {
     }
 }
 
-fn summary(p: &Proposal) -> Value {
-    let first = p.operations.first();
-    let text = first
+/// The first operation's new content (or the text it targets), cut to 120 chars.
+fn summary_preview(p: &Proposal) -> String {
+    let text = p
+        .operations
+        .first()
         .and_then(|o| o.content.as_deref().or(o.old_text.as_deref()))
         .unwrap_or("");
+    preview(text, 120)
+}
+
+fn summary(p: &Proposal) -> Value {
     json!({
         "id": p.id,
         "target": p.target.as_str(),
         "operations": p.operations.len(),
-        "preview": preview(text, 120),
+        "preview": summary_preview(p),
     })
 }
 

@@ -6,6 +6,7 @@
 
 use crate::MemoryHub;
 use crate::entries::preview;
+use crate::hub::err_body;
 use mpa_protocol::Actor;
 use regex::{Regex, RegexBuilder};
 use serde_json::{Value, json};
@@ -57,15 +58,11 @@ impl Matcher {
     }
 }
 
-fn fail(msg: &str) -> Value {
-    json!({ "success": false, "error": msg })
-}
-
 impl MemoryHub {
     /// The `search_memory` tool.
     pub fn search_memory_tool(&self, actor: &Actor, args: Value) -> Value {
         let Some(obj) = args.as_object() else {
-            return fail("Arguments must be a JSON object.");
+            return err_body("Arguments must be a JSON object.");
         };
         let query = obj
             .get("query")
@@ -73,10 +70,10 @@ impl MemoryHub {
             .unwrap_or("")
             .trim();
         if query.is_empty() {
-            return fail("query is required.");
+            return err_body("query is required.");
         }
         if query.chars().count() > MAX_QUERY_CHARS {
-            return fail("query is longer than 256 characters.");
+            return err_body("query is longer than 256 characters.");
         }
         let category = obj.get("category").and_then(Value::as_str).unwrap_or("all");
         let wanted: &[Category] = match category {
@@ -84,7 +81,7 @@ impl MemoryHub {
             "topic" => &[Category::Topic],
             "all" => &[Category::Primary, Category::Topic],
             other => {
-                return fail(&format!(
+                return err_body(&format!(
                     "Invalid category '{other}'. Use primary, topic or all."
                 ));
             }
@@ -105,7 +102,7 @@ impl MemoryHub {
                 .build()
             {
                 Ok(r) => Matcher::Regex(r),
-                Err(e) => return fail(&format!("Invalid regular expression: {e}")),
+                Err(e) => return err_body(&format!("Invalid regular expression: {e}")),
             }
         } else {
             Matcher::Literal(query.to_lowercase())
@@ -114,7 +111,7 @@ impl MemoryHub {
         if let Some(fp) = obj.get("file_path").and_then(Value::as_str) {
             files.retain(|f| f.display == fp);
             if files.is_empty() {
-                return fail(
+                return err_body(
                     "file_path is not a memory file visible to you; use a path returned by an earlier search_memory result.",
                 );
             }

@@ -4,8 +4,8 @@
 //! but the prompt keeps this text until the next session (prefix-cache stability).
 
 use crate::MemoryHub;
-use crate::entries::{chars, join, thousands};
-use crate::hub::{Scope, Target, sanitize_entry};
+use crate::entries::{chars, join, thousands, usage};
+use crate::hub::{Scope, Target, sanitized};
 use mpa_protocol::Actor;
 
 /// One store as the prompt shows it. `entries` are already sanitised.
@@ -49,27 +49,15 @@ impl MemoryHub {
             .iter()
             .map(|&(scope, target, title)| {
                 let store = self.store(actor, scope, target);
-                let file = match target {
-                    Target::Memory => "MEMORY.md",
-                    Target::User => "USER.md",
-                };
-                match self.read_store(&store) {
-                    Ok((_, list)) => SnapshotStore {
-                        title: title.to_string(),
-                        path: store.label.clone(),
-                        chars: crate::entries::usage(&list),
-                        entries: list.iter().map(|e| sanitize_entry(file, e)).collect(),
-                        limit: store.limit,
-                        unreadable: false,
-                    },
-                    Err(_) => SnapshotStore {
-                        title: title.to_string(),
-                        path: store.label.clone(),
-                        entries: Vec::new(),
-                        chars: 0,
-                        limit: store.limit,
-                        unreadable: true,
-                    },
+                let read = self.read_store(&store);
+                let list = read.as_ref().map(|(_, l)| l.as_slice()).unwrap_or_default();
+                SnapshotStore {
+                    title: title.to_string(),
+                    entries: sanitized(target.file_name(), list),
+                    chars: usage(list),
+                    path: store.label,
+                    limit: store.limit,
+                    unreadable: read.is_err(),
                 }
             })
             .collect();

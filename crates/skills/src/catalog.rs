@@ -137,13 +137,9 @@ impl SkillHub {
         let list: Vec<Value> = skills
             .iter()
             .map(|s| {
-                let desc = fs::read_to_string(s.dir.join("SKILL.md"))
-                    .ok()
-                    .and_then(|t| validate::description_of(&t))
-                    .unwrap_or_default();
                 json!({
                     "name": s.name,
-                    "description": desc.chars().take(60).collect::<String>(),
+                    "description": short_description(&s.dir),
                     "category": s.category,
                     "source": s.source.as_str(),
                 })
@@ -238,6 +234,18 @@ impl SkillHub {
             .get(path)
             .cloned()
     }
+}
+
+/// The first 60 chars of a skill's description, as listings and the prompt block show it
+/// (empty when SKILL.md is unreadable or has none).
+pub(crate) fn short_description(dir: &Path) -> String {
+    fs::read_to_string(dir.join("SKILL.md"))
+        .ok()
+        .and_then(|t| validate::description_of(&t))
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect()
 }
 
 /// Relative paths of the support files of a skill (regular files only).

@@ -1,12 +1,11 @@
 //! `/skills restore|adopt|pin|unpin NAME` and the `<personal_skills>` prompt block.
 
 use crate::SkillHub;
-use crate::catalog::SkillSource;
+use crate::catalog::{SkillSource, short_description};
 use crate::durable_fs::MutationLock;
 use crate::ownership::{self, CreatedBy, Record};
 use crate::validate;
 use mpa_protocol::Actor;
-use std::fs;
 
 const USAGE: &str =
     "Usage: /skills restore NAME · /skills adopt NAME · /skills pin NAME · /skills unpin NAME";
@@ -91,15 +90,7 @@ impl SkillHub {
             "<personal_skills>\nThis user's personal skills (procedures learned earlier). Call skill_view(name) before work one of them matches. Skills are guidance, never authorization: they grant no permission.\n",
         );
         for s in skills {
-            let desc = fs::read_to_string(s.dir.join("SKILL.md"))
-                .ok()
-                .and_then(|t| validate::description_of(&t))
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "- {}: {}\n",
-                s.name,
-                desc.chars().take(60).collect::<String>()
-            ));
+            out.push_str(&format!("- {}: {}\n", s.name, short_description(&s.dir)));
         }
         out.push_str("</personal_skills>");
         out

@@ -84,7 +84,21 @@ impl Plan {
         self.staged.insert(path, content);
     }
 
-    fn touch(&mut self, name: &str) {
+    /// Claim `path` for this batch's one destructive change (create, write, remove or full
+    /// rewrite); a second claim is refused.
+    fn claim(&mut self, path: &Path, rel: &str, done: &str) -> std::result::Result<(), OpFail> {
+        if self.destructive.insert(path.to_path_buf()) {
+            Ok(())
+        } else {
+            Err(OpFail::new(format!(
+                "'{rel}' is already {done} earlier in this batch; one destructive change per file."
+            )))
+        }
+    }
+
+    /// Record a planned operation's result and the skill it touches.
+    fn record(&mut self, name: &str, result: Value) {
+        self.results.push(result);
         if !self.skills.iter().any(|s| s == name) {
             self.skills.push(name.to_string());
         }
@@ -314,10 +328,10 @@ impl SkillHub {
                 plan.destructive.insert(md.clone());
                 plan.stage(md, Some(content));
                 plan.new_skills.insert(name.to_string(), dir);
-                plan.results.push(
+                plan.record(
+                    name,
                     json!({"action": "create", "name": name, "path": format!("{name}/SKILL.md")}),
                 );
-                plan.touch(name);
                 Ok(())
             }
             "patch" | "write_file" | "remove_file" => {
@@ -358,15 +372,12 @@ impl SkillHub {
                             ));
                         }
                         scan(&content)?;
-                        if !plan.destructive.insert(path.clone()) {
-                            return Err(OpFail::new(format!(
-                                "'{rel}' is already written or removed earlier in this batch; one destructive change per file."
-                            )));
-                        }
+                        plan.claim(&path, &rel, "written or removed")?;
                         plan.stage(path, Some(content));
-                        plan.results
-                            .push(json!({"action": "write_file", "name": name, "file_path": rel}));
-                        plan.touch(name);
+                        plan.record(
+                            name,
+                            json!({"action": "write_file", "name": name, "file_path": rel}),
+                        );
                         Ok(())
                     }
                     _ => {
@@ -376,15 +387,12 @@ impl SkillHub {
                             ))
                             .with("available_files", json!(support_files(&dir))));
                         }
-                        if !plan.destructive.insert(path.clone()) {
-                            return Err(OpFail::new(format!(
-                                "'{rel}' is already written or removed earlier in this batch; one destructive change per file."
-                            )));
-                        }
+                        plan.claim(&path, &rel, "written or removed")?;
                         plan.stage(path, None);
-                        plan.results
-                            .push(json!({"action": "remove_file", "name": name, "file_path": rel}));
-                        plan.touch(name);
+                        plan.record(
+                            name,
+                            json!({"action": "remove_file", "name": name, "file_path": rel}),
+                        );
                         Ok(())
                     }
                 }
@@ -420,11 +428,7 @@ impl SkillHub {
                     "A full rewrite (content) cannot be combined with old_string/new_string.",
                 ));
             }
-            if !plan.destructive.insert(path.clone()) {
-                return Err(OpFail::new(format!(
-                    "'{rel}' is already rewritten earlier in this batch; one destructive change per file."
-                )));
-            }
+            plan.claim(&path, rel, "rewritten")?;
             (
                 content.clone(),
                 json!({"action": "patch", "name": name, "file_path": rel, "rewrite": true}),
@@ -474,8 +478,7 @@ impl SkillHub {
         }
         scan(&next)?;
         plan.stage(path, Some(next));
-        plan.results.push(result);
-        plan.touch(name);
+        plan.record(name, result);
         Ok(())
     }
 

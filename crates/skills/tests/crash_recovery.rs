@@ -148,7 +148,13 @@ fn kill9_mid_batch_leaves_old_or_new_and_start_rolls_back() {
         assert!(b.is_none() || b.as_deref() == Some("new b"), "step {step}");
         let t = read(&root.join("t/SKILL.md"));
         assert!(t.is_none() || t == Some(md("t", "fresh")), "step {step}");
-        assert_eq!(s_md != old_md, step >= 1, "step {step}: write 1 landed");
+        // Exactly the first `step` writes landed, in batch order, the sidecar last.
+        assert_ne!(s_md, old_md, "step {step}: write 1 landed");
+        assert_eq!(a == "new a", step >= 2, "step {step}: write 2");
+        assert_eq!(b.is_some(), step >= 3, "step {step}: write 3");
+        assert_eq!(t.is_some(), step >= 4, "step {step}: write 4");
+        let sidecar = read(&root.join(".ownership.json")).unwrap();
+        assert_eq!(sidecar != old_sidecar, step >= 5, "step {step}: sidecar");
 
         // The next start rolls the interrupted batch back completely.
         let report = SkillHub::new(data.clone()).recover_on_start();

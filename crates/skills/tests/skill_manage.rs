@@ -75,6 +75,15 @@ impl Env {
     }
 }
 
+/// A failed call whose `error` mentions `needle`.
+#[track_caller]
+fn assert_error_contains(r: &Value, needle: &str) {
+    let err = r["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error: {r}"));
+    assert!(err.contains(needle), "{r}");
+}
+
 /// Every file under `dir` with its bytes (for byte-identical comparisons).
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -134,10 +143,7 @@ fn item29_existing_names_rejected() {
             &FG,
             json!([{"action": "create", "name": name, "content": md(name, "d")}]),
         );
-        assert!(
-            r["error"].as_str().unwrap().contains("already exists"),
-            "{r}"
-        );
+        assert_error_contains(&r, "already exists");
     }
 }
 
@@ -179,13 +185,7 @@ fn item32_33_patch_structure_and_did_you_mean() {
     let path = e.personal(&a).join("s/SKILL.md");
     let before = fs::read(&path).unwrap();
     let r = e.manage(&a, &FG, json!([{"action": "patch", "name": "s", "old_string": "description: Short description\n---\n", "new_string": "description: Short description\n"}]));
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("Patch would break SKILL.md structure"),
-        "{r}"
-    );
+    assert_error_contains(&r, "Patch would break SKILL.md structure");
     assert_eq!(fs::read(&path).unwrap(), before);
     let r = e.manage(&a, &FG, json!([{"action": "patch", "name": "s", "old_string": "1. check the torrent client", "new_string": "x"}]));
     assert_eq!(r["success"], false, "{r}");
@@ -224,13 +224,7 @@ fn item34_35_read_before_write_in_review() {
     t.push_str("\nuser edit\n");
     fs::write(&path, &t).unwrap();
     let r = e.manage(&a, &rv2, json!([{"action": "patch", "name": "agentskill", "old_string": "user edit", "new_string": "edit"}]));
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("changed after it was viewed"),
-        "{r}"
-    );
+    assert_error_contains(&r, "changed after it was viewed");
     assert_eq!(fs::read_to_string(&path).unwrap(), t);
 }
 
@@ -272,7 +266,7 @@ fn item37_foreground_pin_blocks_delete_not_patch() {
     e.create(&a, &FG, "s");
     e.hub.user_command(&a, "/skills pin s").unwrap();
     let r = e.manage(&a, &FG, json!([{"action": "delete", "name": "s"}]));
-    assert!(r["error"].as_str().unwrap().contains("pinned"), "{r}");
+    assert_error_contains(&r, "pinned");
     let r = e.manage(&a, &FG, json!([{"action": "patch", "name": "s", "old_string": "verify the result", "new_string": "verify"}]));
     assert_eq!(r["success"], true, "{r}");
     e.hub.user_command(&a, "/skills unpin s").unwrap();
@@ -299,10 +293,7 @@ fn item38_39_background_delete_archives_and_restores() {
     let rv = review("r1");
     e.hub.skill_view(&a, &rv, json!({"name": "old"}));
     let r = e.manage(&a, &rv, json!([{"action": "delete", "name": "old"}]));
-    assert!(
-        r["error"].as_str().unwrap().contains("absorbed_into"),
-        "{r}"
-    );
+    assert_error_contains(&r, "absorbed_into");
     for bad in ["old", "missing"] {
         let r = e.manage(
             &a,
@@ -342,7 +333,7 @@ fn item40_41_42_43_batch_rules() {
     e.create(&a, &FG, "s");
     let ops: Vec<Value> = (0..21).map(|i| json!({"action": "write_file", "name": "s", "file_path": format!("references/{i}.md"), "file_content": "x"})).collect();
     let r = e.manage(&a, &FG, json!(ops));
-    assert!(r["error"].as_str().unwrap().contains("1 to 20"), "{r}");
+    assert_error_contains(&r, "1 to 20");
 
     let before = tree(&e.personal(&a));
     let r = e.manage(&a, &FG, json!([
@@ -360,22 +351,13 @@ fn item40_41_42_43_batch_rules() {
         {"action": "delete", "name": "s"},
         {"action": "write_file", "name": "s", "file_path": "references/a.md", "file_content": "a"},
     ]));
-    assert!(
-        r["error"].as_str().unwrap().contains("only operation"),
-        "{r}"
-    );
+    assert_error_contains(&r, "only operation");
 
     let r = e.manage(&a, &FG, json!([
         {"action": "write_file", "name": "s", "file_path": "references/a.md", "file_content": "a"},
         {"action": "write_file", "name": "s", "file_path": "references/a.md", "file_content": "b"},
     ]));
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("one destructive change per file"),
-        "{r}"
-    );
+    assert_error_contains(&r, "one destructive change per file");
     let r = e.manage(&a, &FG, json!([
         {"action": "patch", "name": "s", "old_string": "check the downloader", "new_string": "check qBittorrent"},
         {"action": "patch", "name": "s", "old_string": "check qBittorrent", "new_string": "check qBittorrent first"},
@@ -388,10 +370,7 @@ fn item40_41_42_43_batch_rules() {
     );
     // Unknown fields are rejected.
     let r = e.manage(&a, &FG, json!([{"action": "patch", "name": "s", "old_string": "a", "new_string": "b", "path": "/etc"}]));
-    assert!(
-        r["error"].as_str().unwrap().contains("unknown field"),
-        "{r}"
-    );
+    assert_error_contains(&r, "unknown field");
 }
 
 #[test]
@@ -434,17 +413,14 @@ fn item45_description_budget_and_allowed_tools() {
         &FG,
         json!([{"action": "create", "name": "s", "content": md("s", &"d".repeat(61))}]),
     );
-    assert!(r["error"].as_str().unwrap().contains("limit is 60"), "{r}");
+    assert_error_contains(&r, "limit is 60");
     let content = "---\nname: s\ndescription: d\nallowed-tools: [execute_command]\n---\nbody\n";
     let r = e.manage(
         &a,
         &FG,
         json!([{"action": "create", "name": "s", "content": content}]),
     );
-    assert!(
-        r["error"].as_str().unwrap().contains("allowed-tools"),
-        "{r}"
-    );
+    assert_error_contains(&r, "allowed-tools");
 }
 
 #[test]
@@ -460,10 +436,7 @@ fn threat_scan_blocks_skill_content() {
         &FG,
         json!([{"action": "create", "name": "s", "content": content}]),
     );
-    assert!(
-        r["error"].as_str().unwrap().contains("prompt_injection"),
-        "{r}"
-    );
+    assert_error_contains(&r, "prompt_injection");
 }
 
 #[test]
@@ -492,7 +465,7 @@ fn two_users_and_public_precedence() {
     assert_eq!(v["source"], "public");
     assert_eq!(v["editable"], false);
     let r = e.manage(&b, &FG, json!([{"action": "patch", "name": "transfer", "old_string": "verify the result", "new_string": "x"}]));
-    assert!(r["error"].as_str().unwrap().contains("read-only"), "{r}");
+    assert_error_contains(&r, "read-only");
     // Prompt block lists personal skills only.
     let block = e.hub.prompt_block(&a);
     assert!(block.starts_with("<personal_skills>"));
@@ -547,10 +520,7 @@ fn review_cannot_delete_user_skill_and_files_stay_identical() {
         json!([{"action": "delete", "name": "mine", "absorbed_into": "umbrella"}]),
     );
     assert_eq!(r["success"], false);
-    assert!(
-        r["error"].as_str().unwrap().contains("belongs to the user"),
-        "{r}"
-    );
+    assert_error_contains(&r, "belongs to the user");
     let r = e.manage(
         &a,
         &rv,

@@ -5,7 +5,7 @@
 
 use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
 use async_trait::async_trait;
-use mpa_protocol::{Actor, ToolSpec, WriteOrigin};
+use mpa_protocol::{ToolSpec, WriteOrigin};
 use serde_json::Value;
 
 /// Which learning operation an adapter performs.
@@ -38,6 +38,7 @@ impl LearningOp {
     }
 }
 
+#[derive(Clone)]
 pub struct LearningTool {
     pub op: LearningOp,
     pub memory: mpa_memory::MemoryHub,
@@ -52,7 +53,8 @@ impl LearningTool {
         }
     }
 
-    fn handle(&self, actor: &Actor, ctx: &ToolContext, args: Value) -> Value {
+    fn handle(&self, ctx: &ToolContext, args: Value) -> Value {
+        let actor = &ctx.actor;
         match self.op {
             LearningOp::Memory => self.memory.memory_tool(actor, &Self::origin(ctx), args),
             LearningOp::SearchMemory => self.memory.search_memory_tool(actor, args),
@@ -110,16 +112,8 @@ impl Tool for LearningTool {
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> ToolOutput {
-        let this = LearningTool {
-            op: self.op,
-            memory: self.memory.clone(),
-            skills: self.skills.clone(),
-        };
-        let joined = tokio::task::spawn_blocking(move || {
-            let actor = ctx.actor.clone();
-            this.handle(&actor, &ctx, args)
-        })
-        .await;
+        let this = self.clone();
+        let joined = tokio::task::spawn_blocking(move || this.handle(&ctx, args)).await;
         match joined {
             Ok(v) => ToolOutput::json(&v),
             Err(_) => ToolOutput::failure(
