@@ -145,44 +145,51 @@ pub async fn completions(
         .submit(&actor, &session_id, OPENAI_CHANNEL, text, images)
         .await?;
     let id = format!("chatcmpl-{}", mpa_core::new_session_id());
-    if req.stream {
+    let mut resp = if req.stream {
         let (tx, rx) = mpsc::channel(FRAME_QUEUE);
-        tokio::spawn(stream_chunks(events, tx, id, model, session_id));
-        return Ok(sse_response(rx));
-    }
-    let (status, text, usage, error) = collect(events).await;
-    if status != TurnStatus::Completed && text.is_empty() {
-        let (code, message) = error.unwrap_or((
-            "agent_failed".into(),
-            "the turn ended without an answer".into(),
-        ));
-        return Ok((
-            StatusCode::BAD_GATEWAY,
-            Json(json!({"error": {"code": code, "message": message, "type": "server_error"}})),
-        )
-            .into_response());
-    }
-    let mut resp = Json(json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": now_secs(),
-        "model": model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": finish_reason(status),
-        }],
-        "usage": {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens,
-        },
-    }))
-    .into_response();
+        tokio::spawn(stream_chunks(events, tx, id, model, session_id.clone()));
+        sse_response(rx)
+    } else {
+        let (status, text, usage, error) = collect(events).await;
+        match failure(status, !text.is_empty(), error) {
+            Some(body) => (StatusCode::BAD_GATEWAY, Json(body)).into_response(),
+            None => Json(json!({
+                "id": id,
+                "object": "chat.completion",
+                "created": now_secs(),
+                "model": model,
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish_reason(status),
+                }],
+                "usage": {
+                    "prompt_tokens": usage.input_tokens,
+                    "completion_tokens": usage.output_tokens,
+                    "total_tokens": usage.total_tokens,
+                },
+            }))
+            .into_response(),
+        }
+    };
+    // Which session answered (a client that did not choose one can continue it).
     if let Ok(v) = session_id.parse() {
         resp.headers_mut().insert("x-session-id", v);
     }
     Ok(resp)
+}
+
+/// A turn that did not complete and produced no text is an error, not an empty answer (the
+/// OpenAI clients raise on an `error` object, streamed or not).
+fn failure(status: TurnStatus, answered: bool, error: Option<(String, String)>) -> Option<Value> {
+    if status == TurnStatus::Completed || answered {
+        return None;
+    }
+    let (code, message) = error.unwrap_or((
+        "agent_failed".into(),
+        "the turn ended without an answer".into(),
+    ));
+    Some(json!({"error": {"code": code, "message": message, "type": "server_error"}}))
 }
 
 fn finish_reason(status: TurnStatus) -> &'static str {
@@ -231,14 +238,17 @@ async fn stream_chunks(
         return;
     }
     let mut status = TurnStatus::Failed;
+    let (mut answered, mut error) = (false, None);
     while let Some(ev) = events.recv().await {
         match ev {
             Event::Delta { content } => {
+                answered |= !content.is_empty();
                 let sent = out.send(chunk(json!({"content": content}), None)).await;
                 if sent.is_err() {
                     return;
                 }
             }
+            Event::Error { code, message } => error = Some((code, message)),
             Event::TurnEnded { status: s, .. } => {
                 status = s;
                 break;
@@ -246,9 +256,11 @@ async fn stream_chunks(
             _ => {}
         }
     }
-    let _ = out
-        .send(chunk(json!({}), Some(finish_reason(status))))
-        .await;
+    let last = match failure(status, answered, error) {
+        Some(body) => frame(&body),
+        None => chunk(json!({}), Some(finish_reason(status))),
+    };
+    let _ = out.send(last).await;
     let _ = out
         .send(bytes::Bytes::from_static(b"data: [DONE]\n\n"))
         .await;

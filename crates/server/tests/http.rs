@@ -103,15 +103,7 @@ impl Env {
     }
 
     async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        let r = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        let s = r.status();
-        (s, r.json().await.unwrap_or(Value::Null))
+        self.send(reqwest::Method::GET, token, path).await
     }
 
     async fn send(&self, method: reqwest::Method, token: &str, path: &str) -> (StatusCode, Value) {
@@ -290,14 +282,16 @@ async fn wrong_expired_and_revoked_tokens_get_401() {
     let (s, _) = env.get(expired, "/api/v1/agent/sessions").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     // Only the hash is stored.
-    let stored: i64 = db
-        .query_row(
+    let rows_with = |value: &str| -> i64 {
+        db.query_row(
             "SELECT COUNT(*) FROM auth_tokens WHERE token_hash = ?1",
-            [&token],
+            [value],
             |r| r.get(0),
         )
-        .unwrap();
-    assert_eq!(stored, 0);
+        .unwrap()
+    };
+    assert_eq!(rows_with(&token), 0);
+    assert_eq!(rows_with(&mpa_server::auth::token_hash(&token)), 1);
 
     let (s, me) = env.get(&token, "/api/v1/me").await;
     assert_eq!(s, StatusCode::OK);
@@ -334,7 +328,7 @@ async fn failed_logins_are_rate_limited_and_secrets_stay_out_of_responses() {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "too_many_login_attempts");
-    // Unknown users look exactly like wrong passwords.
+    // The client address is limited too: even an unknown user name is refused from it now.
     let r = env.login("nobody", "x").await;
     assert_eq!(
         r.status(),
@@ -720,5 +714,49 @@ async fn a_rename_keeps_history_and_a_reused_name_inherits_nothing() {
     assert_eq!(list["sessions"], json!([]));
     let (s, _) = env.get(&newcomer, "/api/v1/agent/sessions/dv").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_endpoint_reports_a_failed_turn_as_an_error_streamed_or_not() {
+    let env = Env::start().await;
+    let token = env.user("alice", "pw", false).await;
+    for stream in [false, true] {
+        env.mock
+            .push(MockReply::status(401, "{\"error\":\"bad key\"}"));
+        let r = env
+            .http
+            .post(env.url("/v1/chat/completions"))
+            .bearer_auth(&token)
+            .json(&json!({"stream": stream, "user": format!("fail-{stream}"),
+                          "messages": [{"role": "user", "content": "hello"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.headers().contains_key("x-session-id"), "stream={stream}");
+        if !stream {
+            assert_eq!(r.status(), StatusCode::BAD_GATEWAY);
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(v["error"]["type"], "server_error", "{v}");
+            continue;
+        }
+        assert_eq!(r.status(), StatusCode::OK, "the stream had already started");
+        let body = r.text().await.unwrap();
+        assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+        let frames: Vec<Value> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|l| *l != "[DONE]")
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let last = frames.last().unwrap();
+        assert_eq!(last["error"]["type"], "server_error", "{body}");
+        assert!(
+            frames
+                .iter()
+                .all(|f| f["choices"][0]["finish_reason"].is_null()),
+            "a failed turn never claims finish_reason=stop: {body}"
+        );
+    }
     env.shutdown().await;
 }
