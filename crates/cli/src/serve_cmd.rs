@@ -5,6 +5,7 @@ use crate::context::CliContext;
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -16,26 +17,18 @@ pub struct ServeArgs {
     pub model_name: String,
 }
 
-/// Resolves on the first SIGINT or SIGTERM.
+/// Resolves on the first SIGINT or SIGTERM (the binary is Unix-only, as `chat` is).
 async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
     eprintln!("mpagent serve: shutting down");
 }

@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 mod common;
-use common::{API_KEY, mpagent};
+use common::{API_KEY, mpagent, send_signal};
 
 struct Run {
     code: i32,
@@ -262,14 +262,6 @@ async fn wait_for_line(child: &mut Child, pred: impl Fn(&Value) -> bool) -> Vec<
     }
 }
 
-fn sigint(child: &Child) {
-    let pid = child.id().unwrap() as i32;
-    // SAFETY: sending a signal to our own child process id has no memory-safety implications.
-    unsafe {
-        libc::kill(pid, libc::SIGINT);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_mid_stream_keeps_what_was_received() {
     let mock = MockModelServer::start().await;
@@ -288,7 +280,7 @@ async fn stop_mid_stream_keeps_what_was_received() {
     ]);
     let mut child = cmd.spawn().unwrap();
     wait_for_line(&mut child, |v| v["type"] == "delta").await;
-    sigint(&child);
+    send_signal(&child, libc::SIGINT);
     let out = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
         .await
         .unwrap()
@@ -331,7 +323,7 @@ async fn stop_mid_tool_dispatches_nothing_more_and_records_unknown() {
         v["type"] == "tool_finished" && v["tool_id"] == "call_fast"
     })
     .await;
-    sigint(&child);
+    send_signal(&child, libc::SIGINT);
     let out = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
         .await
         .unwrap()

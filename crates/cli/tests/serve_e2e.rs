@@ -62,17 +62,7 @@ async fn serve(data: &Path, mock: &MockModelServer) -> Serve {
     }
 }
 
-/// Whether an external program is usable; panics instead of skipping under MPA_REQUIRE_ALL_TESTS.
-fn available(what: &str, ok: bool) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("MPA_REQUIRE_ALL_TESTS").as_deref() == Ok("1") {
-        panic!("{what} is required (MPA_REQUIRE_ALL_TESTS=1) but missing");
-    }
-    eprintln!("SKIPPED: {what} not available; install it (see .ci/run) to run this test");
-    false
-}
+use mpa_test_support::external_program as available;
 
 fn runs(program: &str, args: &[&str]) -> bool {
     std::process::Command::new(program)
@@ -165,11 +155,7 @@ async fn sigterm_during_a_turn_exits_and_snapshots_received_and_unknown() {
             sleep_running |= f["tool_id"] == "call_sleep" && f["status"] == "running";
         }
     }
-    let pid = i32::try_from(srv.child.id().unwrap()).unwrap();
-    // SAFETY: sending a signal to a child process we spawned and still own.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    }
+    common::send_signal(&srv.child, libc::SIGTERM);
     // The contract: the process is gone within 10 s of SIGTERM.
     let status = tokio::time::timeout(Duration::from_secs(10), srv.child.wait())
         .await

@@ -74,7 +74,7 @@ impl FromRequestParts<AppState> for Authed {
                 is_admin: true,
             }));
         }
-        match state.store.token_user(token_hash(token)).await? {
+        match state.agent.store().token_user(token_hash(token)).await? {
             Some(user) => Ok(Authed(Actor {
                 user_id: user.id,
                 user_name: user.name,
@@ -155,7 +155,7 @@ pub async fn login(
             format!("too many failed logins; try again in {wait} s"),
         ));
     }
-    let user = state.store.user_by_name(&name).await?;
+    let user = state.agent.store().user_by_name(&name).await?;
     let stored = user
         .as_ref()
         .and_then(|u| u.password_hash.clone())
@@ -184,7 +184,8 @@ pub async fn login(
     let ttl = chrono::Duration::from_std(state.cfg.token_ttl).unwrap_or(chrono::Duration::days(7));
     let expires_at = chrono::Utc::now() + ttl;
     state
-        .store
+        .agent
+        .store()
         .insert_token(token_hash(&token), &user.id, expires_at)
         .await?;
     tracing::info!(user = %user.id.0, "login");
@@ -203,7 +204,7 @@ pub async fn logout(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     if let Some(token) = bearer(&headers) {
-        state.store.delete_token(token_hash(token)).await?;
+        state.agent.store().delete_token(token_hash(token)).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }

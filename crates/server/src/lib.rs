@@ -126,7 +126,6 @@ impl Host {
                 source,
             })?;
         let state = AppState {
-            store: agent.store().clone(),
             agent,
             cfg: Arc::new(cfg),
             limiter: Arc::default(),

@@ -27,12 +27,10 @@ pub fn error_frames(code: &str, message: &str) -> Vec<Bytes> {
     ]
 }
 
-/// Tool status as the page shows it: failed and unknown both need the user's attention.
+/// Tool status as the page shows it: failed and unknown both need the user's attention
+/// ([`Outcome::is_error`], the same rule the saved `display_messages` use).
 pub fn tool_status(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Succeeded | Outcome::Pending => "done",
-        Outcome::Failed | Outcome::Unknown => "error",
-    }
+    if outcome.is_error() { "error" } else { "done" }
 }
 
 /// The SSE frame for one non-delta event (`None` for events the web protocol does not carry).

@@ -1,6 +1,5 @@
 use crate::auth::LoginLimiter;
 use mpa_core::Agent;
-use mpa_store::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,8 +50,8 @@ impl ServerConfig {
 /// Shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
+    /// Owns the store too: handlers reach accounts and tokens through [`Agent::store`].
     pub agent: Agent,
-    pub store: Store,
     pub cfg: Arc<ServerConfig>,
     pub limiter: Arc<LoginLimiter>,
     /// Cancelled when shutdown begins: new turns are refused from then on.

@@ -12,7 +12,7 @@ const I18N = {
     badLogin: 'Wrong user name or password.', tooMany: 'Too many attempts. Try again later.',
     netError: 'Network error. Check the connection and try again.', stopped: 'Stopped.',
     queueFull: 'This chat is busy; wait for the current reply to finish.', stillRunning: 'Still working on this chat…',
-    interrupted: '(interrupted)', lang: '中文', running: 'running', done: 'done', error: 'failed', admin: 'admin',
+    lang: '中文', running: 'running', done: 'done', error: 'failed', admin: 'admin',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -21,7 +21,7 @@ const I18N = {
     send: '发送', stop: '停止', noSessions: '还没有对话。', untitled: '新对话', confirmDelete: '删除此对话及其历史记录？',
     badLogin: '用户名或密码错误。', tooMany: '尝试次数过多，请稍后再试。', netError: '网络错误，请检查连接后重试。',
     stopped: '已停止。', queueFull: '此对话正忙，请等待当前回复完成。', stillRunning: '此对话仍在处理中…',
-    interrupted: '（已中断）', lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
+    lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
   },
 };
 

@@ -17,14 +17,7 @@ fn python() -> Option<&'static str> {
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    if ok {
-        Some("python3")
-    } else if std::env::var("MPA_REQUIRE_ALL_TESTS").as_deref() == Ok("1") {
-        panic!("python3 is required (MPA_REQUIRE_ALL_TESTS=1) but was not found");
-    } else {
-        eprintln!("SKIPPED difflib parity test: python3 not found");
-        None
-    }
+    mpa_test_support::external_program("python3", ok).then_some("python3")
 }
 
 fn random_string(rng: &mut StdRng) -> String {

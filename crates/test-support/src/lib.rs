@@ -12,16 +12,20 @@
 //!   [`Dialect`] (OpenAI; no-`index` vLLM/llama.cpp; DeepSeek `reasoning_content`), raw `data:`
 //!   payloads, raw bytes, recorded fixtures, or plain HTTP status replies; modifiers `header`,
 //!   `chunk_delay`, `stall_after`, `drop_after`.
+//! - [`external_program`]: skip-with-notice (or fail under `MPA_REQUIRE_ALL_TESTS=1`) for tests
+//!   that need python3, Chromium, node and the like.
 //! - [`FIXTURES`] / [`fixture`]: recorded streams under `fixtures/*.sse`, embedded in the crate.
 //!
 //! Invariants: a scripted stream always ends with `data: [DONE]` unless cut; `stall_after(n)` and
 //! `drop_after(n)` count writes (one SSE event per write); dropping the server cuts every open
 //! connection, so a stalled stream never outlives its test.
 
+mod external;
 mod fixtures;
 mod reply;
 mod server;
 
+pub use external::external_program;
 pub use fixtures::{FIXTURES, Fixture, fixture, fixture_path, split_events};
 pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
 pub use server::MockModelServer;

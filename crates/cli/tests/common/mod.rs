@@ -5,7 +5,7 @@
 use mpa_test_support::MockModelServer;
 use std::path::Path;
 use std::process::Stdio;
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 pub const API_KEY: &str = "sk-test-SECRETKEY1234567890abcdef";
 
@@ -36,4 +36,13 @@ pub fn mpagent_sync(data: &Path, args: &[&str]) -> std::process::Output {
         .env_remove("MPA_DATA_DIR")
         .output()
         .unwrap_or_else(|e| panic!("cannot run mpagent: {e}"))
+}
+
+/// Sends `sig` (`libc::SIGINT`, `libc::SIGTERM`, …) to a child the test spawned.
+pub fn send_signal(child: &Child, sig: libc::c_int) {
+    let pid = i32::try_from(child.id().expect("the child has not been reaped")).unwrap();
+    // SAFETY: kill(2) on the id of a child process we spawned and still own; no memory is touched.
+    unsafe {
+        libc::kill(pid, sig);
+    }
 }

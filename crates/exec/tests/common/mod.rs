@@ -209,12 +209,5 @@ pub fn has(program: &str) -> bool {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !found {
-        assert!(
-            std::env::var("MPA_REQUIRE_ALL_TESTS").as_deref() != Ok("1"),
-            "{program} is required (MPA_REQUIRE_ALL_TESTS=1)"
-        );
-        eprintln!("SKIPPED: {program} is not installed");
-    }
-    found
+    mpa_test_support::external_program(program, found)
 }
