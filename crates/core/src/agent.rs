@@ -100,6 +100,22 @@ impl Agent {
             }
             return Ok(h);
         }
+        // An actor that stopped taking turns (idle) may still be running turns queued just
+        // before; load the snapshot only after its last one is written, or two actors would
+        // serve the session and the older snapshot could win.
+        let retiring = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_id).cloned());
+        if let Some(old) = retiring {
+            old.finished().await;
+            if let Ok(mut map) = self.sessions.lock()
+                && map.get(session_id).is_some_and(|h| h.same_actor(&old))
+            {
+                map.remove(session_id);
+            }
+        }
         let data = match self.services.store.chat(session_id).await? {
             Some(chat) => {
                 if !Self::may_access(actor, &chat.user_id) {
@@ -110,10 +126,13 @@ impl Agent {
             None => SessionData::new(session_id, actor.user_id.clone(), channel),
         };
         let mut map = self.sessions.lock().map_err(|_| CoreError::SessionClosed)?;
-        // Another task may have loaded it meanwhile; keep the first.
+        // Another task may have loaded (or created) it meanwhile; keep the first.
         if let Some(h) = map.get(session_id)
             && !h.is_closed()
         {
+            if !Self::may_access(actor, h.owner()) {
+                return Err(CoreError::SessionNotFound);
+            }
             return Ok(h.clone());
         }
         let handle = spawn_session(Arc::clone(&self.services), data);
@@ -121,12 +140,15 @@ impl Agent {
         Ok(handle)
     }
 
-    /// A live session, if one is loaded (an actor that exited after idling is forgotten here).
+    /// A live session, if one is loaded (an actor that ended after idling is forgotten here; one
+    /// still finishing its queued turns stays known until it has ended).
     pub fn live(&self, session_id: &str) -> Option<SessionHandle> {
         let mut map = self.sessions.lock().ok()?;
         match map.get(session_id) {
             Some(h) if h.is_closed() => {
-                map.remove(session_id);
+                if h.is_finished() {
+                    map.remove(session_id);
+                }
                 None
             }
             Some(h) => Some(h.clone()),

@@ -76,6 +76,8 @@ struct Shared {
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
     /// True while a background review runs.
     reviewing: tokio::sync::watch::Sender<bool>,
+    /// True once the actor has ended (its last snapshot written, its terminals closed).
+    finished: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Clone)]
@@ -94,6 +96,7 @@ pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> Sessi
         current: Mutex::new(None),
         task: tokio::sync::Mutex::new(None),
         reviewing: tokio::sync::watch::Sender::new(false),
+        finished: tokio::sync::watch::Sender::new(false),
     });
     let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared)));
     if let Ok(mut slot) = shared.task.try_lock() {
@@ -186,6 +189,7 @@ async fn actor_loop(
             tracing::warn!(session = %data.session_id, "terminal scope did not fully close");
         }
     }
+    shared.finished.send_replace(true);
 }
 
 impl SessionHandle {
@@ -267,6 +271,22 @@ impl SessionHandle {
     /// Whether the actor has stopped taking turns (idle reclamation or close).
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
+    }
+
+    /// Whether the actor has ended (after closing, it may still be running queued turns).
+    pub fn is_finished(&self) -> bool {
+        *self.shared.finished.borrow()
+    }
+
+    /// Waits until the actor has ended.
+    pub async fn finished(&self) {
+        let mut rx = self.shared.finished.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+
+    /// Whether two handles drive the same actor.
+    pub fn same_actor(&self, other: &SessionHandle) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
     }
 
     pub fn is_shutting_down(&self) -> bool {
