@@ -265,7 +265,7 @@ async fn run(
             };
             if outcome == Outcome::Succeeded
                 && matches!(call.name.as_str(), "memory" | "skill_manage")
-                && !out.content.contains("\"changed\":false")
+                && !reports_no_change(&out.content)
             {
                 report.actions.push((
                     call.name.clone(),
@@ -301,6 +301,13 @@ async fn run(
 /// The execution whitelist: skills tools always, `memory` only when the memory review is due.
 fn allowed(name: &str, due: Due) -> bool {
     SKILL_TOOLS.contains(&name) || (name == "memory" && due.memory)
+}
+
+/// Whether a learning tool's JSON result says it changed nothing (`"changed": false`, e.g. a
+/// duplicate entry or a proposal staged for approval): such calls are not reported as actions.
+fn reports_no_change(content: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(content)
+        .is_ok_and(|v| v.get("changed") == Some(&serde_json::Value::Bool(false)))
 }
 
 #[cfg(test)]
