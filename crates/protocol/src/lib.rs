@@ -8,6 +8,8 @@
 //! - [`Outcome`]: what actually happened to an effect — the product's honesty enum.
 //! - [`Op`] (client → session) and [`Event`] (session → clients): the session actor's interface.
 
+pub mod jwt;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -269,6 +271,66 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// What a call does to the world, in MoviePilot's names. Policy, the write ledger and read-only
+/// subagents decide from it; for `moviepilot_api` it is the operation's class, decided per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectClass {
+    /// Reads that reveal nothing sensitive.
+    SafeRead,
+    /// Reads whose result may hold private or secret data.
+    SensitiveRead,
+    /// A write that can be undone.
+    ReversibleWrite,
+    /// A write that cannot be undone (deletes, overwrites).
+    DestructiveWrite,
+    /// Starts something outside the host (downloads, notifications, scheduled jobs).
+    ExternalSideEffect,
+    /// Runs arbitrary code or commands.
+    ArbitraryExecution,
+    /// Not known: treated as a write.
+    Unknown,
+}
+
+impl EffectClass {
+    pub const ALL: [EffectClass; 7] = [
+        EffectClass::SafeRead,
+        EffectClass::SensitiveRead,
+        EffectClass::ReversibleWrite,
+        EffectClass::DestructiveWrite,
+        EffectClass::ExternalSideEffect,
+        EffectClass::ArbitraryExecution,
+        EffectClass::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectClass::SafeRead => "safe_read",
+            EffectClass::SensitiveRead => "sensitive_read",
+            EffectClass::ReversibleWrite => "reversible_write",
+            EffectClass::DestructiveWrite => "destructive_write",
+            EffectClass::ExternalSideEffect => "external_side_effect",
+            EffectClass::ArbitraryExecution => "arbitrary_execution",
+            EffectClass::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
+    /// Whether the call only reads (never ledgered, allowed to read-only subagents).
+    pub fn is_read(self) -> bool {
+        matches!(self, EffectClass::SafeRead | EffectClass::SensitiveRead)
+    }
+}
+
+impl fmt::Display for EffectClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Token usage reported by a provider (all optional on the wire; zero when absent).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -411,6 +473,16 @@ mod tests {
         assert_eq!(k.as_str().len(), 32);
         assert_eq!(k, UserKey::for_user(&UserId("42".into())));
         assert_ne!(k, UserKey::for_user(&UserId("43".into())));
+    }
+
+    #[test]
+    fn effect_classes_roundtrip_by_name() {
+        for e in EffectClass::ALL {
+            assert_eq!(EffectClass::parse(e.as_str()), Some(e));
+            assert_eq!(serde_json::to_value(e).unwrap(), e.as_str());
+        }
+        assert_eq!(EffectClass::parse("write"), None);
+        assert!(EffectClass::SensitiveRead.is_read() && !EffectClass::Unknown.is_read());
     }
 
     #[test]
