@@ -4,7 +4,6 @@ use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::session::{SessionData, SessionHandle, spawn_session};
 use crate::tools::{SessionState, ToolContext, ToolOutput, ToolRegistry};
-use crate::turn::dispatch::run_single_tool;
 use mpa_model::ModelClient;
 use mpa_protocol::{Actor, Outcome, ToolCall, UserId};
 use mpa_store::Store;
@@ -322,6 +321,11 @@ impl Agent {
             name: name.to_string(),
             arguments: args.to_string(),
         };
-        Ok(run_single_tool(&self.services, ctx, &call).await)
+        let inv = crate::turn::dispatch::invoker(&self.services);
+        let done =
+            crate::tools::invoke::invoke(inv, ctx, crate::tools::policy::Origin::Direct, &call, 1)
+                .await;
+        let outcome = done.output.outcome;
+        Ok((done.output, outcome))
     }
 }

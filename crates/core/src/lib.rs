@@ -46,18 +46,18 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     let mut r = tools::ToolRegistry::new();
     r.register(typed(update_plan::UpdatePlan));
     if let Some(hub) = &caps.exec {
-        r.register(std::sync::Arc::new(execute_command::ExecuteCommand {
+        r.register(tools::json_tool(execute_command::ExecuteCommand {
             hub: hub.clone(),
         }));
     }
     if let Some(hub) = &caps.history {
-        r.register(std::sync::Arc::new(tools::session_search::SessionSearch {
+        r.register(tools::json_tool(tools::session_search::SessionSearch {
             hub: hub.clone(),
         }));
     }
     if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
         for op in tools::learning::LearningOp::ALL {
-            r.register(std::sync::Arc::new(tools::learning::LearningTool {
+            r.register(tools::json_tool(tools::learning::LearningTool {
                 op,
                 memory: memory.clone(),
                 skills: skills.clone(),

@@ -13,7 +13,6 @@
 
 use crate::agent::Services;
 use crate::tools::{ToolContext, ToolOutput};
-use crate::turn::dispatch::run_single_tool;
 use mpa_model::ChatRequest;
 use mpa_protocol::{Actor, Message, Outcome, ReviewToken, ToolCall, Usage};
 use std::sync::{Arc, Mutex};
@@ -24,8 +23,6 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_REVIEW_ITERATIONS: u32 = 16;
 /// How long a new user turn waits for a cancelled review to acknowledge.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(2);
-
-const SKILL_TOOLS: [&str; 3] = ["skills_list", "skill_view", "skill_manage"];
 
 /// Per-session review counters.
 #[derive(Debug, Default, Clone)]
@@ -138,9 +135,6 @@ changing it. If nothing is worth saving, answer exactly \"Nothing to save.\" and
 const WHITELIST_NOTE: &str = "You can only call memory and skill management tools. Other tools will be \
 denied at runtime — do not attempt them.";
 
-const DENIED: &str = "cannot execute this tool here; use skills_list/skill_view to read, skill_manage to \
-maintain, memory to save facts";
-
 fn review_prompt(due: Due) -> String {
     let body = match (due.memory, due.skills) {
         (true, true) => format!("{MEMORY_PROMPT}\n\nThen: {SKILL_PROMPT}"),
@@ -239,19 +233,10 @@ async fn run(
         if calls.is_empty() {
             break;
         }
+        let inv = crate::turn::dispatch::invoker(&services);
         for call in &calls {
-            let (out, outcome) = if !allowed(&call.name, due) {
-                report.denied.push(call.name.clone());
-                let out = ToolOutput::failure(
-                    "review_tool_denied",
-                    format!("{DENIED} (denied: {})", call.name),
-                );
-                (out, Outcome::Failed)
-            } else if cancel.is_cancelled() {
-                (
-                    ToolOutput::failure("review_cancelled", "the review was cancelled"),
-                    Outcome::Failed,
-                )
+            let out = if cancel.is_cancelled() {
+                ToolOutput::failure("review_cancelled", "the review was cancelled")
             } else {
                 let ctx = ToolContext {
                     actor: actor.clone(),
@@ -261,10 +246,22 @@ async fn run(
                     session: Arc::clone(&state),
                     review: Some(review.clone()),
                 };
-                run_single_tool(&services, ctx, call).await
+                let origin = crate::tools::policy::Origin::Review {
+                    memory_due: due.memory,
+                };
+                let same = calls.iter().filter(|c| c.name == call.name).count();
+                crate::tools::invoke::invoke(inv, ctx, origin, call, same)
+                    .await
+                    .output
             };
-            if outcome == Outcome::Succeeded
-                && matches!(call.name.as_str(), "memory" | "skill_manage")
+            if is_review_denial(&out) {
+                report.denied.push(call.name.clone());
+            }
+            if out.outcome == Outcome::Succeeded
+                && services
+                    .tools
+                    .get(&call.name)
+                    .is_some_and(|t| !t.meta.effect.is_read())
                 && !reports_no_change(&out.content)
             {
                 report.actions.push((
@@ -276,7 +273,7 @@ async fn run(
                 call.id.clone(),
                 call.name.clone(),
                 out.content,
-                outcome,
+                out.outcome,
             ));
         }
     }
@@ -298,9 +295,9 @@ async fn run(
     report
 }
 
-/// The execution whitelist: skills tools always, `memory` only when the memory review is due.
-fn allowed(name: &str, due: Due) -> bool {
-    SKILL_TOOLS.contains(&name) || (name == "memory" && due.memory)
+fn is_review_denial(out: &ToolOutput) -> bool {
+    serde_json::from_str::<serde_json::Value>(&out.content)
+        .is_ok_and(|v| v.get("error").and_then(|e| e.as_str()) == Some("review_tool_denied"))
 }
 
 /// Whether a learning tool's JSON result says it changed nothing (`"changed": false`, e.g. a
@@ -347,20 +344,5 @@ mod tests {
         c.on_tool_response(&[call("a")]);
         assert!(c.skills_due(10));
         assert!(!c.skills_due(10), "reset after due");
-    }
-
-    #[test]
-    fn whitelist() {
-        let mem = Due {
-            memory: true,
-            skills: false,
-        };
-        let sk = Due {
-            memory: false,
-            skills: true,
-        };
-        assert!(allowed("memory", mem) && !allowed("memory", sk));
-        assert!(allowed("skill_manage", sk) && allowed("skill_view", mem));
-        assert!(!allowed("execute_command", mem) && !allowed("update_plan", sk));
     }
 }

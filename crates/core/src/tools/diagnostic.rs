@@ -3,6 +3,7 @@
 
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use async_trait::async_trait;
+use mpa_protocol::Outcome;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -25,7 +26,10 @@ impl TypedTool for TestEcho {
         ToolMeta::read()
     }
     async fn run(&self, _ctx: ToolContext, args: EchoArgs) -> ToolOutput {
-        ToolOutput::json(&serde_json::json!({"success": true, "echo": args.text}))
+        ToolOutput::json(
+            &serde_json::json!({"success": true, "echo": args.text}),
+            Outcome::Succeeded,
+        )
     }
 }
 
@@ -50,7 +54,10 @@ impl TypedTool for TestSleep {
     async fn run(&self, ctx: ToolContext, args: SleepArgs) -> ToolOutput {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(args.ms)) => {
-                ToolOutput::json(&serde_json::json!({"success": true, "slept_ms": args.ms}))
+                ToolOutput::json(
+                    &serde_json::json!({"success": true, "slept_ms": args.ms}),
+                    Outcome::Succeeded,
+                )
             }
             _ = ctx.cancel.cancelled() => ToolOutput::failure("cancelled", "sleep cancelled"),
         }
@@ -83,11 +90,8 @@ impl TypedTool for TestResult {
             serde_json::Value::String(s) => s,
             other => other.to_string(),
         };
-        ToolOutput {
-            content,
-            is_error: args.is_error,
-            metadata: Default::default(),
-        }
+        // Stands in for an external tool whose result is text: classified by the host rules.
+        ToolOutput::classified(content, args.is_error)
     }
 }
 

@@ -2,7 +2,7 @@
 //! and never named by tool JSON. The hub sizes its own replies (65 536-character budget), so the
 //! generic cap does not re-truncate them.
 
-use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
+use super::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use async_trait::async_trait;
 use mpa_exec::{ExecHub, ScopeOwner};
 use mpa_protocol::ToolSpec;
@@ -12,7 +12,7 @@ pub struct ExecuteCommand {
 }
 
 #[async_trait]
-impl Tool for ExecuteCommand {
+impl JsonTool for ExecuteCommand {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "execute_command".into(),
@@ -22,21 +22,14 @@ impl Tool for ExecuteCommand {
     }
 
     fn meta(&self) -> ToolMeta {
-        ToolMeta {
-            tags: &[ToolTag::Read, ToolTag::Command, ToolTag::Admin],
-            requires_admin: true,
-            internal: false,
-            self_capped: true,
-        }
+        ToolMeta::new(mpa_protocol::EffectClass::ArbitraryExecution)
+            .admin()
+            .self_capped()
     }
 
     async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolOutput {
         if !ctx.actor.is_admin {
-            return ToolOutput {
-                content: mpa_exec::permission_denied_result().to_string(),
-                is_error: true,
-                metadata: Default::default(),
-            };
+            return ToolOutput::classified(mpa_exec::permission_denied_result().to_string(), true);
         }
         let scope = {
             let Ok(mut st) = ctx.session.lock() else {
@@ -54,6 +47,6 @@ impl Tool for ExecuteCommand {
                 })
                 .clone()
         };
-        ToolOutput::json(&self.hub.execute(&scope, args).await)
+        ToolOutput::classified(self.hub.execute(&scope, args).await.to_string(), false)
     }
 }

@@ -3,7 +3,7 @@
 //! blocking pool. The write origin (foreground or a background review with its cancel flag) comes
 //! from the host's [`ToolContext`], never from tool arguments.
 
-use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
+use super::{JsonTool, ReviewUse, ToolContext, ToolMeta, ToolOutput};
 use async_trait::async_trait;
 use mpa_protocol::{ToolSpec, WriteOrigin};
 use serde_json::Value;
@@ -66,7 +66,7 @@ impl LearningTool {
 }
 
 #[async_trait]
-impl Tool for LearningTool {
+impl JsonTool for LearningTool {
     fn spec(&self) -> ToolSpec {
         let (description, parameters) = match self.op {
             LearningOp::Memory => (
@@ -98,24 +98,33 @@ impl Tool for LearningTool {
     }
 
     fn meta(&self) -> ToolMeta {
-        let writes = matches!(self.op, LearningOp::Memory | LearningOp::SkillManage);
-        ToolMeta {
-            tags: if writes {
-                &[ToolTag::Memory, ToolTag::Write]
-            } else {
-                &[ToolTag::Memory, ToolTag::Read]
-            },
-            requires_admin: false,
-            internal: true,
-            self_capped: true,
-        }
+        let (effect, review) = match self.op {
+            LearningOp::Memory => (
+                mpa_protocol::EffectClass::ReversibleWrite,
+                ReviewUse::WhenMemoryDue,
+            ),
+            LearningOp::SkillManage => (
+                mpa_protocol::EffectClass::ReversibleWrite,
+                ReviewUse::Always,
+            ),
+            LearningOp::SkillsList | LearningOp::SkillView => {
+                (mpa_protocol::EffectClass::SafeRead, ReviewUse::Always)
+            }
+            LearningOp::SearchMemory => {
+                (mpa_protocol::EffectClass::SensitiveRead, ReviewUse::Never)
+            }
+        };
+        ToolMeta::new(effect)
+            .internal()
+            .self_capped()
+            .review(review)
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> ToolOutput {
         let this = self.clone();
         let joined = tokio::task::spawn_blocking(move || this.handle(&ctx, args)).await;
         match joined {
-            Ok(v) => ToolOutput::json(&v),
+            Ok(v) => ToolOutput::classified(v.to_string(), false),
             Err(_) => ToolOutput::failure(
                 "tool_failed",
                 "tool failed (internal error); check arguments or query current state",

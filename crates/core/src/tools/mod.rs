@@ -1,53 +1,97 @@
-//! The typed tool registry. Each tool is an argument struct (serde + schemars for the JSON schema),
-//! a handler and metadata; the type-erased [`ToolRegistry`] dispatches built-in tools and, later,
-//! external ones through the same [`Tool`] trait.
+//! The typed tool registry. Every tool lives in its own module here: an argument struct (serde +
+//! schemars, so the schema the model sees is generated), a description, metadata the policy reads
+//! ([`ToolMeta`]), a handler and a result type serialised once into a [`ToolOutput`] that carries
+//! the handler's own [`Outcome`]. The type-erased [`Tool`] trait lets built-in and (later) external
+//! tools share one registry and one call path ([`invoke`]).
+//!
+//! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in
+//! [`crate::default_registry`], and accept the schema snapshot it adds (`cargo insta review`).
 
 pub mod diagnostic;
 pub mod execute_command;
+pub mod invoke;
 pub mod learning;
+pub mod policy;
 pub mod session_search;
 pub mod update_plan;
 
 use crate::plan::Plan;
 use async_trait::async_trait;
-use mpa_protocol::{Actor, Outcome, ToolSpec};
+use mpa_protocol::{Actor, EffectClass, Outcome, ToolSpec};
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-/// What a tool does to the world; drives policy (admin checks, ledger, read-only subagents).
+/// When the background learning review may run a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolTag {
-    Read,
-    Write,
-    Admin,
-    Command,
-    Memory,
-    Planning,
+pub enum ReviewUse {
+    /// Never: the review gets the whitelist refusal.
+    Never,
+    /// In every review (skills tools).
+    Always,
+    /// Only when the memory review is due (`memory`).
+    WhenMemoryDue,
 }
 
-#[derive(Debug, Clone)]
+/// What the policy knows about a tool before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolMeta {
-    pub tags: &'static [ToolTag],
-    /// Only admins may run it; others get a permission-denied result.
+    /// The tool's effect; a tool may refine it per call ([`PreparedCall::effect`]).
+    pub effect: EffectClass,
+    /// Only admins may run it (and only admins are shown it).
     pub requires_admin: bool,
-    /// Host-internal tools are never published over MCP or the OpenAI endpoint.
+    /// Host-internal: never published over MCP or the OpenAI endpoint.
     pub internal: bool,
-    /// The tool returns results sized for the model itself; the generic large-result cap must not
-    /// truncate them again.
+    /// Sizes its results for the model itself; the generic cap must not truncate them again.
     pub self_capped: bool,
+    pub review: ReviewUse,
+    /// At most one call of this tool per model response (e.g. `update_plan` replaces the plan).
+    pub once_per_response: bool,
 }
 
 impl ToolMeta {
-    pub const fn read() -> Self {
+    pub const fn new(effect: EffectClass) -> Self {
         Self {
-            tags: &[ToolTag::Read],
+            effect,
             requires_admin: false,
             internal: false,
             self_capped: false,
+            review: ReviewUse::Never,
+            once_per_response: false,
         }
+    }
+
+    /// A plain read anybody may run.
+    pub const fn read() -> Self {
+        Self::new(EffectClass::SafeRead)
+    }
+
+    pub const fn admin(mut self) -> Self {
+        self.requires_admin = true;
+        self
+    }
+
+    pub const fn internal(mut self) -> Self {
+        self.internal = true;
+        self
+    }
+
+    pub const fn self_capped(mut self) -> Self {
+        self.self_capped = true;
+        self
+    }
+
+    pub const fn review(mut self, review: ReviewUse) -> Self {
+        self.review = review;
+        self
+    }
+
+    pub const fn once_per_response(mut self) -> Self {
+        self.once_per_response = true;
+        self
     }
 }
 
@@ -55,7 +99,8 @@ impl ToolMeta {
 #[derive(Debug, Default)]
 pub struct SessionState {
     pub plan: Option<Plan>,
-    /// The session's terminal scope, opened on first use and closed with the session.
+    /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
+    /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
     /// The memory snapshot frozen at the session's first turn (system-prompt text).
     pub memory_snapshot: Option<String>,
@@ -65,6 +110,8 @@ pub struct SessionState {
 #[derive(Clone)]
 pub struct ToolContext {
     pub actor: Actor,
+    /// The session whose data the call belongs to (its owner may differ from the actor when an
+    /// admin continues another user's chat from the web page).
     pub session_id: String,
     pub call_id: String,
     pub cancel: CancellationToken,
@@ -73,79 +120,192 @@ pub struct ToolContext {
     pub review: Option<mpa_protocol::ReviewToken>,
 }
 
-/// What a tool returns: the text the model sees, plus what the host knows about it.
+/// What a tool returns: the text the model sees (serialised once), the outcome the handler
+/// decided, and host metadata for the tool message (never sent to the model).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub content: String,
-    /// The tool reported an error status (classified `failed` unless the content says otherwise).
-    pub is_error: bool,
-    /// Host metadata to attach to the tool message (e.g. the plan snapshot).
+    pub outcome: Outcome,
     pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ToolOutput {
-    pub fn json(value: &serde_json::Value) -> Self {
+    /// A serialisable result with the outcome its handler decided.
+    pub fn json<T: Serialize + ?Sized>(value: &T, outcome: Outcome) -> Self {
+        let content = serde_json::to_string(value).unwrap_or_else(|e| {
+            serde_json::json!({"success": false, "error": "result_unserialisable",
+                "message": format!("the tool's result could not be serialised: {e}")})
+            .to_string()
+        });
         Self {
-            content: value.to_string(),
-            is_error: false,
+            content,
+            outcome,
             metadata: serde_json::Map::new(),
         }
     }
 
-    pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            content: text.into(),
-            is_error: false,
-            metadata: serde_json::Map::new(),
-        }
+    /// A typed result: serialised once, outcome from the result itself.
+    pub fn result<R: ToolResult + ?Sized>(result: &R) -> Self {
+        let mut out = Self::json(result, result.outcome());
+        out.metadata = result.metadata();
+        out
     }
 
     /// A failure the model should read: `{success:false, error, message}`.
     pub fn failure(code: &str, message: impl Into<String>) -> Self {
-        let v = serde_json::json!({"success": false, "error": code, "message": message.into()});
+        Self::json(
+            &serde_json::json!({"success": false, "error": code, "message": message.into()}),
+            Outcome::Failed,
+        )
+    }
+
+    /// The effect may or may not have happened: `{success:false, execution_outcome:"unknown", …}`.
+    pub fn unknown(code: &str, message: impl Into<String>) -> Self {
+        Self::json(
+            &serde_json::json!({"success": false, "execution_outcome": "unknown",
+                "error": code, "message": message.into()}),
+            Outcome::Unknown,
+        )
+    }
+
+    /// A result whose outcome the host cannot know from a type: text from an external tool,
+    /// classified by the host-wide rules (spec runtime.md §4.1).
+    pub fn classified(content: String, status_error: bool) -> Self {
+        let outcome = crate::outcome::classify(&content, status_error);
         Self {
-            content: v.to_string(),
-            is_error: true,
+            content,
+            outcome,
             metadata: serde_json::Map::new(),
         }
     }
 }
 
+/// A typed tool result.
+pub trait ToolResult: Serialize {
+    fn outcome(&self) -> Outcome {
+        Outcome::Succeeded
+    }
+
+    /// Host metadata to attach to the tool message.
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+}
+
+/// A tool call whose arguments were parsed: the policy reads its effect, then it runs.
 #[async_trait]
+pub trait PreparedCall: Send {
+    fn effect(&self) -> EffectClass;
+    async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput;
+}
+
+/// The type-erased tool the registry holds.
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     fn meta(&self) -> ToolMeta;
-    async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolOutput;
+    /// Parses the arguments object; invalid arguments are answered without running anything.
+    fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput>;
 }
 
 /// A tool with a typed argument struct. Wrap it with [`typed`] to register it.
 #[async_trait]
 pub trait TypedTool: Send + Sync + 'static {
-    type Args: DeserializeOwned + JsonSchema + Send;
+    type Args: DeserializeOwned + JsonSchema + Send + 'static;
     const NAME: &'static str;
     fn description(&self) -> String;
     fn meta(&self) -> ToolMeta;
+
+    /// The effect of this call (e.g. `moviepilot_api` decides by operation); the tool's own by
+    /// default.
+    fn effect(&self, _args: &Self::Args) -> EffectClass {
+        self.meta().effect
+    }
+
     async fn run(&self, ctx: ToolContext, args: Self::Args) -> ToolOutput;
 }
 
-struct Typed<T>(T);
+struct Typed<T>(Arc<T>);
 
-/// Type-erases a [`TypedTool`].
-pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
-    Arc::new(Typed(tool))
-}
-
-/// JSON schema of an argument struct, in the shape OpenAI function parameters expect.
-pub fn schema_of<A: JsonSchema>() -> serde_json::Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(A)).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        obj.remove("$schema");
-        obj.remove("title");
-    }
-    v
+struct TypedCall<T: TypedTool> {
+    tool: Arc<T>,
+    args: T::Args,
+    effect: EffectClass,
 }
 
 #[async_trait]
+impl<T: TypedTool> PreparedCall for TypedCall<T> {
+    fn effect(&self) -> EffectClass {
+        self.effect
+    }
+
+    async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput {
+        self.tool.run(ctx, self.args).await
+    }
+}
+
+/// Type-erases a [`TypedTool`].
+pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
+    Arc::new(Typed(Arc::new(tool)))
+}
+
+/// JSON schema of an argument struct, in the shape OpenAI function parameters expect: one
+/// self-contained object (no `$ref`s, which small local models and some servers do not follow),
+/// optional fields simply not required (no `null` alternatives, which some servers refuse).
+pub fn schema_of<A: JsonSchema>() -> serde_json::Value {
+    let settings = schemars::generate::SchemaSettings::draft07().with(|s| {
+        s.inline_subschemas = true;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<A>();
+    let mut v = serde_json::to_value(schema).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+        obj.remove("definitions");
+        obj.remove("$defs");
+    }
+    strip_null_alternatives(&mut v);
+    v
+}
+
+/// `Option<T>` fields come out as `type: [T, "null"]` or `anyOf: [T, {type: null}]`; an omitted
+/// field already means "none", so the `null` alternative is dropped everywhere.
+fn strip_null_alternatives(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(obj) => {
+            if let Some(Value::Array(types)) = obj.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    obj.insert("type".into(), only);
+                }
+            }
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(alts)) = obj.get_mut(key) {
+                    alts.retain(|a| a.get("type").and_then(Value::as_str) != Some("null"));
+                    if alts.len() == 1 {
+                        let only = alts.remove(0);
+                        obj.remove(key);
+                        if let Value::Object(inner) = only {
+                            for (k, val) in inner {
+                                obj.entry(k).or_insert(val);
+                            }
+                        }
+                    }
+                }
+            }
+            if obj.get("default") == Some(&Value::Null) {
+                obj.remove("default");
+            }
+            for (_, child) in obj.iter_mut() {
+                strip_null_alternatives(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_null_alternatives),
+        _ => {}
+    }
+}
+
 impl<T: TypedTool> Tool for Typed<T> {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -159,21 +319,86 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.0.meta()
     }
 
-    async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolOutput {
+    fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput> {
         match serde_json::from_value::<T::Args>(args) {
-            Ok(a) => self.0.run(ctx, a).await,
-            Err(e) => ToolOutput::failure(
+            Ok(args) => {
+                let effect = self.0.effect(&args);
+                Ok(Box::new(TypedCall {
+                    tool: Arc::clone(&self.0),
+                    args,
+                    effect,
+                }))
+            }
+            Err(e) => Err(ToolOutput::failure(
                 "invalid_arguments",
                 format!("invalid arguments for {}: {e}", T::NAME),
-            ),
+            )),
         }
     }
+}
+
+/// A tool that takes its arguments as plain JSON (external tools, whose schema is not a Rust type).
+#[async_trait]
+pub trait JsonTool: Send + Sync + 'static {
+    fn spec(&self) -> ToolSpec;
+    fn meta(&self) -> ToolMeta;
+    async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolOutput;
+}
+
+struct Json<T>(Arc<T>);
+
+struct JsonCall<T> {
+    tool: Arc<T>,
+    args: serde_json::Value,
+    effect: EffectClass,
+}
+
+#[async_trait]
+impl<T: JsonTool> PreparedCall for JsonCall<T> {
+    fn effect(&self) -> EffectClass {
+        self.effect
+    }
+
+    async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput {
+        self.tool.call(ctx, self.args).await
+    }
+}
+
+impl<T: JsonTool> Tool for Json<T> {
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+
+    fn meta(&self) -> ToolMeta {
+        self.0.meta()
+    }
+
+    fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput> {
+        Ok(Box::new(JsonCall {
+            tool: Arc::clone(&self.0),
+            args,
+            effect: self.0.meta().effect,
+        }))
+    }
+}
+
+/// Type-erases a [`JsonTool`].
+pub fn json_tool<T: JsonTool>(tool: T) -> Arc<dyn Tool> {
+    Arc::new(Json(Arc::new(tool)))
+}
+
+/// One registered tool: its spec is computed once (schemas are generated, not free).
+#[derive(Clone)]
+pub struct RegisteredTool {
+    pub spec: ToolSpec,
+    pub meta: ToolMeta,
+    pub tool: Arc<dyn Tool>,
 }
 
 /// The set of tools a session can call, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, RegisteredTool>,
 }
 
 impl ToolRegistry {
@@ -182,28 +407,30 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name, tool);
+        let spec = tool.spec();
+        let meta = tool.meta();
+        self.tools
+            .insert(spec.name.clone(), RegisteredTool { spec, meta, tool });
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
     /// Specs of the tools this actor may see (admin-only tools are hidden from non-admins).
     pub fn specs_for(&self, actor: &Actor) -> Vec<ToolSpec> {
         self.tools
             .values()
-            .filter(|t| actor.is_admin || !t.meta().requires_admin)
-            .map(|t| t.spec())
+            .filter(|t| policy::visible(actor, &t.meta))
+            .map(|t| t.spec.clone())
             .collect()
     }
-}
-
-/// Outcome helper re-exported for adapters.
-pub fn outcome_of(out: &ToolOutput) -> Outcome {
-    crate::outcome::classify(&out.content, out.is_error)
 }

@@ -2,7 +2,7 @@
 //! host's actor, never from arguments), the current session from the host's context. The tool
 //! sizes its output itself (display caps), so the generic cap never re-truncates it.
 
-use super::{Tool, ToolContext, ToolMeta, ToolOutput, ToolTag};
+use super::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use async_trait::async_trait;
 use mpa_history::{HistoryHub, SearchContext};
 use mpa_protocol::ToolSpec;
@@ -12,7 +12,7 @@ pub struct SessionSearch {
 }
 
 #[async_trait]
-impl Tool for SessionSearch {
+impl JsonTool for SessionSearch {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "session_search".into(),
@@ -22,23 +22,19 @@ impl Tool for SessionSearch {
     }
 
     fn meta(&self) -> ToolMeta {
-        ToolMeta {
-            tags: &[ToolTag::Read, ToolTag::Memory],
-            requires_admin: false,
-            internal: true,
-            self_capped: true,
-        }
+        ToolMeta::new(mpa_protocol::EffectClass::SensitiveRead)
+            .internal()
+            .self_capped()
     }
 
     async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolOutput {
         let search = SearchContext {
             current_session_id: Some(ctx.session_id.clone()),
         };
-        ToolOutput::json(
-            &self
-                .hub
-                .session_search(&ctx.actor.user_key(), &search, args)
-                .await,
-        )
+        let v = self
+            .hub
+            .session_search(&ctx.actor.user_key(), &search, args)
+            .await;
+        ToolOutput::classified(v.to_string(), false)
     }
 }

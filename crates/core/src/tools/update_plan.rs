@@ -1,7 +1,7 @@
 //! `update_plan` (spec runtime.md §1): atomically replaces the session plan; a validation failure
 //! is a recoverable tool error that keeps the previous plan.
 
-use super::{ToolContext, ToolMeta, ToolOutput, ToolTag, TypedTool};
+use super::{ToolContext, ToolMeta, ToolOutput, ToolResult, TypedTool};
 use crate::plan::{PLAN_METADATA_KEY, Plan};
 use async_trait::async_trait;
 
@@ -21,12 +21,12 @@ impl TypedTool for UpdatePlan {
     }
 
     fn meta(&self) -> ToolMeta {
-        ToolMeta {
-            tags: &[ToolTag::Planning],
-            requires_admin: false,
-            internal: true,
-            self_capped: true,
-        }
+        // Changes only the session's working state, so it counts as a read for the ledger and
+        // for read-only scopes; one per response because it replaces the whole plan.
+        ToolMeta::read()
+            .internal()
+            .self_capped()
+            .once_per_response()
     }
 
     async fn run(&self, ctx: ToolContext, args: Plan) -> ToolOutput {
@@ -46,12 +46,25 @@ impl TypedTool for UpdatePlan {
                 return ToolOutput::failure("plan_unavailable", "plan state is unavailable");
             }
         }
-        let mut out = ToolOutput::json(&serde_json::json!({
-            "success": true,
-            "message": "plan updated; step statuses are model claims, not verified facts",
-            "plan": json,
-        }));
-        out.metadata.insert(PLAN_METADATA_KEY.into(), json);
-        out
+        ToolOutput::result(&PlanUpdated {
+            success: true,
+            message: "plan updated; step statuses are model claims, not verified facts",
+            plan: json,
+        })
+    }
+}
+
+#[derive(serde::Serialize)]
+struct PlanUpdated {
+    success: bool,
+    message: &'static str,
+    plan: serde_json::Value,
+}
+
+impl ToolResult for PlanUpdated {
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(PLAN_METADATA_KEY.into(), self.plan.clone());
+        m
     }
 }

@@ -140,7 +140,7 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
                     "name": m.name,
                     "outcome": outcome.as_str(),
                     "status": if outcome.is_error() { "error" } else { "done" },
-                    "message": crate::turn::dispatch::summary_line(&m.text()),
+                    "message": crate::tools::invoke::summary_line(&m.text()),
                 }));
             }
             Role::System => {}

@@ -1,0 +1,198 @@
+//! The one way a tool runs. A turn's tool stage, the background review and `mpagent tool` all call
+//! [`invoke`], so lookup, argument parsing, policy, timeout, panic capture, outcome and the result
+//! cap are applied identically everywhere.
+//!
+//! Order: lookup → parse the arguments object → prepare (typed arguments, per-call effect) →
+//! policy → *(ledger claim: the write-ledger issue)* → run under the timeout on its own task →
+//! *(ledger finish)* → cap (unless the tool sizes its own results).
+
+use super::policy::{CallFacts, Decision, Origin, decide};
+use super::{ToolContext, ToolOutput, ToolRegistry};
+use crate::result_cap::{DEFAULT_TOOL_RESULT_MAX_CHARS, cap_result};
+use mpa_protocol::{Outcome, ToolCall};
+use std::time::Duration;
+
+/// What the call path needs from the host.
+#[derive(Clone, Copy)]
+pub struct Invoker<'a> {
+    pub registry: &'a ToolRegistry,
+    /// Per call; `None` = unlimited (`LLM_TOOL_TIMEOUT=0`).
+    pub timeout: Option<Duration>,
+}
+
+/// A finished call: what the model reads, and the full result when that is a capped preview (the
+/// evidence store keeps the whole of it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invoked {
+    pub output: ToolOutput,
+    pub full_content: Option<String>,
+}
+
+impl Invoked {
+    fn uncapped(output: ToolOutput) -> Self {
+        Self {
+            output,
+            full_content: None,
+        }
+    }
+}
+
+/// Aborts the spawned tool task when the caller stops waiting for it (a stopped turn).
+struct AbortOnDrop(tokio::task::JoinHandle<ToolOutput>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn parse_args(raw: &str) -> Result<serde_json::Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(_) => Err("tool arguments must be a JSON object".into()),
+        Err(e) => Err(format!("tool arguments are not valid JSON: {e}")),
+    }
+}
+
+/// Runs one call. `same_tool_in_response` counts the calls of this tool in the model response
+/// (1 outside a turn).
+pub async fn invoke(
+    inv: Invoker<'_>,
+    ctx: ToolContext,
+    origin: Origin,
+    call: &ToolCall,
+    same_tool_in_response: usize,
+) -> Invoked {
+    let Some(tool) = inv.registry.get(&call.name) else {
+        let known: Vec<&str> = inv.registry.names().collect();
+        return Invoked::uncapped(ToolOutput::failure(
+            "unknown_tool",
+            format!(
+                "there is no tool named {:?}; available tools: {}",
+                call.name,
+                known.join(", ")
+            ),
+        ));
+    };
+    let prepared = parse_args(&call.arguments)
+        .map_err(|msg| {
+            ToolOutput::failure(
+                "invalid_arguments",
+                format!("invalid arguments for {}: {msg}", call.name),
+            )
+        })
+        .and_then(|args| tool.tool.prepare(args));
+    // The policy answers first: a refused caller never learns how its arguments were wrong.
+    let effect = prepared
+        .as_ref()
+        .map(|p| p.effect())
+        .unwrap_or(tool.meta.effect);
+    let facts = CallFacts {
+        actor: &ctx.actor,
+        origin,
+        tool: &call.name,
+        meta: &tool.meta,
+        effect,
+        same_tool_in_response,
+    };
+    if let Decision::Deny(out) = decide(&facts) {
+        return Invoked::uncapped(out);
+    }
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(out) => return Invoked::uncapped(out),
+    };
+    // Ledger claim goes here (write-ledger issue): writes are recorded before they run.
+    let cancel = ctx.cancel.clone();
+    let mut task = AbortOnDrop(tokio::spawn(prepared.run(ctx)));
+    let joined = match inv.timeout {
+        Some(limit) => match tokio::time::timeout(limit, &mut task.0).await {
+            Ok(j) => j,
+            Err(_) => {
+                cancel.cancel();
+                return Invoked::uncapped(timed_out(limit));
+            }
+        },
+        None => (&mut task.0).await,
+    };
+    let output = match joined {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => {
+            // The panic payload may hold arguments or secrets; it is logged by name only.
+            tracing::warn!(tool = %call.name, "tool panicked");
+            ToolOutput::failure(
+                "tool_failed",
+                "tool failed (panic); check arguments or query current state",
+            )
+        }
+        Err(_) => interrupted(true),
+    };
+    // Ledger finish goes here.
+    if tool.meta.self_capped {
+        return Invoked::uncapped(output);
+    }
+    match cap_result(
+        &call.name,
+        &output.content,
+        output.outcome,
+        DEFAULT_TOOL_RESULT_MAX_CHARS,
+    ) {
+        Some(preview) => {
+            let mut capped = output;
+            let full = std::mem::replace(&mut capped.content, preview);
+            Invoked {
+                output: capped,
+                full_content: Some(full),
+            }
+        }
+        None => Invoked::uncapped(output),
+    }
+}
+
+fn timed_out(limit: Duration) -> ToolOutput {
+    ToolOutput::unknown(
+        "tool_timeout",
+        format!(
+            "tool timed out after {}s; external writes may still be running; verify before retrying",
+            limit.as_secs()
+        ),
+    )
+}
+
+/// The answer for a call that has no result because the turn stopped.
+pub fn interrupted(started: bool) -> ToolOutput {
+    let detail = if started {
+        "the turn was stopped while this call was running; its effects may or may not have happened — verify before retrying"
+    } else {
+        "the turn was stopped before this call could report a result — verify the current state before retrying"
+    };
+    ToolOutput::unknown(
+        "interrupted",
+        format!("result unknown: interrupted; {detail}"),
+    )
+}
+
+/// A one-line human summary of a result for tool activity lines.
+pub fn summary_line(content: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(content)
+        .ok()
+        .and_then(|v| {
+            ["message", "error", "summary"]
+                .iter()
+                .find_map(|k| v.get(*k).and_then(|x| x.as_str()).map(str::to_string))
+        });
+    let line = from_json.unwrap_or_else(|| content.lines().next().unwrap_or("").to_string());
+    let mut s: String = line.chars().take(200).collect();
+    if line.chars().count() > 200 {
+        s.push('…');
+    }
+    s
+}
+
+/// Whether the outcome counts as done for exit codes (`mpagent tool`: 0 for succeeded/pending).
+pub fn exit_ok(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded | Outcome::Pending)
+}
