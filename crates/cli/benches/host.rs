@@ -126,10 +126,7 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
         msgs.push(Message::user("go"));
         let t = Instant::now();
         for _ in 0..ITERATIONS {
-            let req = ChatRequest {
-                messages: msgs.clone(),
-                tools: vec![],
-            };
+            let req = ChatRequest::new(&msgs, &[]);
             client
                 .stream_chat(&req, &CancellationToken::new(), &mut |_| {})
                 .await

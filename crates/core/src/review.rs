@@ -206,13 +206,12 @@ async fn run(
         if cancel.is_cancelled() {
             break;
         }
-        let req = ChatRequest {
-            messages: messages.clone(),
-            tools: tools.clone(),
-        };
-        let estimate = mpa_model::estimate_tokens(&req.messages, &req.tools);
+        let req = ChatRequest::new(&messages, &tools);
+        let estimate = mpa_model::estimate_tokens(req.messages.iter().copied(), req.tools);
         report.model_calls += 1;
-        let completion = match services.model.stream_chat(&req, &cancel, &mut |_| {}).await {
+        let result = services.model.stream_chat(&req, &cancel, &mut |_| {}).await;
+        drop(req);
+        let completion = match result {
             Ok(c) => c,
             Err(e) => {
                 report.usage.input_tokens += estimate;

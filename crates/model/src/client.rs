@@ -123,7 +123,7 @@ impl ModelClient {
     /// `cancel` ends the call at once with [`ModelError::Cancelled`].
     pub async fn stream_chat(
         &self,
-        req: &ChatRequest,
+        req: &ChatRequest<'_>,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Completion> {
@@ -137,7 +137,7 @@ impl ModelClient {
                 message: "no model name configured (LLM_MODEL)".to_owned(),
             });
         }
-        let body = wire::request_body(&cfg.model, cfg.temperature, &req.messages, &req.tools)
+        let body = wire::request_body(&cfg.model, cfg.temperature, &req.messages, req.tools)
             .map_err(|e| ModelError::Config {
                 message: format!("could not serialise the request: {e}"),
             })?;

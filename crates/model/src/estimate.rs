@@ -76,13 +76,16 @@ fn content_tokens(content: &Content) -> (u64, u64) {
 }
 
 /// The estimate with its breakdown.
-pub fn estimate_breakdown(messages: &[Message], tools: &[ToolSpec]) -> TokenEstimate {
+pub fn estimate_breakdown<'a>(
+    messages: impl IntoIterator<Item = &'a Message>,
+    tools: &[ToolSpec],
+) -> TokenEstimate {
     let mut est = TokenEstimate {
-        message_count: messages.len() as u64,
         tool_count: tools.len() as u64,
         ..TokenEstimate::default()
     };
     for m in messages {
+        est.message_count += 1;
         let (text, images) = content_tokens(&m.content);
         let calls: u64 = m
             .tool_calls
@@ -114,7 +117,10 @@ pub fn estimate_breakdown(messages: &[Message], tools: &[ToolSpec]) -> TokenEsti
 }
 
 /// Estimated input tokens of a request.
-pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
+pub fn estimate_tokens<'a>(
+    messages: impl IntoIterator<Item = &'a Message>,
+    tools: &[ToolSpec],
+) -> u64 {
     estimate_breakdown(messages, tools).total()
 }
 

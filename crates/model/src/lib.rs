@@ -91,11 +91,22 @@ impl std::fmt::Debug for ModelConfig {
     }
 }
 
-/// What to send: the transcript and the tools the model may call.
+/// What to send: the messages (borrowed from the transcript, so a model call never copies the
+/// conversation) and the tools the model may call.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatRequest {
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+pub struct ChatRequest<'a> {
+    pub messages: Vec<&'a Message>,
+    pub tools: &'a [ToolSpec],
+}
+
+impl<'a> ChatRequest<'a> {
+    /// A request over owned messages (tests, one-off calls).
+    pub fn new(messages: &'a [Message], tools: &'a [ToolSpec]) -> Self {
+        Self {
+            messages: messages.iter().collect(),
+            tools,
+        }
+    }
 }
 
 /// Streamed output, emitted as chunks arrive.

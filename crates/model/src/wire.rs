@@ -120,12 +120,12 @@ fn wire_tool_call(c: &ToolCall) -> WireToolCall<'_> {
 pub fn request_body(
     model: &str,
     temperature: Option<f32>,
-    messages: &[Message],
+    messages: &[&Message],
     tools: &[ToolSpec],
 ) -> serde_json::Result<Vec<u8>> {
     let body = RequestBody {
         model,
-        messages: messages.iter().map(wire_message).collect(),
+        messages: messages.iter().map(|m| wire_message(m)).collect(),
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
@@ -158,7 +158,7 @@ mod tests {
         tool_msg
             .metadata
             .insert("secret_host_note".into(), json!(1));
-        let messages = vec![
+        let messages = [
             Message::system("sys"),
             Message::user_parts(vec![
                 ContentPart::Text {
@@ -186,9 +186,10 @@ mod tests {
             description: "d".into(),
             parameters: json!({"type":"object"}),
         }];
-        let body: serde_json::Value =
-            serde_json::from_slice(&request_body("m", Some(0.5), &messages, &tools).unwrap())
-                .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(
+            &request_body("m", Some(0.5), &messages.iter().collect::<Vec<_>>(), &tools).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             body,
             json!({

@@ -436,28 +436,27 @@ async fn request_body_carries_images_tool_calls_and_no_host_fields() {
     tool_result
         .metadata
         .insert("moviepilot_task_plan".into(), json!({"steps": []}));
-    let req = ChatRequest {
-        messages: vec![
-            Message::system("You are helpful."),
-            Message::user_parts(vec![
-                ContentPart::Text {
-                    text: "What film is this?".into(),
+    let messages = vec![
+        Message::system("You are helpful."),
+        Message::user_parts(vec![
+            ContentPart::Text {
+                text: "What film is this?".into(),
+            },
+            ContentPart::ImageUrl {
+                image_url: ImageUrl {
+                    url: "data:image/png;base64,iVBORw0KGgo=".into(),
                 },
-                ContentPart::ImageUrl {
-                    image_url: ImageUrl {
-                        url: "data:image/png;base64,iVBORw0KGgo=".into(),
-                    },
-                },
-            ]),
-            Message::assistant("", vec![call("call_1", "view_poster", r#"{"id":7}"#)]),
-            tool_result,
-        ],
-        tools: vec![ToolSpec {
-            name: "view_poster".into(),
-            description: "Show a poster".into(),
-            parameters: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
-        }],
-    };
+            },
+        ]),
+        Message::assistant("", vec![call("call_1", "view_poster", r#"{"id":7}"#)]),
+        tool_result,
+    ];
+    let tools = vec![ToolSpec {
+        name: "view_poster".into(),
+        description: "Show a poster".into(),
+        parameters: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+    }];
+    let req = ChatRequest::new(&messages, &tools);
     let (result, _) = run(&client, &req).await;
     result.unwrap();
     let body = &server.requests()[0];

@@ -103,7 +103,9 @@ pub async fn run_turn(
             status = TurnStatus::Stopped;
             break;
         }
-        let req = request::assemble(services, &actor, data, &blocks);
+        let system = request::system_message(&actor, data, &blocks);
+        let tools = request::tool_specs(services, &actor);
+        let req = request::assemble(&system, data, &tools);
         let mut partial = String::new();
         let mut on_event = |ev: StreamEvent| match ev {
             StreamEvent::Content(c) => {
@@ -116,6 +118,7 @@ pub async fn run_turn(
             .model
             .stream_chat(&req, &cancel, &mut on_event)
             .await;
+        drop(req);
         let completion = match result {
             Ok(c) => c,
             Err(e) => {
@@ -197,9 +200,8 @@ pub async fn run_turn(
     };
     // Reviews follow only completed turns whose reply was delivered and saved.
     let review = (status == TurnStatus::Completed && due.any()).then(|| {
-        let req = request::assemble(services, &actor, data, &blocks);
-        let mut messages = req.messages;
-        let system = messages.remove(0).text();
+        let system = request::system_message(&actor, data, &blocks).text();
+        let messages = data.messages.clone();
         ReviewStart {
             due,
             system,

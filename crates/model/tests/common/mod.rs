@@ -26,17 +26,17 @@ pub fn client(server: &MockModelServer) -> ModelClient {
     ModelClient::new(config(server)).unwrap()
 }
 
-pub fn hello() -> ChatRequest {
-    ChatRequest {
-        messages: vec![Message::user("hello")],
-        tools: vec![],
-    }
+static HELLO: std::sync::LazyLock<Vec<Message>> =
+    std::sync::LazyLock::new(|| vec![Message::user("hello")]);
+
+pub fn hello() -> ChatRequest<'static> {
+    ChatRequest::new(&HELLO, &[])
 }
 
 /// Runs one call, returning its result and every event it emitted.
 pub async fn run(
     client: &ModelClient,
-    req: &ChatRequest,
+    req: &ChatRequest<'_>,
 ) -> (mpa_model::Result<Completion>, Vec<StreamEvent>) {
     let cancel = CancellationToken::new();
     let mut events = Vec::new();
