@@ -24,13 +24,16 @@ pub mod prompt;
 pub mod redaction;
 pub mod result_cap;
 pub mod review;
+pub mod services;
 pub mod session;
 pub mod tools;
+pub mod transcript;
 pub mod turn;
 
-pub use agent::{Agent, Capabilities, new_session_id, valid_session_id};
+pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
+pub use services::{Capabilities, Services};
 pub use session::SessionHandle;
 
 /// Options for the standard tool set.

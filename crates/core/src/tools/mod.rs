@@ -102,8 +102,6 @@ pub struct SessionState {
     /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
     /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
-    /// The memory snapshot frozen at the session's first turn (system-prompt text).
-    pub memory_snapshot: Option<String>,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
