@@ -18,6 +18,7 @@
 pub mod agent;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod outcome;
 pub mod plan;
 pub mod prompt;
@@ -33,6 +34,7 @@ pub mod turn;
 pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
+pub use host::{Host, HostConfig};
 pub use services::{Capabilities, Services};
 pub use session::SessionHandle;
 
