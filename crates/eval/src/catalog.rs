@@ -148,11 +148,10 @@ impl Catalog {
                 _ => best = vec![(op, shape)],
             }
         }
-        let op = match best.len() {
-            0 if path_known => return Route::MethodNotAllowed,
-            0 => return Route::NotFound,
-            1 => best[0].0,
-            _ => pick_shared(best.iter().map(|(op, _)| *op), query),
+        let op = match pick(best.iter().map(|(op, _)| *op), query) {
+            Some(op) => op,
+            None if path_known => return Route::MethodNotAllowed,
+            None => return Route::NotFound,
         };
         let path_params = op
             .segments
@@ -183,25 +182,24 @@ fn match_segments(template: &[Segment], path: &[String]) -> Option<Vec<bool>> {
         .collect()
 }
 
-fn pick_shared<'a>(
-    mut candidates: impl Iterator<Item = &'a Operation> + Clone,
+/// One candidate is the route; two share a route and are told apart by their query selector,
+/// the one without a selector being the default.
+fn pick<'a>(
+    candidates: impl Iterator<Item = &'a Operation> + Clone,
     query: &[(String, String)],
-) -> &'a Operation {
+) -> Option<&'a Operation> {
+    let selector = |op: &Operation| {
+        SHARED_ROUTE_SELECTORS
+            .iter()
+            .find(|(id, _, _)| *id == op.id)
+    };
     let selected = candidates.clone().find(|op| {
-        SHARED_ROUTE_SELECTORS.iter().any(|(id, key, value)| {
-            *id == op.id && query.iter().any(|(k, v)| k == key && v == value)
-        })
+        selector(op)
+            .is_some_and(|(_, key, value)| query.iter().any(|(k, v)| k == key && v == value))
     });
-    let plain = candidates
-        .clone()
-        .find(|op| !SHARED_ROUTE_SELECTORS.iter().any(|(id, _, _)| *id == op.id));
-    match selected.or(plain) {
-        Some(op) => op,
-        // Non-empty by construction: only called with two or more candidates.
-        None => candidates
-            .next()
-            .unwrap_or_else(|| unreachable!("no candidates")),
-    }
+    selected
+        .or_else(|| candidates.clone().find(|op| selector(op).is_none()))
+        .or_else(|| candidates.clone().next())
 }
 
 /// Decodes `%XX` escapes (UTF-8); `+` stays a plus sign in paths.
