@@ -34,6 +34,7 @@ mod auth;
 pub mod catalog;
 mod error;
 mod faults;
+mod handler;
 mod ledger;
 pub mod magnet;
 mod server;
