@@ -281,16 +281,18 @@ impl Agent {
         if self.services.tools.get(name).is_none() {
             return Err(CoreError::UnknownTool(name.to_string()));
         }
-        let plan = match self.services.store.chat(session_id).await? {
-            Some(chat) if Self::may_access(actor, &chat.user_id) => {
-                crate::plan::Plan::restore_from(&chat.agent_messages)
-            }
+        let (plan, channel) = match self.services.store.chat(session_id).await? {
+            Some(chat) if Self::may_access(actor, &chat.user_id) => (
+                crate::plan::Plan::restore_from(&chat.agent_messages),
+                chat.channel,
+            ),
             Some(_) => return Err(CoreError::SessionNotFound),
-            None => None,
+            None => (None, "cli".to_string()),
         };
         let ctx = ToolContext {
             actor: actor.clone(),
             session_id: session_id.to_string(),
+            channel,
             call_id: format!("cli_{}", new_session_id()),
             cancel: CancellationToken::new(),
             session: Arc::new(Mutex::new(SessionState {

@@ -5,11 +5,14 @@
 use crate::agent::Agent;
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
+use crate::moviepilot::identity::{IdentityResolver, Unconfigured};
+use crate::moviepilot::{MoviePilotAccess, MoviePilotConfig};
 use crate::services::Capabilities;
 use crate::{RegistryOptions, default_registry};
 use mpa_protocol::Actor;
 use mpa_store::Store;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Everything the host is built from (parsed from flags and environment by the binary; no
 /// library crate reads the environment).
@@ -24,6 +27,25 @@ pub struct HostConfig {
     pub venv_path: Option<PathBuf>,
     /// Register the diagnostic `test_*` tools (`MPA_ENABLE_TEST_TOOLS`).
     pub diagnostic_tools: bool,
+    /// The MoviePilot gateway (`MOVIEPILOT_URL`, `MOVIEPILOT_SECRET_KEY`, `MPA_AUTH`).
+    pub moviepilot: Option<MoviePilotHostConfig>,
+}
+
+/// The gateway's settings, and optionally who calls are made as (the evaluation harness and
+/// tests give a fixed table; otherwise the account store's records decide).
+#[derive(Clone)]
+pub struct MoviePilotHostConfig {
+    pub config: MoviePilotConfig,
+    pub identity: Option<Arc<dyn IdentityResolver>>,
+}
+
+impl std::fmt::Debug for MoviePilotHostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MoviePilotHostConfig")
+            .field("config", &self.config)
+            .field("identity", &self.identity.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 impl HostConfig {
@@ -35,6 +57,7 @@ impl HostConfig {
             agent,
             venv_path: None,
             diagnostic_tools: false,
+            moviepilot: None,
         }
     }
 }
@@ -51,7 +74,19 @@ impl Host {
     /// Opens the main store under the data directory and builds every hub and the agent.
     pub fn open(cfg: HostConfig) -> Result<Host> {
         let store = Store::open_in(&cfg.data_dir)?;
-        let caps = capabilities(&cfg);
+        let mut caps = capabilities(&cfg);
+        if let Some(mp) = &cfg.moviepilot {
+            caps.moviepilot = Some(moviepilot_access(mp)?);
+            let skills_root = cfg.data_dir.join("agent/skills");
+            match crate::moviepilot::guides::install(&skills_root, mpa_gateway::catalogue()) {
+                Ok(report) => {
+                    for name in report.kept_edits {
+                        tracing::info!(skill = %name, "public skill edited by an administrator; left as it is");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "MoviePilot operation skills not installed"),
+            }
+        }
         let registry = default_registry(
             &RegistryOptions {
                 diagnostic_tools: cfg.diagnostic_tools,
@@ -94,6 +129,17 @@ impl Host {
     }
 }
 
+fn moviepilot_access(mp: &MoviePilotHostConfig) -> Result<MoviePilotAccess> {
+    let client =
+        mpa_gateway::GatewayClient::new(mpa_gateway::GatewayConfig::new(mp.config.url.clone()))
+            .map_err(|e| CoreError::Config(e.to_string()))?;
+    let identity: Arc<dyn IdentityResolver> = match &mp.identity {
+        Some(custom) => Arc::clone(custom),
+        None => Arc::new(Unconfigured),
+    };
+    Ok(MoviePilotAccess { client, identity })
+}
+
 fn capabilities(cfg: &HostConfig) -> Capabilities {
     let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
         workdir: cfg.workdir.clone(),
@@ -113,5 +159,6 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
         history: Some(mpa_history::HistoryHub::new(
             mpa_history::HistoryConfig::new(cfg.data_dir.clone()),
         )),
+        moviepilot: None,
     }
 }

@@ -19,6 +19,7 @@ pub mod agent;
 pub mod config;
 pub mod error;
 pub mod host;
+pub mod moviepilot;
 pub mod outcome;
 pub mod plan;
 pub mod prompt;
@@ -34,7 +35,7 @@ pub mod turn;
 pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
-pub use host::{Host, HostConfig};
+pub use host::{Host, HostConfig, MoviePilotHostConfig};
 pub use services::{Capabilities, Services};
 pub use session::SessionHandle;
 
@@ -68,6 +69,11 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
                 skills: skills.clone(),
             }));
         }
+    }
+    if let Some(access) = &caps.moviepilot {
+        r.register(typed(tools::moviepilot_api::MoviePilotApi {
+            access: access.clone(),
+        }));
     }
     if opts.diagnostic_tools {
         r.register(typed(diagnostic::TestEcho));

@@ -221,6 +221,7 @@ async fn run(
             max_parallel: 1,
             actor: &actor,
             session_id: &session_id,
+            channel: "review",
             state: &state,
             review: Some(&review),
         },

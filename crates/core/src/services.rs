@@ -14,6 +14,8 @@ pub struct Capabilities {
     pub memory: Option<mpa_memory::MemoryHub>,
     pub skills: Option<mpa_skills::SkillHub>,
     pub history: Option<mpa_history::HistoryHub>,
+    /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
+    pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
 }
 
 pub struct Services {

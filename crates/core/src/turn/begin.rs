@@ -69,6 +69,9 @@ pub async fn system_message(services: &Services, actor: &Actor, data: &mut Sessi
         return Message::system(p.clone());
     }
     let mut extra = blocks;
+    if services.caps.moviepilot.is_some() {
+        extra.push(crate::moviepilot::rules::BUSINESS_RULES.to_string());
+    }
     if services.caps.history.is_some() {
         extra.push(mpa_history::RECALL_RULES.to_string());
     }

@@ -146,6 +146,7 @@ pub async fn run_turn(
                     max_parallel: services.cfg.max_parallel_tools,
                     actor: &actor,
                     session_id: &data.session_id,
+                    channel: &data.channel,
                     state: &data.tools,
                     review: None,
                 },

@@ -22,6 +22,7 @@ pub struct ToolStage<'a> {
     pub max_parallel: usize,
     pub actor: &'a Actor,
     pub session_id: &'a str,
+    pub channel: &'a str,
     pub state: &'a Arc<Mutex<SessionState>>,
     pub review: Option<&'a ReviewToken>,
 }
@@ -55,6 +56,7 @@ pub async fn run(
         let ctx = ToolContext {
             actor: stage.actor.clone(),
             session_id: stage.session_id.to_string(),
+            channel: stage.channel.to_string(),
             call_id: call.id.clone(),
             cancel: cancel.child_token(),
             session: Arc::clone(stage.state),
