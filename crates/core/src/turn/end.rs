@@ -65,6 +65,7 @@ pub async fn finish(
         agent_messages: data.messages.clone(),
         display_messages: display_messages(&data.messages),
         message_count: data.messages.len() as i64,
+        session_state: mpa_store::chats::empty_object(),
         created_at: data.created_at,
         updated_at: chrono::Utc::now(),
     };
