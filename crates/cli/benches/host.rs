@@ -105,6 +105,7 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
                 agent_messages: context_messages(),
                 display_messages: serde_json::json!([]),
                 message_count: CONTEXT as i64,
+                session_state: mpa_store::chats::empty_object(),
                 created_at: chrono::Utc::now(),
                 updated_at: chrono::Utc::now(),
             })

@@ -4,14 +4,12 @@
 use crate::config::Config;
 use anyhow::Context as _;
 use mpa_protocol::Actor;
-use mpa_store::Store;
 use std::path::PathBuf;
 
 pub struct CliContext {
     pub config: Config,
     pub data_dir: PathBuf,
     pub host: mpa_core::Host,
-    pub store: Store,
 }
 
 impl CliContext {
@@ -27,12 +25,10 @@ impl CliContext {
         host_cfg.diagnostic_tools = config.enable_test_tools;
         let host = mpa_core::Host::open(host_cfg)
             .with_context(|| format!("cannot open the host in {}", data_dir.display()))?;
-        let store = host.agent().store().clone();
         Ok(CliContext {
             config,
             data_dir,
             host,
-            store,
         })
     }
 

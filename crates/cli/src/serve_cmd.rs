@@ -64,7 +64,7 @@ pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> 
     cfg.admin_token = ctx.config.admin_token.clone().filter(|t| !t.is_empty());
     cfg.token_ttl = Duration::from_secs(args.token_ttl_hours * 3600);
     cfg.model_name = args.model_name;
-    let no_users = ctx.store.list_users().await?.is_empty();
+    let no_users = ctx.host.accounts().list().await?.is_empty();
     let host = mpa_server::Host::bind(agent, cfg).await?;
     let addr = host.local_addr()?;
     if no_users {

@@ -1,7 +1,7 @@
 //! `mpagent user add|list|passwd|rename`: local accounts for the server.
 
 use crate::context::CliContext;
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -54,13 +54,11 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     } else {
         bail!("no terminal to prompt for a password: use --password-stdin or --no-password");
     };
-    if pw.chars().count() < 8 {
-        bail!("the password must have at least 8 characters");
-    }
     Ok(pw)
 }
 
 pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    let accounts = ctx.host.accounts();
     match args.cmd {
         UserCommand::Add {
             name,
@@ -68,13 +66,12 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             password_stdin,
             no_password,
         } => {
-            let hash = if no_password {
+            let pw = if no_password {
                 None
             } else {
-                let pw = read_password(password_stdin)?;
-                Some(mpa_store::password::hash(&pw).map_err(anyhow::Error::msg)?)
+                Some(read_password(password_stdin)?)
             };
-            let u = ctx.store.create_user(&name, admin, hash).await?;
+            let u = accounts.create(&name, admin, pw.as_deref()).await?;
             println!(
                 "created user {} (id {}){}",
                 u.name,
@@ -83,7 +80,7 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             );
         }
         UserCommand::List => {
-            for u in ctx.store.list_users().await? {
+            for u in accounts.list().await? {
                 println!(
                     "{}\t{}\t{}",
                     u.id,
@@ -96,23 +93,15 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             name,
             password_stdin,
         } => {
-            let u = ctx
-                .store
-                .user_by_name(&name)
-                .await?
-                .with_context(|| format!("no such user: {name}"))?;
+            if accounts.find(&name).await?.is_none() {
+                bail!("no such user: {name}");
+            }
             let pw = read_password(password_stdin)?;
-            let hash = mpa_store::password::hash(&pw).map_err(anyhow::Error::msg)?;
-            ctx.store.set_password_hash(&u.id, hash).await?;
+            accounts.set_password(&name, &pw).await?;
             println!("password updated for {name}");
         }
         UserCommand::Rename { name, new_name } => {
-            let u = ctx
-                .store
-                .user_by_name(&name)
-                .await?
-                .with_context(|| format!("no such user: {name}"))?;
-            ctx.store.rename_user(&u.id, &new_name).await?;
+            let u = accounts.rename(&name, &new_name).await?;
             println!("renamed {name} to {new_name} (id {} unchanged)", u.id);
         }
     }

@@ -1,5 +1,6 @@
 //! The agent: shared services plus the registry of live session actors.
 
+use crate::accounts::Accounts;
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::services::{Capabilities, Services};
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Agent {
     services: Arc<Services>,
     sessions: Arc<Mutex<HashMap<String, SessionHandle>>>,
+    accounts: Accounts,
 }
 
 /// Session ids only locate; they never authorise. Keep them to a safe alphabet so they can appear
@@ -40,6 +42,7 @@ impl Agent {
         caps: Capabilities,
     ) -> Result<Agent> {
         let model = ModelClient::new(cfg.model.clone())?;
+        let accounts = Accounts::new(store.clone());
         Ok(Agent {
             services: Arc::new(Services {
                 cfg,
@@ -49,6 +52,7 @@ impl Agent {
                 caps,
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
+            accounts,
         })
     }
 
@@ -56,8 +60,9 @@ impl Agent {
         &self.services
     }
 
-    pub fn store(&self) -> &Store {
-        &self.services.store
+    /// Users, passwords, tokens and login, over the agent's store.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
     }
 
     /// Whether `actor` may access a chat owned by `owner`.

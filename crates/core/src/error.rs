@@ -24,12 +24,27 @@ pub enum CoreError {
     InvalidSessionId(String),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("no such user: {0}")]
+    NoSuchUser(String),
+    #[error("the password must have at least {min_chars} characters")]
+    WeakPassword { min_chars: usize },
+    #[error("wrong user name or password")]
+    InvalidCredentials,
+    #[error("too many failed logins; try again in {retry_after_secs} s")]
+    LoginRateLimited { retry_after_secs: u64 },
+    #[error("password hashing failed: {0}")]
+    PasswordHashing(String),
 }
 
 impl CoreError {
     /// Stable machine-readable code for front ends.
     pub fn code(&self) -> &'static str {
         match self {
+            CoreError::Store(mpa_store::StoreError::NameTaken(_)) => "user_name_taken",
+            CoreError::Store(mpa_store::StoreError::InvalidName(_)) => "invalid_user_name",
+            CoreError::Store(mpa_store::StoreError::NoSuchUser(_)) | CoreError::NoSuchUser(_) => {
+                "no_such_user"
+            }
             CoreError::Store(_) => "storage_unavailable",
             CoreError::Model(e) => e.code(),
             CoreError::SessionNotFound => "session_not_found",
@@ -39,6 +54,10 @@ impl CoreError {
             CoreError::UnknownTool(_) => "unknown_tool",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
             CoreError::Config(_) => "invalid_configuration",
+            CoreError::WeakPassword { .. } => "weak_password",
+            CoreError::InvalidCredentials => "invalid_credentials",
+            CoreError::LoginRateLimited { .. } => "too_many_login_attempts",
+            CoreError::PasswordHashing(_) => "internal_error",
         }
     }
 }

@@ -105,6 +105,10 @@ impl Host {
         &self.agent
     }
 
+    pub fn accounts(&self) -> &crate::Accounts {
+        self.agent.accounts()
+    }
+
     pub fn data_dir(&self) -> &std::path::Path {
         &self.data_dir
     }
@@ -120,12 +124,9 @@ impl Host {
     /// The local user `name`, created on first use (local CLI use is trusted: whoever can run the
     /// binary owns the data directory). `admin` grants admin rights for this invocation only.
     pub async fn local_actor(&self, name: &str, admin: bool) -> Result<Actor> {
-        let user = self.agent.store().ensure_local_user(name).await?;
-        Ok(Actor {
-            user_id: user.id,
-            user_name: user.name,
-            is_admin: admin || user.is_admin,
-        })
+        let mut actor = self.agent.accounts().ensure_local(name).await?.actor();
+        actor.is_admin |= admin;
+        Ok(actor)
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Public API:
 //! - [`Agent`]: shared services (model client, main store, tool registry) and the live session
-//!   actors. [`Agent::session`] loads or creates a session for an [`Actor`](mpa_protocol::Actor)
+//!   actors; [`Agent::accounts`] is the [`Accounts`] facade (users, passwords, tokens, login) that
+//!   front ends use instead of the store. [`Agent::session`] loads or creates a session for an [`Actor`](mpa_protocol::Actor)
 //!   (another user's session is "not found"); [`SessionHandle::submit`] queues a turn and returns
 //!   that turn's [`Event`](mpa_protocol::Event) stream; [`SessionHandle::stop`] stops it;
 //!   [`Agent::run_tool`] runs one tool exactly as a turn would; [`Agent::shutdown`] stops all turns
@@ -15,6 +16,7 @@
 //! call and answers unfinished calls "result unknown: interrupted"; a timeout is `unknown`, never
 //! "nothing happened"; the chat snapshot is written at the end of every turn, stopped or not.
 
+pub mod accounts;
 pub mod agent;
 pub mod config;
 pub mod error;
@@ -32,10 +34,12 @@ pub mod tools;
 pub mod transcript;
 pub mod turn;
 
+pub use accounts::{Account, Accounts, IssuedToken};
 pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use host::{Host, HostConfig, MoviePilotHostConfig};
+pub use mpa_store::{Chat, ChatSummary};
 pub use services::{Capabilities, Services};
 pub use session::SessionHandle;
 

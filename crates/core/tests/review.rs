@@ -166,7 +166,7 @@ async fn review_refuses_commands_and_user_skill_deletion_and_leaves_files_identi
     assert!(!marker.exists(), "the command never ran");
     assert_eq!(tree(&skills_dir), before, "user files byte-identical");
     // Nothing of the review reached the chat snapshot.
-    let chat = e.agent.store().chat("s1").await.unwrap().unwrap();
+    let chat = e.agent.chat_for(&e.actor, "s1").await.unwrap();
     assert_eq!(chat.agent_messages.len(), 4);
 }
 

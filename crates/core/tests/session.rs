@@ -107,7 +107,7 @@ async fn shutdown_stops_the_turn_and_answers_queued_turns_without_running_them()
         1,
         "the queued turn never reached the model"
     );
-    let chat = agent.store().chat("sd").await.unwrap().unwrap();
+    let chat = agent.chat_for(&actor, "sd").await.unwrap();
     assert_eq!(chat.agent_messages[0].text(), "one");
 }
 

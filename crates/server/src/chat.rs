@@ -3,11 +3,11 @@
 
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
 use crate::sse::{FRAME_QUEUE, error_frames, pump};
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -96,7 +96,7 @@ pub struct ListQuery {
 }
 
 /// The fields a session list row and a session detail share.
-fn summary_json(c: &mpa_store::ChatSummary, processing: bool) -> Value {
+fn summary_json(c: &mpa_core::ChatSummary, processing: bool) -> Value {
     json!({
         "session_id": c.session_id,
         "title": c.title,

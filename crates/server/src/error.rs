@@ -1,4 +1,6 @@
-use axum::http::StatusCode;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mpa_core::CoreError;
 
@@ -54,8 +56,51 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    pub fn bad_request_code(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
     pub fn internal(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, code, message)
+    }
+
+    /// The envelope for a bare status (a response produced below the handlers, e.g. by a
+    /// layer), with the code a handler would have used for it.
+    pub fn for_status(status: StatusCode) -> Self {
+        let (code, message) = match status {
+            StatusCode::BAD_REQUEST => ("bad_request", "the request is malformed"),
+            StatusCode::UNAUTHORIZED => {
+                ("unauthorized", "missing, invalid or expired bearer token")
+            }
+            StatusCode::NOT_FOUND => ("not_found", "no such route"),
+            StatusCode::METHOD_NOT_ALLOWED => (
+                "method_not_allowed",
+                "this method is not allowed on this route",
+            ),
+            StatusCode::REQUEST_TIMEOUT => {
+                ("request_timeout", "the request took too long to arrive")
+            }
+            StatusCode::PAYLOAD_TOO_LARGE => (
+                "payload_too_large",
+                "the request body is larger than this server accepts",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+                "unsupported_media_type",
+                "the request body must be JSON sent with Content-Type: application/json",
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY => {
+                ("invalid_body", "the request body has the wrong shape")
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                ("too_many_requests", "too many requests; try again later")
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                ("agent_manager_unavailable", "the host is unavailable")
+            }
+            s if s.is_server_error() => ("internal_error", "the server failed to answer"),
+            _ => ("http_error", "the request was refused"),
+        };
+        Self::new(status, code, message)
     }
 
     pub fn unavailable() -> Self {
@@ -72,21 +117,18 @@ impl From<CoreError> for ApiError {
         let status = match &e {
             CoreError::SessionNotFound => StatusCode::NOT_FOUND,
             CoreError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
-            CoreError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            CoreError::QueueFull { .. } | CoreError::LoginRateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             CoreError::SessionClosed => StatusCode::SERVICE_UNAVAILABLE,
-            CoreError::UnknownTool(_) => StatusCode::BAD_REQUEST,
+            CoreError::UnknownTool(_) | CoreError::WeakPassword { .. } => StatusCode::BAD_REQUEST,
+            CoreError::InvalidCredentials => StatusCode::UNAUTHORIZED,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(code = e.code(), error = %e, "request failed");
         }
         Self::new(status, e.code(), e.to_string())
-    }
-}
-
-impl From<mpa_store::StoreError> for ApiError {
-    fn from(e: mpa_store::StoreError) -> Self {
-        CoreError::from(e).into()
     }
 }
 
@@ -102,4 +144,48 @@ impl IntoResponse for ApiError {
         });
         (self.status, axum::Json(body)).into_response()
     }
+}
+
+/// The answer for a path no route matches.
+pub async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for {method} {}", uri.path()),
+    )
+}
+
+/// The answer for a route that exists but not with this method (axum adds the `Allow` header).
+pub async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"))
+}
+
+/// The last guard of "every error is a JSON envelope": an error response that is not JSON (made
+/// by a layer or by axum itself, below every handler) is replaced by the envelope for its
+/// status. Handlers and extractors answer with specific codes and never reach this.
+pub async fn envelope_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_json(resp.headers()) {
+        return resp;
+    }
+    let (parts, _) = resp.into_parts();
+    let mut out = ApiError::for_status(status).into_response();
+    for name in [header::ALLOW, header::RETRY_AFTER] {
+        if let Some(v) = parts.headers.get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
 }

@@ -15,6 +15,10 @@
 //! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
 //! `/` and `/assets/*` (the page).
 //!
+//! Every error, in every route — handler errors, rejected bodies, queries and paths, unknown
+//! routes and methods, responses of layers — is the JSON envelope of [`ApiError`] with a stable
+//! `code` (see [`extract`] and [`error::envelope_errors`]).
+//!
 //! Invariants: session ids from clients only locate — access is decided by the core, and another
 //! user's session answers 404 exactly like a missing one; a client hanging up never stops a turn;
 //! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
@@ -22,6 +26,7 @@
 pub mod auth;
 pub mod chat;
 pub mod error;
+pub mod extract;
 pub mod openai;
 pub mod sse;
 pub mod state;
@@ -47,7 +52,7 @@ use tracing::Instrument;
 /// Longest time from the shutdown signal to [`Host::run`] returning.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(9);
 
-/// Largest accepted request body.
+/// Largest accepted request body by default ([`ServerConfig::max_body`]).
 pub const MAX_BODY: usize = 32 * 1024 * 1024;
 
 /// All routes over `state`.
@@ -70,8 +75,11 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::wrong_method)
         // Images arrive inline as data URLs; the default 2 MB would refuse a single photo.
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::extract::DefaultBodyLimit::max(state.cfg.max_body))
+        .layer(axum::middleware::from_fn(error::envelope_errors))
         .layer(axum::middleware::from_fn(request_log))
         .with_state(state)
 }
@@ -128,7 +136,6 @@ impl Host {
         let state = AppState {
             agent,
             cfg: Arc::new(cfg),
-            limiter: Arc::default(),
             shutting_down: CancellationToken::new(),
         };
         Ok(Host { listener, state })

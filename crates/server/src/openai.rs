@@ -7,9 +7,9 @@
 use crate::auth::Authed;
 use crate::chat::sse_response;
 use crate::error::ApiError;
+use crate::extract::Json;
 use crate::sse::{FRAME_QUEUE, frame};
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

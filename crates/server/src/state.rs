@@ -1,4 +1,3 @@
-use crate::auth::LoginLimiter;
 use mpa_core::Agent;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +17,8 @@ pub struct ServerConfig {
     pub model_name: String,
     /// Silence on an SSE stream before a `heartbeat` frame.
     pub heartbeat: Duration,
+    /// Largest accepted request body in bytes (images arrive inline as data URLs).
+    pub max_body: usize,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -31,6 +32,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("token_ttl", &self.token_ttl)
             .field("model_name", &self.model_name)
             .field("heartbeat", &self.heartbeat)
+            .field("max_body", &self.max_body)
             .finish()
     }
 }
@@ -43,6 +45,7 @@ impl ServerConfig {
             token_ttl: Duration::from_secs(7 * 24 * 3600),
             model_name: "mpagent".into(),
             heartbeat: Duration::from_secs(15),
+            max_body: crate::MAX_BODY,
         }
     }
 }
@@ -50,10 +53,9 @@ impl ServerConfig {
 /// Shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
-    /// Owns the store too: handlers reach accounts and tokens through [`Agent::store`].
+    /// Also the door to accounts and tokens ([`Agent::accounts`]).
     pub agent: Agent,
     pub cfg: Arc<ServerConfig>,
-    pub limiter: Arc<LoginLimiter>,
     /// Cancelled when shutdown begins: new turns are refused from then on.
     pub shutting_down: CancellationToken,
 }

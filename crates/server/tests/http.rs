@@ -2,230 +2,12 @@
 //! the mock model server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use futures_util::StreamExt;
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
-use mpa_server::{Host, ServerConfig};
-use mpa_store::Store;
-use mpa_test_support::{MockModelServer, MockReply};
+mod common;
+
+use common::*;
+use mpa_test_support::MockReply;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::time::Duration;
-use tokio::sync::oneshot;
-
-const ADMIN_TOKEN: &str = "admin-token-for-tests-0123456789";
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Env {
-    base: String,
-    http: reqwest::Client,
-    store: Store,
-    mock: MockModelServer,
-    dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Env {
-    async fn start() -> Env {
-        let mock = MockModelServer::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in(dir.path()).unwrap();
-        let model = mpa_model::ModelConfig {
-            base_url: mock.base_url.clone(),
-            api_key: Some("sk-test-key".into()),
-            model: "gpt-4o".into(),
-            max_retries: 0,
-            ..Default::default()
-        };
-        let caps = Capabilities::default();
-        let registry = default_registry(
-            &RegistryOptions {
-                diagnostic_tools: true,
-            },
-            &caps,
-        );
-        let agent = Agent::new(AgentConfig::new(model), store.clone(), registry, caps).unwrap();
-        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-        cfg.admin_token = Some(ADMIN_TOKEN.into());
-        let host = Host::bind(agent, cfg).await.unwrap();
-        let addr = host.local_addr().unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            host.run(async move {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        Env {
-            base: format!("http://{addr}"),
-            http: reqwest::Client::new(),
-            store,
-            mock,
-            dir,
-            stop: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.task.take() {
-            tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    async fn user(&self, name: &str, password: &str, admin: bool) -> String {
-        let hash = mpa_store::password::hash(password).unwrap();
-        self.store
-            .create_user(name, admin, Some(hash))
-            .await
-            .unwrap();
-        let r = self.login(name, password).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        let v: Value = r.json().await.unwrap();
-        v["token"].as_str().unwrap().to_string()
-    }
-
-    async fn login(&self, name: &str, password: &str) -> reqwest::Response {
-        self.http
-            .post(self.url("/api/v1/login"))
-            .json(&json!({"username": name, "password": password}))
-            .send()
-            .await
-            .unwrap()
-    }
-
-    async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        self.send(reqwest::Method::GET, token, path).await
-    }
-
-    async fn send(&self, method: reqwest::Method, token: &str, path: &str) -> (StatusCode, Value) {
-        let r = self
-            .http
-            .request(method, self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        let s = r.status();
-        (s, r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn stream(&self, token: &str, body: Value) -> reqwest::Response {
-        self.http
-            .post(self.url("/api/v1/agent/stream"))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-    }
-
-    /// Polls the detail until the session is idle and has a snapshot.
-    async fn wait_idle(&self, token: &str, session: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let (s, v) = self
-                .get(token, &format!("/api/v1/agent/sessions/{session}"))
-                .await;
-            if s == StatusCode::OK
-                && v["is_processing"] == false
-                && v["message_count"].as_i64() > Some(0)
-            {
-                return v;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "session never went idle: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-/// Reads SSE frames from a response.
-struct Frames {
-    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    buf: String,
-}
-
-impl Frames {
-    fn new(r: reqwest::Response) -> Frames {
-        assert_eq!(r.status(), StatusCode::OK);
-        assert_eq!(
-            r.headers()["content-type"].to_str().unwrap(),
-            "text/event-stream"
-        );
-        Frames {
-            body: Box::pin(r.bytes_stream()),
-            buf: String::new(),
-        }
-    }
-
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(i) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..i + 2).collect();
-                let data = raw.trim().strip_prefix("data: ").expect("data frame");
-                return Some(serde_json::from_str(data).unwrap());
-            }
-            let chunk = tokio::time::timeout(WAIT, self.body.next())
-                .await
-                .expect("no SSE frame in time")?;
-            self.buf
-                .push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
-        }
-    }
-
-    async fn until(&mut self, ty: &str) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(f) = self.next().await {
-            let done = f["type"] == ty;
-            out.push(f);
-            if done {
-                return out;
-            }
-        }
-        panic!("stream ended before a {ty} frame: {out:?}");
-    }
-
-    async fn all(mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(f) = self.next().await {
-            out.push(f);
-        }
-        out
-    }
-}
-
-fn types(frames: &[Value]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for f in frames {
-        let t = match f["type"].as_str().unwrap() {
-            "tool" => format!("tool:{}", f["status"].as_str().unwrap()),
-            "delta" if out.last().is_some_and(|l| l == "delta") => continue,
-            "heartbeat" => continue,
-            other => other.to_string(),
-        };
-        out.push(t);
-    }
-    out
-}
-
-fn text_of(frames: &[Value]) -> String {
-    frames
-        .iter()
-        .filter(|f| f["type"] == "delta")
-        .map(|f| f["content"].as_str().unwrap())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn health_page_and_request_ids() {
@@ -255,7 +37,7 @@ async fn health_page_and_request_ids() {
 #[tokio::test(flavor = "multi_thread")]
 async fn wrong_expired_and_revoked_tokens_get_401() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw-alice-1", false).await;
+    let token = env.user("alice", "password-alice-1", false).await;
     for bad in [None, Some("nope"), Some("")] {
         let mut req = env.http.get(env.url("/api/v1/agent/sessions"));
         if let Some(b) = bad {
@@ -268,12 +50,12 @@ async fn wrong_expired_and_revoked_tokens_get_401() {
     }
     // An expired token, written the way the store writes tokens (hash only).
     let expired = "expired-token-value";
-    let alice = env.store.user_by_name("alice").await.unwrap().unwrap();
+    let alice = env.accounts.find("alice").await.unwrap().unwrap();
     let db = rusqlite::Connection::open(env.dir.path().join("agent.db")).unwrap();
     db.execute(
         "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?3)",
         rusqlite::params![
-            mpa_server::auth::token_hash(expired),
+            mpa_core::accounts::token_hash(expired),
             alice.id.0,
             "2020-01-01T00:00:00Z"
         ],
@@ -291,7 +73,7 @@ async fn wrong_expired_and_revoked_tokens_get_401() {
         .unwrap()
     };
     assert_eq!(rows_with(&token), 0);
-    assert_eq!(rows_with(&mpa_server::auth::token_hash(&token)), 1);
+    assert_eq!(rows_with(&mpa_core::accounts::token_hash(&token)), 1);
 
     let (s, me) = env.get(&token, "/api/v1/me").await;
     assert_eq!(s, StatusCode::OK);
@@ -341,7 +123,7 @@ async fn failed_logins_are_rate_limited_and_secrets_stay_out_of_responses() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_runs_a_tool_streams_text_and_saves_the_session() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     env.mock.push(MockReply::tool_calls(&[(
         "call_1",
         "test_echo",
@@ -394,9 +176,9 @@ async fn stream_runs_a_tool_streams_text_and_saves_the_session() {
 #[tokio::test(flavor = "multi_thread")]
 async fn other_users_sessions_are_404_everywhere_and_nothing_changes() {
     let env = Env::start().await;
-    let alice = env.user("alice", "pw-a", false).await;
-    let bob = env.user("bob", "pw-b", false).await;
-    let admin = env.user("root", "pw-r", true).await;
+    let alice = env.user("alice", "password-a", false).await;
+    let bob = env.user("bob", "password-b", false).await;
+    let admin = env.user("root", "password-r", true).await;
     env.mock.push(MockReply::text("hello alice"));
     Frames::new(
         env.stream(&alice, json!({"text": "mine", "session_id": "a1"}))
@@ -464,7 +246,7 @@ async fn other_users_sessions_are_404_everywhere_and_nothing_changes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_queue_answers_agent_manager_queue_full() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     env.mock
         .push(MockReply::text("never finishes").stall_after(1));
     env.mock.set_default(MockReply::text("queued answer"));
@@ -512,7 +294,7 @@ async fn a_full_queue_answers_agent_manager_queue_full() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_disconnected_client_does_not_stop_the_turn() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     env.mock.push(MockReply::tool_calls(&[(
         "call_s",
         "test_sleep",
@@ -536,7 +318,7 @@ async fn a_disconnected_client_does_not_stop_the_turn() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_ends_a_long_turn_and_delete_removes_the_chat() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     env.mock.push(MockReply::tool_calls(&[(
         "call_long",
         "test_sleep",
@@ -589,7 +371,7 @@ async fn stop_ends_a_long_turn_and_delete_removes_the_chat() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openai_endpoint_answers_with_the_final_text_streamed_or_not() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     let (s, models) = env.get(&token, "/v1/models").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(models["data"][0]["id"], "mpagent");
@@ -666,7 +448,7 @@ async fn openai_endpoint_answers_with_the_final_text_streamed_or_not() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_stops_a_running_turn_and_writes_its_snapshot() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     env.mock.push(MockReply::tool_calls(&[(
         "call_long",
         "test_sleep",
@@ -693,7 +475,7 @@ async fn shutdown_stops_a_running_turn_and_writes_its_snapshot() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rename_keeps_history_and_a_reused_name_inherits_nothing() {
     let env = Env::start().await;
-    let token = env.user("dave", "pw-d", false).await;
+    let token = env.user("dave", "password-d", false).await;
     env.mock.push(MockReply::text("kept"));
     Frames::new(
         env.stream(&token, json!({"text": "remember", "session_id": "dv"}))
@@ -702,14 +484,14 @@ async fn a_rename_keeps_history_and_a_reused_name_inherits_nothing() {
     .all()
     .await;
     env.wait_idle(&token, "dv").await;
-    let dave = env.store.user_by_name("dave").await.unwrap().unwrap();
-    env.store.rename_user(&dave.id, "david").await.unwrap();
+    let dave = env.accounts.rename("dave", "david").await.unwrap();
     let (s, me) = env.get(&token, "/api/v1/me").await;
     assert_eq!((s, me["name"].clone()), (StatusCode::OK, json!("david")));
+    assert_eq!(me["id"], dave.id.0);
     let (_, list) = env.get(&token, "/api/v1/agent/sessions").await;
     assert_eq!(list["sessions"][0]["session_id"], "dv");
 
-    let newcomer = env.user("dave", "pw-new", false).await;
+    let newcomer = env.user("dave", "password-new", false).await;
     let (_, list) = env.get(&newcomer, "/api/v1/agent/sessions").await;
     assert_eq!(list["sessions"], json!([]));
     let (s, _) = env.get(&newcomer, "/api/v1/agent/sessions/dv").await;
@@ -720,7 +502,7 @@ async fn a_rename_keeps_history_and_a_reused_name_inherits_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openai_endpoint_reports_a_failed_turn_as_an_error_streamed_or_not() {
     let env = Env::start().await;
-    let token = env.user("alice", "pw", false).await;
+    let token = env.user("alice", "password", false).await;
     for stream in [false, true] {
         env.mock
             .push(MockReply::status(401, "{\"error\":\"bad key\"}"));

@@ -66,8 +66,7 @@ impl SessionData {
             channel: chat.channel,
             title: chat.title,
             created_at: chat.created_at,
-            // Until the store keeps `session_state` (migration 2) nothing is restored.
-            persisted: PersistedState::default(),
+            persisted: PersistedState::from_json(&chat.session_state),
             transcript: Transcript::restored(chat.agent_messages),
             // The plan is restored from the newest snapshot at the start of the next turn.
             tools: Arc::new(Mutex::new(SessionState::default())),

@@ -77,6 +77,7 @@ pub async fn finish(
         agent_messages: messages.to_vec(),
         display_messages: display_messages(messages),
         message_count: messages.len() as i64,
+        session_state: data.persisted.to_json(),
         created_at: data.created_at,
         updated_at: chrono::Utc::now(),
     };

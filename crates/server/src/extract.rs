@@ -1,0 +1,265 @@
+//! Request extractors whose every rejection is an [`ApiError`] envelope with a stable code,
+//! instead of axum's plain-text rejections. Handlers take [`Json`], [`Query`] and [`Path`] from
+//! here, never the axum ones.
+//!
+//! Codes: `unsupported_media_type` (415, body not declared `application/json`),
+//! `payload_too_large` (413), `body_unreadable` (400, the body broke off), `invalid_json` (400,
+//! not JSON), `invalid_body` (422, JSON of the wrong shape: the message names the field and what
+//! was expected, never the value sent — it may be a password), `invalid_query` (400),
+//! `invalid_path` (400).
+
+use crate::error::ApiError;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+
+/// A JSON request body (`Content-Type: application/json` or `application/*+json`); as a
+/// response, the same as axum's.
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+fn declares_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = ct.split(';').next().unwrap_or_default().trim();
+    let Some((ty, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    ty.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json") || subtype.to_ascii_lowercase().ends_with("+json"))
+}
+
+impl<S, T> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        if !declares_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the request body must be JSON sent with Content-Type: application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| body_error(e.status()))?;
+        parse(&bytes).map(Json)
+    }
+}
+
+/// The envelope for a body that could not be read: over the size limit, or broken off.
+pub(crate) fn body_error(status: StatusCode) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        payload_too_large()
+    } else {
+        ApiError::bad_request_code(
+            "body_unreadable",
+            "the request body could not be read completely",
+        )
+    }
+}
+
+pub(crate) fn payload_too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "the request body is larger than this server accepts",
+    )
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        shape_error(&path, e.inner())
+    })?;
+    de.end().map_err(|e| shape_error(".", &e))?;
+    Ok(value)
+}
+
+fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request_code(
+            "invalid_json",
+            format!(
+                "the request body is not valid JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        ),
+        Category::Data => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            data_message(path, e),
+        ),
+    }
+}
+
+/// A secret-free description of a JSON shape error. serde quotes the offending value ("invalid
+/// type: string \"hunter2\", expected u32"); the value is dropped and only the field and what was
+/// expected are kept.
+fn data_message(path: &str, e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let msg = full.strip_suffix(&position).unwrap_or(&full);
+    let what = if let Some(field) = msg.strip_prefix("missing field ") {
+        return format!("missing field {field}");
+    } else if let Some((_, expected)) = msg.rsplit_once(", expected ") {
+        format!("wrong type or value, expected {expected}")
+    } else {
+        "invalid value".to_string()
+    };
+    if path == "." {
+        format!("the request body has the {what}")
+    } else {
+        format!("field `{path}`: {what}")
+    }
+}
+
+/// A query string (`?page=2&count=30`).
+pub struct Query<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Query<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Query(q.0))
+            .map_err(|e: QueryRejection| {
+                let text = e.body_text();
+                let reason = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text);
+                ApiError::bad_request_code(
+                    "invalid_query",
+                    format!("invalid query string: {reason}"),
+                )
+            })
+    }
+}
+
+/// Path parameters (`/sessions/{id}`).
+pub struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e: PathRejection| {
+                if e.status().is_server_error() {
+                    ApiError::internal("internal_error", "the route is misconfigured")
+                } else {
+                    let text = e.body_text();
+                    let reason = text.strip_prefix("Invalid URL: ").unwrap_or(&text);
+                    ApiError::bad_request_code("invalid_path", format!("invalid path: {reason}"))
+                }
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[expect(dead_code, reason = "only deserialised")]
+    struct Login {
+        username: String,
+        password: String,
+        #[serde(default)]
+        count: Option<u32>,
+    }
+
+    fn err(body: &str) -> ApiError {
+        parse::<Login>(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn shape_errors_name_the_field_and_never_echo_the_value() {
+        let e = err(r#"{"username": "a", "password": "hunter2", "count": "hunter2"}"#);
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+        );
+        assert_eq!(
+            e.message,
+            "field `count`: wrong type or value, expected u32"
+        );
+        let e = err(r#"{"username": "a", "password": 12345678}"#);
+        assert_eq!(
+            e.message,
+            "field `password`: wrong type or value, expected a string"
+        );
+        assert!(!e.message.contains("12345678"));
+        let e = err(r#"{"username": "a"}"#);
+        assert_eq!(e.message, "missing field `password`");
+        let e = err(r#"["hunter2"]"#);
+        assert!(!e.message.contains("hunter2"), "{}", e.message);
+    }
+
+    #[test]
+    fn syntax_errors_and_trailing_bytes_are_invalid_json() {
+        for body in [
+            r#"{"username": "a", "#,
+            "",
+            r#"{"username": "a", "password": "b"} x"#,
+            "not json",
+        ] {
+            let e = err(body);
+            assert_eq!(
+                (e.status, e.code),
+                (StatusCode::BAD_REQUEST, "invalid_json"),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        let mut h = HeaderMap::new();
+        assert!(!declares_json(&h));
+        for (ct, ok) in [
+            ("application/json", true),
+            ("application/json; charset=utf-8", true),
+            ("Application/JSON", true),
+            ("application/merge-patch+json", true),
+            ("text/json", false),
+            ("text/plain", false),
+            ("application/x-www-form-urlencoded", false),
+        ] {
+            h.insert(header::CONTENT_TYPE, ct.parse().unwrap());
+            assert_eq!(declares_json(&h), ok, "{ct}");
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! What the HTTP tests share: a host on 127.0.0.1:0 over a real SQLite store and the mock model
+//! server, and an SSE frame reader.
+#![allow(dead_code, reason = "each test crate uses a subset of these helpers")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use futures_util::StreamExt;
+use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_server::{Host, ServerConfig};
+use mpa_store::Store;
+use mpa_test_support::MockModelServer;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub const ADMIN_TOKEN: &str = "admin-token-for-tests-0123456789";
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub struct Env {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub store: Store,
+    pub accounts: Accounts,
+    pub mock: MockModelServer,
+    pub dir: tempfile::TempDir,
+    pub stop: Option<oneshot::Sender<()>>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        Env::start_with(|_| {}).await
+    }
+
+    /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
+    pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
+        let mock = MockModelServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let model = mpa_model::ModelConfig {
+            base_url: mock.base_url.clone(),
+            api_key: Some("sk-test-key".into()),
+            model: "gpt-4o".into(),
+            max_retries: 0,
+            ..Default::default()
+        };
+        let caps = Capabilities::default();
+        let registry = default_registry(
+            &RegistryOptions {
+                diagnostic_tools: true,
+            },
+            &caps,
+        );
+        let agent = Agent::new(AgentConfig::new(model), store.clone(), registry, caps).unwrap();
+        let accounts = agent.accounts().clone();
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.admin_token = Some(ADMIN_TOKEN.into());
+        configure(&mut cfg);
+        let host = Host::bind(agent, cfg).await.unwrap();
+        let addr = host.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            host.run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Env {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            store,
+            accounts,
+            mock,
+            dir,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn user(&self, name: &str, password: &str, admin: bool) -> String {
+        self.accounts
+            .create(name, admin, Some(password))
+            .await
+            .unwrap();
+        let r = self.login(name, password).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let v: Value = r.json().await.unwrap();
+        v["token"].as_str().unwrap().to_string()
+    }
+
+    pub async fn login(&self, name: &str, password: &str) -> reqwest::Response {
+        self.http
+            .post(self.url("/api/v1/login"))
+            .json(&json!({"username": name, "password": password}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        self.send(reqwest::Method::GET, token, path).await
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+    ) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn stream(&self, token: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.url("/api/v1/agent/stream"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Polls the detail until the session is idle and has a snapshot.
+    pub async fn wait_idle(&self, token: &str, session: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (s, v) = self
+                .get(token, &format!("/api/v1/agent/sessions/{session}"))
+                .await;
+            if s == StatusCode::OK
+                && v["is_processing"] == false
+                && v["message_count"].as_i64() > Some(0)
+            {
+                return v;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "session never went idle: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Reads SSE frames from a response.
+pub struct Frames {
+    pub body:
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    pub buf: String,
+}
+
+impl Frames {
+    pub fn new(r: reqwest::Response) -> Frames {
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Frames {
+            body: Box::pin(r.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..i + 2).collect();
+                let data = raw.trim().strip_prefix("data: ").expect("data frame");
+                return Some(serde_json::from_str(data).unwrap());
+            }
+            let chunk = tokio::time::timeout(WAIT, self.body.next())
+                .await
+                .expect("no SSE frame in time")?;
+            self.buf
+                .push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+    }
+
+    pub async fn until(&mut self, ty: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            let done = f["type"] == ty;
+            out.push(f);
+            if done {
+                return out;
+            }
+        }
+        panic!("stream ended before a {ty} frame: {out:?}");
+    }
+
+    pub async fn all(mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            out.push(f);
+        }
+        out
+    }
+}
+
+pub fn types(frames: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in frames {
+        let t = match f["type"].as_str().unwrap() {
+            "tool" => format!("tool:{}", f["status"].as_str().unwrap()),
+            "delta" if out.last().is_some_and(|l| l == "delta") => continue,
+            "heartbeat" => continue,
+            other => other.to_string(),
+        };
+        out.push(t);
+    }
+    out
+}
+
+pub fn text_of(frames: &[Value]) -> String {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "delta")
+        .map(|f| f["content"].as_str().unwrap())
+        .collect()
+}

@@ -1,0 +1,294 @@
+//! Chat snapshots: what the agent needs to continue a conversation (transcript and session
+//! state) and what a front end shows, upserted at the end of every turn.
+
+use crate::{Result, Store, StoreError, ts};
+use chrono::{DateTime, Utc};
+use mpa_protocol::{Message, UserId};
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+/// A chat session as persisted at the end of every turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chat {
+    pub session_id: String,
+    pub user_id: UserId,
+    pub channel: String,
+    pub title: String,
+    /// The agent transcript (tool calls, results with outcomes, plan metadata).
+    pub agent_messages: Vec<Message>,
+    /// What a front end shows.
+    pub display_messages: serde_json::Value,
+    pub message_count: i64,
+    /// A JSON object the agent keeps with the chat so a reloaded session continues exactly where
+    /// it was (frozen prompt parts, counters). Opaque to the store; `{}` for chats saved before it
+    /// existed.
+    #[serde(default = "empty_object")]
+    pub session_state: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The value of [`Chat::session_state`] for a chat that has none yet.
+pub fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+impl Chat {
+    /// The list row of this chat (no transcript).
+    pub fn summary(&self) -> ChatSummary {
+        ChatSummary {
+            session_id: self.session_id.clone(),
+            user_id: self.user_id.clone(),
+            channel: self.channel.clone(),
+            title: self.title.clone(),
+            message_count: self.message_count,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// A row of the session list (no transcript).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatSummary {
+    pub session_id: String,
+    pub user_id: UserId,
+    pub channel: String,
+    pub title: String,
+    pub message_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn to_json<T: Serialize>(what: &str, v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// A `chats` row as read, before its JSON columns are parsed (outside the row callback, whose
+/// error type is rusqlite's).
+struct ChatRow {
+    session_id: String,
+    user_id: String,
+    channel: String,
+    title: String,
+    agent_messages: String,
+    display_messages: String,
+    message_count: i64,
+    session_state: String,
+    created_at: String,
+    updated_at: String,
+}
+
+impl ChatRow {
+    fn finish(self) -> Result<Chat> {
+        let session_state: serde_json::Value = from_json("session_state", &self.session_state)?;
+        if !session_state.is_object() {
+            return Err(StoreError::Corrupt("session_state is not an object".into()));
+        }
+        Ok(Chat {
+            session_id: self.session_id,
+            user_id: UserId(self.user_id),
+            channel: self.channel,
+            title: self.title,
+            agent_messages: from_json("agent_messages", &self.agent_messages)?,
+            display_messages: from_json("display_messages", &self.display_messages)?,
+            message_count: self.message_count,
+            session_state,
+            created_at: ts(self.created_at)?,
+            updated_at: ts(self.updated_at)?,
+        })
+    }
+}
+
+impl Store {
+    /// Inserts or replaces the chat snapshot. `created_at` of an existing chat is kept, and so is
+    /// its owner: continuing someone else's chat (an admin) never changes `user_id`.
+    /// `session_state` must be a JSON object.
+    pub async fn save_chat(&self, chat: Chat) -> Result<()> {
+        if !chat.session_state.is_object() {
+            return Err(StoreError::SessionStateNotObject);
+        }
+        let agent = to_json("agent_messages", &chat.agent_messages)?;
+        let display = to_json("display_messages", &chat.display_messages)?;
+        let state = to_json("session_state", &chat.session_state)?;
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO chats (session_id, user_id, channel, title, agent_messages, display_messages,
+                                    message_count, session_state, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(session_id) DO UPDATE SET
+                    title = excluded.title, agent_messages = excluded.agent_messages,
+                    display_messages = excluded.display_messages, message_count = excluded.message_count,
+                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                params![
+                    chat.session_id,
+                    chat.user_id.0,
+                    chat.channel,
+                    chat.title,
+                    agent,
+                    display,
+                    chat.message_count,
+                    state,
+                    chat.created_at.to_rfc3339(),
+                    chat.updated_at.to_rfc3339()
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn chat(&self, session_id: &str) -> Result<Option<Chat>> {
+        let sid = session_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT session_id, user_id, channel, title, agent_messages, display_messages,
+                        message_count, session_state, created_at, updated_at
+                 FROM chats WHERE session_id = ?1",
+                params![sid],
+                |r| {
+                    Ok(ChatRow {
+                        session_id: r.get(0)?,
+                        user_id: r.get(1)?,
+                        channel: r.get(2)?,
+                        title: r.get(3)?,
+                        agent_messages: r.get(4)?,
+                        display_messages: r.get(5)?,
+                        message_count: r.get(6)?,
+                        session_state: r.get(7)?,
+                        created_at: r.get(8)?,
+                        updated_at: r.get(9)?,
+                    })
+                },
+            )
+            .optional()?
+            .map(ChatRow::finish)
+            .transpose()
+        })
+        .await
+    }
+
+    /// Chats of one user (or of everyone when `user` is `None`), newest first; `page` starts at 1.
+    pub async fn list_chats(
+        &self,
+        user: Option<&UserId>,
+        page: u32,
+        count: u32,
+    ) -> Result<Vec<ChatSummary>> {
+        let user = user.map(|u| u.0.clone());
+        let limit = i64::from(count.clamp(1, 200));
+        let offset = i64::from(page.max(1) - 1) * limit;
+        self.run(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT session_id, user_id, channel, title, message_count, created_at, updated_at
+                 FROM chats WHERE (?1 IS NULL OR user_id = ?1)
+                 ORDER BY updated_at DESC, session_id LIMIT ?2 OFFSET ?3",
+            )?;
+            let rows = stmt.query_map(params![user, limit, offset], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for r in rows {
+                let (session_id, user_id, channel, title, message_count, created, updated) = r?;
+                out.push(ChatSummary {
+                    session_id,
+                    user_id: UserId(user_id),
+                    channel,
+                    title,
+                    message_count,
+                    created_at: ts(created)?,
+                    updated_at: ts(updated)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn delete_chat(&self, session_id: &str) -> Result<bool> {
+        let sid = session_id.to_string();
+        self.run(move |c| {
+            Ok(c.execute("DELETE FROM chats WHERE session_id = ?1", params![sid])? > 0)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(sid: &str, user: &UserId) -> Chat {
+        Chat {
+            session_id: sid.into(),
+            user_id: user.clone(),
+            channel: "cli".into(),
+            title: "t".into(),
+            agent_messages: vec![Message::user("hello")],
+            display_messages: serde_json::json!([{"role": "user", "content": "hello"}]),
+            message_count: 1,
+            session_state: serde_json::json!({"frozen_memory": "m", "review": {"turns": 3}}),
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn chat_snapshot_roundtrip_keeps_owner_and_created_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let u = store.ensure_local_user("bob").await.unwrap();
+        let c1 = chat("s1", &u.id);
+        store.save_chat(c1.clone()).await.unwrap();
+        let mut c2 = c1.clone();
+        c2.user_id = UserId("someone-else".into());
+        c2.message_count = 2;
+        c2.session_state = serde_json::json!({"review": {"turns": 4}});
+        store.save_chat(c2).await.unwrap();
+        let got = store.chat("s1").await.unwrap().unwrap();
+        assert_eq!(got.user_id, u.id);
+        assert_eq!(got.message_count, 2);
+        assert_eq!(got.agent_messages, c1.agent_messages);
+        assert_eq!(
+            got.session_state,
+            serde_json::json!({"review": {"turns": 4}})
+        );
+        assert_eq!(store.list_chats(Some(&u.id), 1, 30).await.unwrap().len(), 1);
+        assert!(store.delete_chat("s1").await.unwrap());
+        assert!(store.chat("s1").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_session_state_that_is_not_an_object_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let u = store.ensure_local_user("bob").await.unwrap();
+        let mut c = chat("s1", &u.id);
+        c.session_state = serde_json::json!(["not", "an", "object"]);
+        assert!(matches!(
+            store.save_chat(c).await,
+            Err(StoreError::SessionStateNotObject)
+        ));
+        assert!(store.chat("s1").await.unwrap().is_none());
+    }
+
+    #[test]
+    fn a_chat_serialised_without_session_state_reads_back_with_an_empty_object() {
+        let mut v = serde_json::to_value(chat("s1", &UserId("u".into()))).unwrap();
+        v.as_object_mut().unwrap().remove("session_state");
+        let back: Chat = serde_json::from_value(v).unwrap();
+        assert_eq!(back.session_state, serde_json::json!({}));
+    }
+}

@@ -1,0 +1,86 @@
+//! The schema, as an ordered list of migrations. Migration `n` (1-based) takes a database from
+//! `PRAGMA user_version = n - 1` to `n`; a released migration is never edited, only followed.
+
+use crate::{Result, StoreError};
+use rusqlite::Connection;
+use std::path::Path;
+
+/// The schema of the first release: users, login tokens (hashed) and chat snapshots.
+const MIGRATION_1: &str = "
+CREATE TABLE users (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    is_admin INTEGER NOT NULL DEFAULT 0,
+    password_hash TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE auth_tokens (
+    token_hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX auth_tokens_user ON auth_tokens(user_id);
+CREATE TABLE chats (
+    session_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    agent_messages TEXT NOT NULL DEFAULT '[]',
+    display_messages TEXT NOT NULL DEFAULT '[]',
+    message_count INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX chats_user_updated ON chats(user_id, updated_at);
+CREATE INDEX chats_channel_updated ON chats(channel, updated_at);
+";
+
+/// The agent's per-chat state that must survive an actor reload (an opaque JSON object).
+const MIGRATION_2: &str = "
+ALTER TABLE chats ADD COLUMN session_state TEXT NOT NULL DEFAULT '{}';
+";
+
+/// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can
+/// build a database exactly as an older release left it.
+pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+
+/// Schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The database's schema version, refusing one newer than [`SCHEMA_VERSION`]. Reads only: it runs
+/// before anything that writes (switching to WAL rewrites the file header), so a database from a
+/// newer binary is left byte-for-byte untouched.
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Applies the missing migrations, each in its own transaction together with its version bump.
+/// The version is read again inside the write lock, so two processes opening an old database at
+/// once apply each migration exactly once.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    if check_version(conn, path)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version = check_version(&tx, path)?;
+        let Some(sql) = usize::try_from(version)
+            .ok()
+            .and_then(|v| MIGRATIONS.get(v))
+        else {
+            return Ok(());
+        };
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+}
