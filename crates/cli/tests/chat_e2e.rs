@@ -708,8 +708,16 @@ async fn memory_written_in_one_session_is_in_the_next_sessions_prompt() {
     ]);
     let r = run(cmd).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(!r.stdout.trim().is_empty());
+    // The host's own answer (no proposals were staged), and the model was never asked.
+    assert_eq!(r.stdout.trim(), "No pending memory proposals.");
     assert_eq!(mock.requests().len(), 4);
+    let (_, agent, _, _) = chat_row(d, "mem2").unwrap();
+    let msgs = agent.as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(msgs[n - 2]["content"], "/memory pending");
+    assert_eq!(msgs[n - 2]["metadata"]["host_command"], true);
+    assert_eq!(msgs[n - 1]["content"], "No pending memory proposals.");
+    assert_eq!(msgs[n - 1]["metadata"]["host_command"], true);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -63,8 +63,11 @@ async fn idle_sessions_are_reclaimed_and_reloaded_from_their_snapshot() {
         .await
         .unwrap();
     assert_eq!(finish(rx).await.0, TurnStatus::Completed);
-    assert!(agent.live("idle1").is_some());
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let live = agent.live("idle1").expect("live after its turn");
+    // The idle actor ends on its own; wait for that end instead of sleeping past the timeout.
+    tokio::time::timeout(Duration::from_secs(30), live.finished())
+        .await
+        .expect("reclaimed after idling");
     assert!(agent.live("idle1").is_none(), "reclaimed after idling");
     mock.push(MockReply::text("second answer"));
     let rx = agent

@@ -1,0 +1,326 @@
+//! Regression tests for the bugs found on review before wave 2 (issue 11, item 7), each named
+//! after its finding. They drive the real session actors against the mock model server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_protocol::{Actor, Event, Message, TurnStatus};
+use mpa_store::{Chat, Store};
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    agent: Agent,
+    actor: Actor,
+    store: Store,
+}
+
+struct Opts {
+    idle: Duration,
+    memory_interval: u32,
+    skill_interval: u32,
+}
+
+fn learning(data: &Path) -> Capabilities {
+    Capabilities {
+        memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+            data.to_path_buf(),
+        ))),
+        skills: Some(mpa_skills::SkillHub::new(data.to_path_buf())),
+        ..Capabilities::default()
+    }
+}
+
+async fn env(mock: &MockModelServer, o: Opts) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store = Store::open_in(&data).unwrap();
+    let user = store.ensure_local_user("kim").await.unwrap();
+    let actor = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: false,
+    };
+    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        max_retries: 0,
+        ..Default::default()
+    });
+    cfg.session_idle = o.idle;
+    cfg.memory_review_interval = o.memory_interval;
+    cfg.skill_review_interval = o.skill_interval;
+    let caps = learning(&data);
+    let tools = default_registry(
+        &RegistryOptions {
+            diagnostic_tools: true,
+        },
+        &caps,
+    );
+    let agent = Agent::new(cfg, store.clone(), tools, caps).unwrap();
+    Env {
+        _dir: dir,
+        data,
+        agent,
+        actor,
+        store,
+    }
+}
+
+impl Env {
+    async fn turn(&self, session: &str, text: &str) -> TurnStatus {
+        let mut rx = self
+            .agent
+            .submit(&self.actor, session, "test", text.into(), vec![])
+            .await
+            .unwrap();
+        while let Some(ev) = rx.recv().await {
+            if let Event::TurnEnded { status, .. } = ev {
+                return status;
+            }
+        }
+        panic!("no TurnEnded");
+    }
+
+    /// Waits until the session's actor has been reclaimed for idleness (no sleeps against a
+    /// timeout: the actor's own end is awaited).
+    async fn reclaimed(&self, session: &str) {
+        let h = self.agent.live(session).expect("a live session");
+        assert!(h.wait_idle(Duration::from_secs(30)).await);
+        tokio::time::timeout(Duration::from_secs(30), h.finished())
+            .await
+            .expect("the idle actor ends");
+        assert!(self.agent.live(session).is_none());
+    }
+
+    async fn idle(&self, session: &str) {
+        let h = self.agent.live(session).unwrap();
+        assert!(h.wait_idle(Duration::from_secs(30)).await);
+    }
+}
+
+fn system(req: &Value) -> &str {
+    req["messages"][0]["content"].as_str().unwrap()
+}
+
+fn last_user_text(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+const REVIEW_MARK: &str = "only call memory and skill";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_frozen_memory_snapshot_survives_an_idle_reload() {
+    let mock = MockModelServer::start().await;
+    let e = env(
+        &mock,
+        Opts {
+            idle: Duration::from_millis(300),
+            memory_interval: 0,
+            skill_interval: 0,
+        },
+    )
+    .await;
+    mock.push(MockReply::tool_calls(&[(
+        "m1",
+        "memory",
+        json!({"action": "add", "target": "user", "content": "prefers anime in Japanese with Chinese subtitles"}),
+    )]));
+    mock.push(MockReply::text("Noted."));
+    assert_eq!(
+        e.turn("s", "remember my taste").await,
+        TurnStatus::Completed
+    );
+    let reqs = mock.requests();
+    assert!(
+        !system(&reqs[0]).contains("prefers anime"),
+        "written after the snapshot"
+    );
+    e.reclaimed("s").await;
+    mock.push(MockReply::text("Hello again."));
+    assert_eq!(e.turn("s", "hi").await, TurnStatus::Completed);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3);
+    // The same chat keeps the snapshot it started with; the new entry shows in a new session.
+    assert!(!system(&reqs[2]).contains("prefers anime"));
+    assert_eq!(system(&reqs[2]), system(&reqs[0]));
+    mock.push(MockReply::text("New chat."));
+    assert_eq!(e.turn("other", "hi").await, TurnStatus::Completed);
+    assert!(system(&mock.requests()[3]).contains("prefers anime"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_system_prompt_is_byte_identical_for_the_life_of_a_session() {
+    let mock = MockModelServer::start().await;
+    let e = env(
+        &mock,
+        Opts {
+            idle: Duration::from_millis(300),
+            memory_interval: 0,
+            skill_interval: 0,
+        },
+    )
+    .await;
+    mock.push(MockReply::tool_calls(&[(
+        "p1",
+        "update_plan",
+        json!({"objective": "Check the queue", "steps": [
+            {"step": "Read the queue", "status": "in_progress"}]}),
+    )]));
+    mock.push(MockReply::text("Working on it."));
+    assert_eq!(e.turn("s", "check the queue").await, TurnStatus::Completed);
+    e.reclaimed("s").await;
+    mock.push(MockReply::text("Still working."));
+    assert_eq!(e.turn("s", "and now?").await, TurnStatus::Completed);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3);
+    let first = system(&reqs[0]);
+    for r in &reqs {
+        assert_eq!(system(r), first, "one prefix for every model call");
+    }
+    // Date, not time: nothing in it changes within a day.
+    let clock = regex_lite_time(first);
+    assert!(
+        clock.is_none(),
+        "a time of day in the system prompt: {clock:?}"
+    );
+    // The plan changed between the calls, so it travels at the end of the request.
+    let tail = reqs[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(tail.contains("<current_task_plan>") && tail.contains("Check the queue"));
+}
+
+/// Finds an `HH:MM` time of day.
+fn regex_lite_time(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    (0..b.len().saturating_sub(4)).find_map(|i| {
+        let w = &b[i..i + 5];
+        (w[0].is_ascii_digit()
+            && w[1].is_ascii_digit()
+            && w[2] == b':'
+            && w[3].is_ascii_digit()
+            && w[4].is_ascii_digit())
+        .then(|| String::from_utf8_lossy(w).into_owned())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_background_review_starts_from_the_turns_own_prompt_bytes() {
+    let mock = MockModelServer::start().await;
+    let e = env(
+        &mock,
+        Opts {
+            idle: Duration::from_secs(600),
+            memory_interval: 1,
+            skill_interval: 0,
+        },
+    )
+    .await;
+    mock.push(MockReply::text("Hi."));
+    mock.push(MockReply::text("Nothing to save."));
+    assert_eq!(e.turn("s", "hello").await, TurnStatus::Completed);
+    e.idle("s").await;
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(last_user_text(&reqs[1]).contains(REVIEW_MARK));
+    assert_eq!(system(&reqs[1]), system(&reqs[0]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopped_and_failed_turns_keep_their_skill_review_count() {
+    let mock = MockModelServer::start().await;
+    let e = env(
+        &mock,
+        Opts {
+            idle: Duration::from_secs(600),
+            memory_interval: 0,
+            skill_interval: 2,
+        },
+    )
+    .await;
+    // Two tool-using iterations, then the model fails: the turn fails, its work still counts.
+    mock.push(MockReply::tool_calls(&[(
+        "a",
+        "test_echo",
+        json!({"text": "1"}),
+    )]));
+    mock.push(MockReply::tool_calls(&[(
+        "b",
+        "test_echo",
+        json!({"text": "2"}),
+    )]));
+    mock.push(MockReply::status(
+        400,
+        r#"{"error":{"message":"bad request"}}"#,
+    ));
+    assert_eq!(e.turn("s", "do work").await, TurnStatus::Failed);
+    e.idle("s").await;
+    assert_eq!(mock.requests().len(), 3, "no review after a failed turn");
+    // The next completed turn is due: the review runs.
+    mock.push(MockReply::text("Done."));
+    mock.push(MockReply::text("Nothing to save."));
+    assert_eq!(e.turn("s", "finish").await, TurnStatus::Completed);
+    e.idle("s").await;
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 5, "the review ran after the completed turn");
+    assert!(last_user_text(&reqs[4]).contains(REVIEW_MARK));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_commands_do_not_count_as_user_turns_when_the_memory_counter_is_restored() {
+    let mock = MockModelServer::start().await;
+    let e = env(
+        &mock,
+        Opts {
+            idle: Duration::from_secs(600),
+            memory_interval: 2,
+            skill_interval: 0,
+        },
+    )
+    .await;
+    // A chat saved before counters were persisted: one real turn and one host command.
+    let mut reply = Message::assistant("No pending memory proposals.", vec![]);
+    reply.metadata.insert("host_command".into(), json!(true));
+    let messages = vec![
+        Message::user("hello"),
+        Message::assistant("Hi!", vec![]),
+        Message::user("/memory pending"),
+        reply,
+    ];
+    e.store
+        .save_chat(Chat {
+            session_id: "old".into(),
+            user_id: e.actor.user_id.clone(),
+            channel: "test".into(),
+            title: "hello".into(),
+            message_count: messages.len() as i64,
+            agent_messages: messages,
+            display_messages: json!([]),
+            session_state: json!({}),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    // This is the second real user turn: with an interval of 2 the memory review is due.
+    mock.push(MockReply::text("Sure."));
+    mock.push(MockReply::text("Nothing to save."));
+    assert_eq!(e.turn("old", "what's new?").await, TurnStatus::Completed);
+    e.idle("old").await;
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2, "the memory review ran");
+    assert!(last_user_text(&reqs[1]).contains(REVIEW_MARK));
+    let _ = &e.data;
+}
