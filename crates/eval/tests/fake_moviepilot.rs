@@ -980,12 +980,12 @@ async fn settings_are_redacted_and_updated_with_four_ops() {
         &h,
         &t,
         path,
-        json!({"key": "Plain", "op": "merge_dict", "value": {"b": 2}}),
+        json!({"setting_key": "Plain", "operation": "merge_dict", "value": {"b": 2}}),
     )
     .await;
     assert_eq!(merged.body["data"]["value"], json!({"a": 1, "b": 2}));
-    post(&h, &t, path, json!({"key": "Downloaders", "op": "upsert_list_item", "value": {"name": "tr", "config": {}}})).await;
-    post(&h, &t, path, json!({"key": "Downloaders", "op": "upsert_list_item", "value": {"name": "qb", "config": {"host": "h2"}}})).await;
+    post(&h, &t, path, json!({"setting_key": "Downloaders", "operation": "upsert_list_item", "value": {"name": "tr", "config": {}}})).await;
+    post(&h, &t, path, json!({"setting_key": "Downloaders", "operation": "upsert_list_item", "value": {"name": "qb", "config": {"host": "h2"}}})).await;
     let settings = h.snapshot().settings;
     assert_eq!(
         settings["Downloaders"],
@@ -995,7 +995,7 @@ async fn settings_are_redacted_and_updated_with_four_ops() {
         &h,
         &t,
         path,
-        json!({"key": "Downloaders", "op": "remove_list_item", "value": "tr"}),
+        json!({"setting_key": "Downloaders", "operation": "remove_list_item", "value": "tr"}),
     )
     .await;
     assert_eq!(removed.body["success"], true);
@@ -1003,13 +1003,13 @@ async fn settings_are_redacted_and_updated_with_four_ops() {
         &h,
         &t,
         path,
-        json!({"key": "Downloaders", "op": "remove_list_item", "value": "tr"}),
+        json!({"setting_key": "Downloaders", "operation": "remove_list_item", "value": "tr"}),
     )
     .await;
     assert_eq!(none.body["success"], false);
-    post(&h, &t, path, json!({"key": "TMDB_API_KEY", "value": "new"})).await;
+    post(&h, &t, path, json!({"setting_key": "TMDB_API_KEY", "value": "new"})).await;
     assert_eq!(h.snapshot().settings["TMDB_API_KEY"], "new");
-    let bad_op = post(&h, &t, path, json!({"key": "Plain", "op": "append"})).await;
+    let bad_op = post(&h, &t, path, json!({"setting_key": "Plain", "operation": "append"})).await;
     assert_eq!(bad_op.status, StatusCode::UNPROCESSABLE_ENTITY);
     let effects: Vec<_> = h.ledger().into_iter().flat_map(|a| a.effects).collect();
     assert_eq!(effects.len(), 5);

@@ -110,22 +110,36 @@ fn item_matches(item: &Value, item_key: &str, wanted: &Value) -> bool {
 
 pub(super) fn settings_update(world: &mut World, call: &Call<'_>) -> Answer {
     Query::new(call, &[])?;
-    let body = object_body(call, &["key", "op", "value", "item_key"])?;
+    // MoviePilot's SystemSettingsUpdateRequest.
+    let body = object_body(
+        call,
+        &[
+            "setting_key",
+            "value",
+            "operation",
+            "remove_keys",
+            "match_field",
+            "match_value",
+        ],
+    )?;
     let Some(key) = body
-        .get("key")
+        .get("setting_key")
         .and_then(Value::as_str)
         .filter(|k| !k.is_empty())
     else {
         return Err(invalid(
-            &["body", "key"],
+            &["body", "setting_key"],
             "missing",
             "Field required",
             Value::Null,
         ));
     };
-    let op = body.get("op").and_then(Value::as_str).unwrap_or("replace");
+    let op = body
+        .get("operation")
+        .and_then(Value::as_str)
+        .unwrap_or("replace");
     let item_key = body
-        .get("item_key")
+        .get("match_field")
         .and_then(Value::as_str)
         .unwrap_or("name");
     let value = body.get("value").cloned().unwrap_or(Value::Null);
@@ -176,7 +190,7 @@ pub(super) fn settings_update(world: &mut World, call: &Call<'_>) -> Answer {
         }
         _ => {
             return Err(invalid(
-                &["body", "op"],
+                &["body", "operation"],
                 "enum",
                 "Input should be 'replace', 'merge_dict', 'upsert_list_item' or 'remove_list_item'",
                 json!(op),
