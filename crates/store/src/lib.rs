@@ -9,6 +9,10 @@
 //!   [`Store::set_password_hash`], [`Store::set_admin`].
 //! - [`tokens`] (stored hashed by the caller): [`Store::insert_token`], [`Store::token_user`],
 //!   [`Store::delete_token`].
+//! - [`ledger`]: the invocation ledger — [`Store::ledger_claim`] (one committed statement before
+//!   a write runs), [`Store::ledger_finish`] (conditional on the claim token),
+//!   [`Store::ledger_unresolved`], [`Store::ledger_get`], [`Store::ledger_recover_running`] (cold
+//!   start), retention.
 //! - [`chats`]: [`Store::save_chat`] (upsert of the end-of-turn snapshot, with the agent's opaque
 //!   [`Chat::session_state`]), [`Store::chat`], [`Store::list_chats`], [`Store::delete_chat`].
 //!
@@ -18,12 +22,16 @@
 //! semaphore, never on the async executor.
 
 pub mod chats;
+pub mod ledger;
 pub mod migrations;
+pub mod moviepilot;
 pub mod tokens;
 pub mod users;
 
 pub use chats::{Chat, ChatSummary};
+pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
 pub use migrations::SCHEMA_VERSION;
+pub use moviepilot::MoviePilotLink;
 pub use users::User;
 
 use chrono::{DateTime, Utc};

@@ -41,9 +41,36 @@ const MIGRATION_2: &str = "
 ALTER TABLE chats ADD COLUMN session_state TEXT NOT NULL DEFAULT '{}';
 ";
 
+/// The invocation ledger (spec runtime.md §6.1) and the MoviePilot identity of each account: the
+/// linked (or, when signing in with MoviePilot, adopted) MoviePilot user, and that user's own
+/// token from signing in (the file is 0600; the token is never logged).
+const MIGRATION_3: &str = "
+CREATE TABLE agent_invocations (
+    id INTEGER PRIMARY KEY,
+    principal_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    arguments_digest TEXT NOT NULL,
+    claim_token TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'pending', 'unknown')),
+    summary TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX agent_invocations_identity
+    ON agent_invocations(principal_id, session_id, invocation_id);
+CREATE INDEX agent_invocations_status ON agent_invocations(status, updated_at, id);
+ALTER TABLE users ADD COLUMN moviepilot_user_id TEXT;
+ALTER TABLE users ADD COLUMN moviepilot_user_name TEXT;
+ALTER TABLE users ADD COLUMN moviepilot_token TEXT;
+CREATE UNIQUE INDEX users_moviepilot_user ON users(moviepilot_user_id)
+    WHERE moviepilot_user_id IS NOT NULL;
+";
+
 /// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can
 /// build a database exactly as an older release left it.
-pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// Schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
