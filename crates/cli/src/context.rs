@@ -13,7 +13,7 @@ pub struct CliContext {
 }
 
 impl CliContext {
-    pub fn open(config: Config) -> anyhow::Result<CliContext> {
+    pub async fn open(config: Config) -> anyhow::Result<CliContext> {
         let data_dir = config.data_dir.clone();
         let workdir = match &config.workdir {
             Some(w) => w.clone(),
@@ -24,6 +24,7 @@ impl CliContext {
         host_cfg.venv_path = config.venv_path.clone();
         host_cfg.diagnostic_tools = config.enable_test_tools;
         let host = mpa_core::Host::open(host_cfg)
+            .await
             .with_context(|| format!("cannot open the host in {}", data_dir.display()))?;
         Ok(CliContext {
             config,

@@ -109,7 +109,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let ctx = context::CliContext::open(cli.config)?;
+    let ctx = context::CliContext::open(cli.config).await?;
     match cli.command {
         Command::Chat(a) => chat::run(a, &ctx).await,
         Command::Tool(a) => tool_cmd::run(a, &ctx).await,

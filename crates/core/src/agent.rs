@@ -38,10 +38,16 @@ impl Agent {
     pub fn new(
         cfg: AgentConfig,
         store: Store,
-        tools: ToolRegistry,
+        mut tools: ToolRegistry,
         caps: Capabilities,
     ) -> Result<Agent> {
         let model = ModelClient::new(cfg.model.clone())?;
+        // Every host keeps write receipts, so every host can read them back.
+        tools.register(crate::tools::typed(
+            crate::tools::get_tool_execution::GetToolExecution {
+                store: store.clone(),
+            },
+        ));
         let accounts = Accounts::new(store.clone());
         Ok(Agent {
             services: Arc::new(Services {
@@ -299,6 +305,7 @@ impl Agent {
             session_id: session_id.to_string(),
             channel,
             call_id: format!("cli_{}", new_session_id()),
+            request_id: new_session_id(),
             cancel: CancellationToken::new(),
             session: Arc::new(Mutex::new(SessionState {
                 plan,

@@ -68,12 +68,58 @@ pub struct Host {
     agent: Agent,
     caps: Capabilities,
     data_dir: PathBuf,
+    /// Held (shared) for the life of the process: a cold-start recovery runs only when no other
+    /// host process has the data directory open, so it never touches another process's writes.
+    _running: Arc<std::fs::File>,
+}
+
+/// Cold start of the write ledger (spec runtime.md §6.8): `running` rows left by a process that
+/// died become `unknown` — but only when this is the only host on the data directory.
+async fn claim_data_dir(data_dir: &std::path::Path, store: &Store) -> Result<std::fs::File> {
+    let path = data_dir.join("agent.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| CoreError::Config(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => {
+            let n = store.ledger_recover_running().await?;
+            if n > 0 {
+                tracing::warn!(
+                    rows = n,
+                    "writes interrupted by an earlier stop are now recorded as unknown"
+                );
+            }
+            file.unlock()
+                .map_err(|e| CoreError::Config(format!("cannot unlock {}: {e}", path.display())))?;
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::info!("another host uses this data directory; ledger recovery left to it");
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(CoreError::Config(format!(
+                "cannot lock {}: {e}",
+                path.display()
+            )));
+        }
+    }
+    let shared = file
+        .try_clone()
+        .map_err(|e| CoreError::Config(e.to_string()))?;
+    tokio::task::spawn_blocking(move || shared.lock_shared().map(|()| shared))
+        .await
+        .map_err(|e| CoreError::Config(e.to_string()))?
+        .map_err(|e| CoreError::Config(format!("cannot lock {}: {e}", path.display())))
 }
 
 impl Host {
-    /// Opens the main store under the data directory and builds every hub and the agent.
-    pub fn open(cfg: HostConfig) -> Result<Host> {
+    /// Opens the main store under the data directory (recovering the write ledger after a crash)
+    /// and builds every hub and the agent.
+    pub async fn open(cfg: HostConfig) -> Result<Host> {
         let store = Store::open_in(&cfg.data_dir)?;
+        let running = claim_data_dir(&cfg.data_dir, &store).await?;
         let mut caps = capabilities(&cfg);
         if let Some(mp) = &cfg.moviepilot {
             caps.moviepilot = Some(moviepilot_access(mp)?);
@@ -98,6 +144,7 @@ impl Host {
             agent,
             caps,
             data_dir: cfg.data_dir,
+            _running: Arc::new(running),
         })
     }
 

@@ -222,6 +222,7 @@ async fn run(
             actor: &actor,
             session_id: &session_id,
             channel: "review",
+            request_id: review.id(),
             state: &state,
             review: Some(&review),
         },

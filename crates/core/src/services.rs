@@ -32,6 +32,7 @@ impl Services {
         Invoker {
             registry: &self.tools,
             timeout: self.cfg.tool_timeout,
+            ledger: Some(&self.store),
         }
     }
 }

@@ -68,7 +68,7 @@ async fn env_at(fake: FakeHandle, url: String) -> Env {
         },
         identity: Some(Arc::new(resolver)),
     });
-    let host = Host::open(cfg).unwrap();
+    let host = Host::open(cfg).await.unwrap();
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();

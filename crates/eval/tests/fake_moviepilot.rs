@@ -1007,9 +1007,21 @@ async fn settings_are_redacted_and_updated_with_four_ops() {
     )
     .await;
     assert_eq!(none.body["success"], false);
-    post(&h, &t, path, json!({"setting_key": "TMDB_API_KEY", "value": "new"})).await;
+    post(
+        &h,
+        &t,
+        path,
+        json!({"setting_key": "TMDB_API_KEY", "value": "new"}),
+    )
+    .await;
     assert_eq!(h.snapshot().settings["TMDB_API_KEY"], "new");
-    let bad_op = post(&h, &t, path, json!({"setting_key": "Plain", "operation": "append"})).await;
+    let bad_op = post(
+        &h,
+        &t,
+        path,
+        json!({"setting_key": "Plain", "operation": "append"}),
+    )
+    .await;
     assert_eq!(bad_op.status, StatusCode::UNPROCESSABLE_ENTITY);
     let effects: Vec<_> = h.ledger().into_iter().flat_map(|a| a.effects).collect();
     assert_eq!(effects.len(), 5);

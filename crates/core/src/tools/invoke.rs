@@ -3,11 +3,12 @@
 //! cap are applied identically everywhere.
 //!
 //! Order: lookup → parse the arguments object → prepare (typed arguments, per-call effect) →
-//! policy → *(ledger claim: the write-ledger issue)* → run under the timeout on its own task →
-//! *(ledger finish)* → cap (unless the tool sizes its own results).
+//! policy → ledger claim for writes (or the answer from an existing record) → run under the
+//! timeout on its own task → ledger finish with the receipt → cap (unless the tool sizes its own
+//! results).
 
 use super::policy::{CallFacts, Decision, Origin, decide};
-use super::{ToolContext, ToolOutput, ToolRegistry};
+use super::{PreparedCall, ToolContext, ToolOutput, ToolRegistry, ledger};
 use crate::result_cap::{DEFAULT_TOOL_RESULT_MAX_CHARS, cap_result};
 use mpa_protocol::{Outcome, ToolCall};
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct Invoker<'a> {
     pub registry: &'a ToolRegistry,
     /// Per call; `None` = unlimited (`LLM_TOOL_TIMEOUT=0`).
     pub timeout: Option<Duration>,
+    /// The invocation ledger; without one, writes run unrecorded (tests of single tools).
+    pub ledger: Option<&'a mpa_store::Store>,
 }
 
 /// A finished call: what the model reads, and the full result when that is a capped preview (the
@@ -77,14 +80,14 @@ pub async fn invoke(
             ),
         ));
     };
-    let prepared = parse_args(&call.arguments)
-        .map_err(|msg| {
-            ToolOutput::failure(
-                "invalid_arguments",
-                format!("invalid arguments for {}: {msg}", call.name),
-            )
-        })
-        .and_then(|args| tool.tool.prepare(args));
+    let args = parse_args(&call.arguments).map_err(|msg| {
+        ToolOutput::failure(
+            "invalid_arguments",
+            format!("invalid arguments for {}: {msg}", call.name),
+        )
+    });
+    let raw_args = args.as_ref().ok().cloned();
+    let prepared = args.and_then(|args| tool.tool.prepare(args));
     // The policy answers first: a refused caller never learns how its arguments were wrong.
     let (effect, requires_admin) = prepared
         .as_ref()
@@ -106,32 +109,32 @@ pub async fn invoke(
         Ok(p) => p,
         Err(out) => return Invoked::uncapped(out),
     };
-    // Ledger claim goes here (write-ledger issue): writes are recorded before they run.
-    let cancel = ctx.cancel.clone();
-    let mut task = AbortOnDrop(tokio::spawn(prepared.run(ctx)));
-    let joined = match inv.timeout {
-        Some(limit) => match tokio::time::timeout(limit, &mut task.0).await {
-            Ok(j) => j,
-            Err(_) => {
-                cancel.cancel();
-                return Invoked::uncapped(timed_out(limit));
-            }
-        },
-        None => (&mut task.0).await,
-    };
-    let output = match joined {
-        Ok(out) => out,
-        Err(e) if e.is_panic() => {
-            // The panic payload may hold arguments or secrets; it is logged by name only.
-            tracing::warn!(tool = %call.name, "tool panicked");
-            ToolOutput::failure(
-                "tool_failed",
-                "tool failed (panic); check arguments or query current state",
-            )
+    // Writes are claimed in the durable ledger before they run; a duplicate is answered from its
+    // record and never runs again.
+    let check = prepared.read_back_check();
+    let mut held = None;
+    if let Some(store) = inv.ledger
+        && ledger::is_ledgered(&tool.meta, effect)
+    {
+        let raw = raw_args.unwrap_or(serde_json::Value::Null);
+        let id = ledger::identity(&ctx, &call.name, &call.id, &raw, prepared.as_ref());
+        match ledger::claim(store, &id, check.as_deref(), &ctx).await {
+            Ok(h) => held = Some(h),
+            Err(answer) => return Invoked::uncapped(answer),
         }
-        Err(_) => interrupted(true),
+    }
+    let output = run_bounded(
+        inv.timeout,
+        &call.name,
+        ctx.clone(),
+        prepared,
+        held.is_some(),
+    )
+    .await;
+    let output = match held {
+        Some(h) => h.finish(output, check.as_deref(), &ctx).await,
+        None => output,
     };
-    // Ledger finish goes here.
     if tool.meta.self_capped {
         return Invoked::uncapped(output);
     }
@@ -150,6 +153,49 @@ pub async fn invoke(
             }
         }
         None => Invoked::uncapped(output),
+    }
+}
+
+/// Runs the call on its own task under the timeout, with panics captured. The task is aborted
+/// when the caller stops waiting (a stopped turn). A write that panics may have happened, so it
+/// is `unknown`.
+async fn run_bounded(
+    timeout: Option<Duration>,
+    name: &str,
+    ctx: ToolContext,
+    prepared: Box<dyn PreparedCall>,
+    is_write: bool,
+) -> ToolOutput {
+    let cancel = ctx.cancel.clone();
+    let mut task = AbortOnDrop(tokio::spawn(prepared.run(ctx)));
+    let joined = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, &mut task.0).await {
+            Ok(j) => j,
+            Err(_) => {
+                cancel.cancel();
+                return timed_out(limit);
+            }
+        },
+        None => (&mut task.0).await,
+    };
+    match joined {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => {
+            // The panic payload may hold arguments or secrets; it is logged by name only.
+            tracing::warn!(tool = %name, "tool panicked");
+            if is_write {
+                ToolOutput::unknown(
+                    "tool_failed",
+                    "tool raised; write outcome unknown; verify state before retrying",
+                )
+            } else {
+                ToolOutput::failure(
+                    "tool_failed",
+                    "tool failed (panic); check arguments or query current state",
+                )
+            }
+        }
+        Err(_) => interrupted(true),
     }
 }
 

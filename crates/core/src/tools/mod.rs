@@ -9,8 +9,10 @@
 
 pub mod diagnostic;
 pub mod execute_command;
+pub mod get_tool_execution;
 pub mod invoke;
 pub mod learning;
+pub mod ledger;
 pub mod moviepilot_api;
 pub mod policy;
 pub mod session_search;
@@ -115,6 +117,8 @@ pub struct ToolContext {
     /// The session's channel (`web`, `cli`, `openai`, …), sent to MoviePilot as context.
     pub channel: String,
     pub call_id: String,
+    /// One explicit user request (a turn): identical MoviePilot writes inside it are one write.
+    pub request_id: String,
     pub cancel: CancellationToken,
     pub session: Arc<Mutex<SessionState>>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
@@ -201,6 +205,21 @@ pub trait PreparedCall: Send {
     fn requires_admin(&self) -> bool {
         false
     }
+    /// The digest of the call's canonical arguments when the tool normalises them itself (e.g.
+    /// defaults applied); the host digests the raw arguments otherwise.
+    fn canonical_digest(&self) -> Option<String> {
+        None
+    }
+    /// Identical calls within one user request are one write (`moviepilot_api`); otherwise each
+    /// call id is its own.
+    fn shares_identity(&self) -> bool {
+        false
+    }
+    /// How to verify read-only whether this write is in effect, should its outcome be unknown
+    /// (taken before the call runs).
+    fn read_back_check(&self) -> Option<Box<dyn ledger::ReadBackCheck>> {
+        None
+    }
     async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput;
 }
 
@@ -231,6 +250,21 @@ pub trait TypedTool: Send + Sync + 'static {
         self.meta().requires_admin
     }
 
+    /// See [`PreparedCall::canonical_digest`].
+    fn canonical_digest(&self, _args: &Self::Args) -> Option<String> {
+        None
+    }
+
+    /// See [`PreparedCall::shares_identity`].
+    fn shares_identity(&self) -> bool {
+        false
+    }
+
+    /// See [`PreparedCall::read_back_check`].
+    fn read_back_check(&self, _args: &Self::Args) -> Option<Box<dyn ledger::ReadBackCheck>> {
+        None
+    }
+
     async fn run(&self, ctx: ToolContext, args: Self::Args) -> ToolOutput;
 }
 
@@ -251,6 +285,18 @@ impl<T: TypedTool> PreparedCall for TypedCall<T> {
 
     fn requires_admin(&self) -> bool {
         self.requires_admin
+    }
+
+    fn canonical_digest(&self) -> Option<String> {
+        self.tool.canonical_digest(&self.args)
+    }
+
+    fn shares_identity(&self) -> bool {
+        self.tool.shares_identity()
+    }
+
+    fn read_back_check(&self) -> Option<Box<dyn ledger::ReadBackCheck>> {
+        self.tool.read_back_check(&self.args)
     }
 
     async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput {

@@ -5,6 +5,7 @@
 //! policy, the write ledger and read-only scopes see `subscription.list` as a read and
 //! `download.add` as an external side effect.
 
+use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
@@ -51,6 +52,101 @@ fn failure(v: Map<String, Value>, outcome: Outcome) -> ToolOutput {
     }
     ordered.extend(v);
     ToolOutput::json(&Value::Object(ordered), outcome)
+}
+
+/// Validates the call against its operation's contract (`None`: no such operation).
+fn prepare(
+    args: &MoviePilotApiArgs,
+) -> Option<Result<mpa_gateway::PreparedRequest, mpa_gateway::InputError>> {
+    let none = Value::Null;
+    let op = op_of(args)?;
+    let path_params = args.path_params.clone().map(Value::Object);
+    let query = args.query.clone().map(Value::Object);
+    Some(op.prepare(
+        path_params.as_ref().unwrap_or(&none),
+        query.as_ref().unwrap_or(&none),
+        args.body.as_ref().unwrap_or(&none),
+    ))
+}
+
+/// A `config.system.update` that replaces one non-secret setting: the only write a read can
+/// verify (spec runtime.md §6.6). Merges and list edits stay `unknown`.
+fn setting_replace(args: &MoviePilotApiArgs) -> Option<(String, Value)> {
+    if args.operation_id != "config.system.update" {
+        return None;
+    }
+    let body = args.body.as_ref()?.as_object()?;
+    let op = body
+        .get("operation")
+        .and_then(Value::as_str)
+        .unwrap_or("replace");
+    let key = body.get("setting_key")?.as_str()?;
+    let value = body.get("value")?;
+    let sensitive = mpa_gateway::is_secret_key(key) || {
+        let mut v = value.clone();
+        mpa_gateway::redact_secrets(&mut v)
+    };
+    (op == "replace" && !key.is_empty() && !sensitive).then(|| (key.to_string(), value.clone()))
+}
+
+struct SettingReadBack {
+    access: MoviePilotAccess,
+    key: String,
+    value: Value,
+}
+
+#[async_trait]
+impl ReadBackCheck for SettingReadBack {
+    /// Reads the setting back; only exactly one unredacted setting with the same key and the same
+    /// value digest confirms the write.
+    async fn check(&self, ctx: &ToolContext) -> ReadBack {
+        let Some(op) = catalogue().get("config.system.get") else {
+            return ReadBack::NotConfirmed;
+        };
+        let query = json!({"setting_key": self.key, "include_values": true, "show_secrets": false});
+        let Ok(prepared) = op.prepare(&Value::Null, &query, &Value::Null) else {
+            return ReadBack::NotConfirmed;
+        };
+        let Ok(token) = self.access.identity.bearer(&ctx.actor).await else {
+            return ReadBack::NotConfirmed;
+        };
+        let mut call = CallContext::new(token);
+        call.session_id = Some(ctx.session_id.clone());
+        call.channel = Some(ctx.channel.clone());
+        call.source = Some("agent".into());
+        let Ok(resp) = self.access.client.send(&prepared, &call).await else {
+            return ReadBack::NotConfirmed;
+        };
+        if resp.payload.get("success") != Some(&Value::Bool(true)) {
+            return ReadBack::NotConfirmed;
+        }
+        let items = match &resp.payload["data"] {
+            Value::Array(a) => a.clone(),
+            Value::Object(o) => match o.get("settings").or_else(|| o.get("items")) {
+                Some(Value::Array(a)) => a.clone(),
+                _ => vec![Value::Object(o.clone())],
+            },
+            _ => return ReadBack::NotConfirmed,
+        };
+        let [item] = items.as_slice() else {
+            return ReadBack::NotConfirmed;
+        };
+        let key = item
+            .get("key")
+            .or_else(|| item.get("setting_key"))
+            .and_then(Value::as_str);
+        let redacted = item.get("redacted") == Some(&Value::Bool(true))
+            || item.get("secret") == Some(&Value::Bool(true));
+        let digest = |v: &Value| crate::tools::ledger::canonical(v);
+        match (key, item.get("value")) {
+            (Some(k), Some(v))
+                if k == self.key && !redacted && digest(v) == digest(&self.value) =>
+            {
+                ReadBack::Confirmed
+            }
+            _ => ReadBack::NotConfirmed,
+        }
+    }
 }
 
 fn obj(pairs: Value) -> Map<String, Value> {
@@ -101,6 +197,24 @@ impl TypedTool for MoviePilotApi {
         op_of(args).is_some_and(|op| op.role.requires_admin())
     }
 
+    fn canonical_digest(&self, args: &MoviePilotApiArgs) -> Option<String> {
+        prepare(args)?.ok().map(|p| p.arguments_digest())
+    }
+
+    fn shares_identity(&self) -> bool {
+        true
+    }
+
+    fn read_back_check(&self, args: &MoviePilotApiArgs) -> Option<Box<dyn ReadBackCheck>> {
+        setting_replace(args).map(|(key, value)| {
+            Box::new(SettingReadBack {
+                access: self.access.clone(),
+                key,
+                value,
+            }) as Box<dyn ReadBackCheck>
+        })
+    }
+
     async fn run(&self, ctx: ToolContext, args: MoviePilotApiArgs) -> ToolOutput {
         let op = match catalogue().lookup(&args.operation_id) {
             Ok(op) => op,
@@ -124,15 +238,9 @@ impl TypedTool for MoviePilotApi {
                 );
             }
         };
-        let none = Value::Null;
-        let path_params = args.path_params.map(Value::Object);
-        let query = args.query.map(Value::Object);
-        let body = args.body.unwrap_or(Value::Null);
-        let prepared = match op.prepare(
-            path_params.as_ref().unwrap_or(&none),
-            query.as_ref().unwrap_or(&none),
-            &body,
-        ) {
+        let prepared = match prepare(&args)
+            .unwrap_or_else(|| op.prepare(&Value::Null, &Value::Null, &Value::Null))
+        {
             Ok(p) => p,
             Err(e) => {
                 return failure(

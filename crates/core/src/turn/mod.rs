@@ -138,6 +138,7 @@ pub async fn run_turn(
             let sys = begin::system_message(services, &actor, data).await;
             let specs = services.tools.specs_for(&actor);
             let acting_note = begin::acting_note(&actor, data);
+            let request_id = uuid::Uuid::new_v4().simple().to_string();
             let setup = LoopSetup {
                 model: &services.model,
                 tools: ToolStage {
@@ -147,6 +148,7 @@ pub async fn run_turn(
                     actor: &actor,
                     session_id: &data.session_id,
                     channel: &data.channel,
+                    request_id: &request_id,
                     state: &data.tools,
                     review: None,
                 },

@@ -23,6 +23,8 @@ pub struct ToolStage<'a> {
     pub actor: &'a Actor,
     pub session_id: &'a str,
     pub channel: &'a str,
+    /// This user request's id (identical MoviePilot writes inside it are one write).
+    pub request_id: &'a str,
     pub state: &'a Arc<Mutex<SessionState>>,
     pub review: Option<&'a ReviewToken>,
 }
@@ -58,6 +60,7 @@ pub async fn run(
             session_id: stage.session_id.to_string(),
             channel: stage.channel.to_string(),
             call_id: call.id.clone(),
+            request_id: stage.request_id.to_string(),
             cancel: cancel.child_token(),
             session: Arc::clone(stage.state),
             review: stage.review.cloned(),
