@@ -50,13 +50,13 @@ impl CliContext {
             venv_path: self.config.venv_path.clone(),
             spill_dir: self.data_dir.join("agent/runtime/exec/output"),
         });
-        let skills = mpa_skills::SkillHub::new(self.data_dir.clone());
+        let skills = mpa_learning::Skills::new(self.data_dir.clone());
         for line in skills.recover_on_start() {
             tracing::warn!("skills recovery: {line}");
         }
         Ok(mpa_core::Capabilities {
             exec: Some(exec),
-            memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
                 self.data_dir.clone(),
             ))),
             skills: Some(skills),

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Default)]
 pub struct Capabilities {
     pub exec: Option<mpa_exec::ExecHub>,
-    pub memory: Option<mpa_memory::MemoryHub>,
-    pub skills: Option<mpa_skills::SkillHub>,
+    pub memory: Option<mpa_learning::Memory>,
+    pub skills: Option<mpa_learning::Skills>,
     pub history: Option<mpa_history::HistoryHub>,
 }
 
