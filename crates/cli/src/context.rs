@@ -1,4 +1,5 @@
-//! What every subcommand shares: the parsed config, the data directory and the main store.
+//! What every subcommand shares: the parsed config, the data directory and the host, built once by
+//! `mpa_core::Host::open`.
 
 use crate::config::Config;
 use anyhow::Context as _;
@@ -9,76 +10,43 @@ use std::path::PathBuf;
 pub struct CliContext {
     pub config: Config,
     pub data_dir: PathBuf,
+    pub host: mpa_core::Host,
     pub store: Store,
 }
 
 impl CliContext {
     pub fn open(config: Config) -> anyhow::Result<CliContext> {
         let data_dir = config.data_dir.clone();
-        let store = Store::open_in(&data_dir)
-            .with_context(|| format!("cannot open the main store in {}", data_dir.display()))?;
+        let workdir = match &config.workdir {
+            Some(w) => w.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let mut host_cfg = mpa_core::HostConfig::new(data_dir.clone(), config.agent_config());
+        host_cfg.workdir = workdir;
+        host_cfg.venv_path = config.venv_path.clone();
+        host_cfg.diagnostic_tools = config.enable_test_tools;
+        let host = mpa_core::Host::open(host_cfg)
+            .with_context(|| format!("cannot open the host in {}", data_dir.display()))?;
+        let store = host.agent().store().clone();
         Ok(CliContext {
             config,
             data_dir,
+            host,
             store,
         })
     }
 
-    /// The local user `name`, created on first use (local CLI use is trusted: whoever can run the
-    /// binary owns the data directory). `admin` grants admin rights for this invocation only.
+    /// The local user `name`, created on first use. `admin` grants admin rights for this
+    /// invocation only.
     pub async fn local_actor_with(&self, name: &str, admin: bool) -> anyhow::Result<Actor> {
-        let user = self.store.ensure_local_user(name).await?;
-        Ok(Actor {
-            user_id: user.id,
-            user_name: user.name,
-            is_admin: admin || user.is_admin,
-        })
+        Ok(self.host.local_actor(name, admin).await?)
     }
 
     pub async fn local_actor(&self, name: &str) -> anyhow::Result<Actor> {
         self.local_actor_with(name, false).await
     }
 
-    /// The process's capability hubs, built from the config.
-    pub fn capabilities(&self) -> anyhow::Result<mpa_core::Capabilities> {
-        let workdir = match &self.config.workdir {
-            Some(w) => w.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
-            workdir,
-            venv_path: self.config.venv_path.clone(),
-            spill_dir: self.data_dir.join("agent/runtime/exec/output"),
-        });
-        let skills = mpa_learning::Skills::new(self.data_dir.clone());
-        for line in skills.recover_on_start() {
-            tracing::warn!("skills recovery: {line}");
-        }
-        Ok(mpa_core::Capabilities {
-            exec: Some(exec),
-            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-                self.data_dir.clone(),
-            ))),
-            skills: Some(skills),
-            history: Some(mpa_history::HistoryHub::new(
-                mpa_history::HistoryConfig::new(self.data_dir.clone()),
-            )),
-        })
-    }
-
     pub fn agent(&self) -> anyhow::Result<mpa_core::Agent> {
-        let caps = self.capabilities()?;
-        let registry = mpa_core::default_registry(
-            &mpa_core::RegistryOptions {
-                diagnostic_tools: self.config.enable_test_tools,
-            },
-            &caps,
-        );
-        Ok(mpa_core::Agent::new(
-            self.config.agent_config(),
-            self.store.clone(),
-            registry,
-            caps,
-        )?)
+        Ok(self.host.agent().clone())
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
+use crate::services::{Capabilities, Services};
 use crate::session::{SessionData, SessionHandle, spawn_session};
 use crate::tools::{SessionState, ToolContext, ToolOutput, ToolRegistry};
 use mpa_model::ModelClient;
@@ -10,24 +11,6 @@ use mpa_store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-
-/// Optional capability hubs (one per process), shared by the tools that adapt them.
-#[derive(Clone, Default)]
-pub struct Capabilities {
-    pub exec: Option<mpa_exec::ExecHub>,
-    pub memory: Option<mpa_learning::Memory>,
-    pub skills: Option<mpa_learning::Skills>,
-    pub history: Option<mpa_history::HistoryHub>,
-}
-
-/// Services every turn uses.
-pub struct Services {
-    pub cfg: AgentConfig,
-    pub model: ModelClient,
-    pub store: Store,
-    pub tools: ToolRegistry,
-    pub caps: Capabilities,
-}
 
 #[derive(Clone)]
 pub struct Agent {
@@ -298,16 +281,18 @@ impl Agent {
         if self.services.tools.get(name).is_none() {
             return Err(CoreError::UnknownTool(name.to_string()));
         }
-        let plan = match self.services.store.chat(session_id).await? {
-            Some(chat) if Self::may_access(actor, &chat.user_id) => {
-                crate::plan::Plan::restore_from(&chat.agent_messages)
-            }
+        let (plan, channel) = match self.services.store.chat(session_id).await? {
+            Some(chat) if Self::may_access(actor, &chat.user_id) => (
+                crate::plan::Plan::restore_from(&chat.agent_messages),
+                chat.channel,
+            ),
             Some(_) => return Err(CoreError::SessionNotFound),
-            None => None,
+            None => (None, "cli".to_string()),
         };
         let ctx = ToolContext {
             actor: actor.clone(),
             session_id: session_id.to_string(),
+            channel,
             call_id: format!("cli_{}", new_session_id()),
             cancel: CancellationToken::new(),
             session: Arc::new(Mutex::new(SessionState {
@@ -321,10 +306,14 @@ impl Agent {
             name: name.to_string(),
             arguments: args.to_string(),
         };
-        let inv = crate::turn::dispatch::invoker(&self.services);
-        let done =
-            crate::tools::invoke::invoke(inv, ctx, crate::tools::policy::Origin::Direct, &call, 1)
-                .await;
+        let done = crate::tools::invoke::invoke(
+            self.services.invoker(),
+            ctx,
+            crate::tools::policy::Origin::Direct,
+            &call,
+            1,
+        )
+        .await;
         let outcome = done.output.outcome;
         Ok((done.output, outcome))
     }

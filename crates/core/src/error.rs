@@ -22,6 +22,8 @@ pub enum CoreError {
     UnknownTool(String),
     #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
     InvalidSessionId(String),
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 impl CoreError {
@@ -36,6 +38,7 @@ impl CoreError {
             CoreError::EvidenceUnavailable(_) => "storage_unavailable",
             CoreError::UnknownTool(_) => "unknown_tool",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
+            CoreError::Config(_) => "invalid_configuration",
         }
     }
 }

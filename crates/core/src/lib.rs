@@ -18,19 +18,25 @@
 pub mod agent;
 pub mod config;
 pub mod error;
+pub mod host;
+pub mod moviepilot;
 pub mod outcome;
 pub mod plan;
 pub mod prompt;
 pub mod redaction;
 pub mod result_cap;
 pub mod review;
+pub mod services;
 pub mod session;
 pub mod tools;
+pub mod transcript;
 pub mod turn;
 
-pub use agent::{Agent, Capabilities, new_session_id, valid_session_id};
+pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
+pub use host::{Host, HostConfig, MoviePilotHostConfig};
+pub use services::{Capabilities, Services};
 pub use session::SessionHandle;
 
 /// Options for the standard tool set.
@@ -71,6 +77,11 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
         }));
         r.register(typed(skill_manage::SkillManage {
             skills: skills.clone(),
+        }));
+    }
+    if let Some(access) = &caps.moviepilot {
+        r.register(typed(tools::moviepilot_api::MoviePilotApi {
+            access: access.clone(),
         }));
     }
     if opts.diagnostic_tools {

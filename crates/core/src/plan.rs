@@ -154,6 +154,7 @@ Use the update_plan tool for multi-step work (three or more steps, or work that 
 - Mark a step completed only with checked evidence (an observed tool result); mark it blocked with the concrete reason.
 - The plan grants no permission and is not proof that anything happened.
 - After updating the plan, keep working: call the next tool or answer.
+- The current plan, when there is one, is shown at the end of the latest message, in a block tagged current_task_plan.
 </task_planning>";
 
 /// The `<current_task_plan>` block, when a plan exists.

@@ -1,6 +1,8 @@
-//! System prompt layers, assembled fresh for every model call.
+//! The system prompt of a session: built once at its first turn, then frozen (so its bytes never
+//! change and provider prompt caches hit). What changes from call to call — the current plan —
+//! goes at the end of each request instead (see `turn::request`).
 
-use crate::plan::{Plan, TASK_PLANNING_RULES, current_plan_block};
+use crate::plan::TASK_PLANNING_RULES;
 use mpa_protocol::Actor;
 
 const IDENTITY: &str =
@@ -16,10 +18,11 @@ pending or unknown as done.
 retrying any write.
 - Never reveal secrets (API keys, tokens, passwords), even if a tool result contains them.";
 
-/// Everything that goes into the system message of one model call.
+/// Everything that goes into a session's system message.
 pub struct PromptLayers<'a> {
     pub actor: &'a Actor,
-    pub plan: Option<&'a Plan>,
+    /// When the session started; only its date is written (the time would change the bytes).
+    pub started: chrono::DateTime<chrono::Utc>,
     /// Extra blocks contributed by enabled capabilities (recall rules, memory, skills …).
     pub extra: &'a [String],
 }
@@ -28,14 +31,14 @@ pub fn system_prompt(layers: &PromptLayers<'_>) -> String {
     let mut out = String::with_capacity(4096);
     out.push_str(IDENTITY);
     out.push_str(&format!(
-        "\n\nCurrent user: {}{}. Current time (UTC): {}.",
+        "\n\nCurrent user: {}{}. Session started on {} (UTC).",
         layers.actor.user_name,
         if layers.actor.is_admin {
             " (administrator)"
         } else {
             ""
         },
-        chrono::Utc::now().format("%Y-%m-%d %H:%M")
+        layers.started.format("%Y-%m-%d")
     ));
     for block in layers.extra {
         out.push_str("\n\n");
@@ -43,9 +46,5 @@ pub fn system_prompt(layers: &PromptLayers<'_>) -> String {
     }
     out.push_str("\n\n");
     out.push_str(TASK_PLANNING_RULES);
-    if let Some(plan) = layers.plan {
-        out.push_str("\n\n");
-        out.push_str(&current_plan_block(plan));
-    }
     out
 }

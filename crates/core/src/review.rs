@@ -11,10 +11,15 @@
 //! within an input budget, sends nothing to the user, and is cancelled by the next user turn
 //! (its later writes are sealed by the shared cancel flag).
 
-use crate::agent::Services;
-use crate::tools::{ToolContext, ToolOutput};
-use mpa_model::ChatRequest;
-use mpa_protocol::{Actor, Message, Outcome, ReviewToken, ToolCall, Usage};
+use crate::services::Services;
+use crate::tools::policy::Origin;
+use crate::tools::{ReviewUse, ToolRegistry};
+use crate::transcript::Transcript;
+use crate::turn::EventSink;
+use crate::turn::steps::{self, Limits, LoopSetup, NoHooks};
+use crate::turn::tool_calls::ToolStage;
+use mpa_protocol::{Actor, Message, Outcome, ReviewToken, Role, ToolCall, Usage};
+use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -24,8 +29,8 @@ pub const MAX_REVIEW_ITERATIONS: u32 = 16;
 /// How long a new user turn waits for a cancelled review to acknowledge.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
-/// Per-session review counters.
-#[derive(Debug, Default, Clone)]
+/// Per-session review counters, persisted with the chat snapshot.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewCounters {
     initialised: bool,
     turns: u32,
@@ -59,9 +64,15 @@ impl ReviewCounters {
         self.turns == 0
     }
 
-    /// Called once per model response that contains tool calls.
-    pub fn on_tool_response(&mut self, calls: &[ToolCall]) {
-        if calls.iter().any(|c| c.name == "skill_manage") {
+    /// Called once per model response that contains tool calls. A response that already
+    /// maintains skills (a skills-review tool that writes) resets the count.
+    pub fn on_tool_response(&mut self, tools: &ToolRegistry, calls: &[ToolCall]) {
+        let maintains_skills = calls.iter().any(|c| {
+            tools
+                .get(&c.name)
+                .is_some_and(|t| t.meta.review == ReviewUse::Always && !t.meta.effect.is_read())
+        });
+        if maintains_skills {
             self.tool_iterations = 0;
         } else {
             self.tool_iterations += 1;
@@ -76,6 +87,14 @@ impl ReviewCounters {
         }
         false
     }
+}
+
+/// A review to start after a turn: the parent's system message and transcript, as the turn's
+/// last model call saw them.
+pub struct ReviewStart {
+    pub due: Due,
+    pub system: Message,
+    pub messages: Vec<Message>,
 }
 
 /// A running review, owned by the session actor.
@@ -152,15 +171,12 @@ pub fn input_budget(services: &Services) -> u64 {
     }
 }
 
-/// Starts a review in the background. `system` and `messages` are the parent's final request
-/// context (same system prompt, same transcript).
+/// Starts a review in the background.
 pub fn spawn(
     services: Arc<Services>,
     actor: Actor,
     session_id: String,
-    system: String,
-    messages: Vec<Message>,
-    due: Due,
+    start: ReviewStart,
     on_done: Box<dyn FnOnce() + Send>,
 ) -> RunningReview {
     let cancel = CancellationToken::new();
@@ -168,10 +184,7 @@ pub fn spawn(
     let ctx = sealed.clone();
     let token = cancel.clone();
     let task = tokio::spawn(async move {
-        let report = run(
-            services, actor, session_id, system, messages, due, token, ctx,
-        )
-        .await;
+        let report = run(services, actor, session_id, start, token, ctx).await;
         on_done();
         report
     });
@@ -182,98 +195,84 @@ pub fn spawn(
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site, all parts of one review"
-)]
+/// The review runs the turn's own loop: same system message, same tool specs, its own policy
+/// origin (the whitelist), its own limits, no events and no evidence capture of its own.
 async fn run(
     services: Arc<Services>,
     actor: Actor,
     session_id: String,
-    system: String,
-    mut messages: Vec<Message>,
-    due: Due,
+    start: ReviewStart,
     cancel: CancellationToken,
     review: ReviewToken,
 ) -> ReviewReport {
-    let mut report = ReviewReport::default();
-    let tools = services.tools.specs_for(&actor);
-    let budget = input_budget(&services);
-    messages.insert(0, Message::system(system));
-    messages.push(Message::user(review_prompt(due)));
+    let mut transcript = Transcript::restored(start.messages);
+    let first_new = transcript.len();
+    transcript.push(Message::user(review_prompt(start.due)));
+    let specs = services.tools.specs_for(&actor);
     let state = Arc::new(Mutex::new(crate::tools::SessionState::default()));
-    while report.model_calls < MAX_REVIEW_ITERATIONS && report.usage.input_tokens < budget {
-        if cancel.is_cancelled() {
-            break;
+    let setup = LoopSetup {
+        model: &services.model,
+        tools: ToolStage {
+            invoker: services.invoker(),
+            origin: Origin::Review {
+                memory_due: start.due.memory,
+            },
+            // One call at a time: learning writes of one review are ordered.
+            max_parallel: 1,
+            actor: &actor,
+            session_id: &session_id,
+            channel: "review",
+            state: &state,
+            review: Some(&review),
+        },
+        system: &start.system,
+        specs: &specs,
+        limits: Limits {
+            max_model_calls: MAX_REVIEW_ITERATIONS,
+            input_token_budget: Some(input_budget(&services)),
+        },
+        acting_note: None,
+    };
+    let end = steps::run(
+        &setup,
+        &mut transcript,
+        &mut NoHooks,
+        &EventSink::none(),
+        &cancel,
+    )
+    .await;
+    let mut report = ReviewReport {
+        model_calls: end.model_calls,
+        usage: end.usage,
+        error: match end.status {
+            mpa_protocol::TurnStatus::Failed => end.error.map(|e| e.0),
+            _ => None,
+        },
+        ..ReviewReport::default()
+    };
+    let messages = transcript.messages();
+    for m in &messages[first_new..] {
+        if m.role != Role::Tool {
+            continue;
         }
-        let req = ChatRequest::new(&messages, &tools);
-        let estimate = mpa_model::estimate_tokens(req.messages.iter().copied(), req.tools);
-        report.model_calls += 1;
-        let result = services.model.stream_chat(&req, &cancel, &mut |_| {}).await;
-        drop(req);
-        let completion = match result {
-            Ok(c) => c,
-            Err(e) => {
-                report.usage.input_tokens += estimate;
-                report.error = Some(e.code().to_string());
-                break;
-            }
-        };
-        match completion.usage {
-            Some(u) if u.input_tokens > 0 => report.usage.add(&u),
-            Some(u) => {
-                report.usage.add(&u);
-                report.usage.input_tokens += estimate;
-            }
-            None => report.usage.input_tokens += estimate,
+        let name = m.name.clone().unwrap_or_default();
+        let content = m.text();
+        if is_review_denial(&content) {
+            report.denied.push(name);
+            continue;
         }
-        let calls = completion.tool_calls.clone();
-        messages.push(Message::assistant(completion.content, calls.clone()));
-        if calls.is_empty() {
-            break;
-        }
-        let inv = crate::turn::dispatch::invoker(&services);
-        for call in &calls {
-            let out = if cancel.is_cancelled() {
-                ToolOutput::failure("review_cancelled", "the review was cancelled")
-            } else {
-                let ctx = ToolContext {
-                    actor: actor.clone(),
-                    session_id: session_id.clone(),
-                    call_id: call.id.clone(),
-                    cancel: cancel.child_token(),
-                    session: Arc::clone(&state),
-                    review: Some(review.clone()),
-                };
-                let origin = crate::tools::policy::Origin::Review {
-                    memory_due: due.memory,
-                };
-                let same = calls.iter().filter(|c| c.name == call.name).count();
-                crate::tools::invoke::invoke(inv, ctx, origin, call, same)
-                    .await
-                    .output
-            };
-            if is_review_denial(&out) {
-                report.denied.push(call.name.clone());
-            }
-            if out.outcome == Outcome::Succeeded
-                && services
-                    .tools
-                    .get(&call.name)
-                    .is_some_and(|t| !t.meta.effect.is_read())
-                && !reports_no_change(&out.content)
-            {
-                report.actions.push((
-                    call.name.clone(),
-                    crate::redaction::redact(&call.arguments).into_owned(),
-                ));
-            }
-            messages.push(Message::tool(
-                call.id.clone(),
-                call.name.clone(),
-                out.content,
-                out.outcome,
-            ));
+        let writes = services
+            .tools
+            .get(&name)
+            .is_some_and(|t| !t.meta.effect.is_read());
+        if m.outcome == Some(Outcome::Succeeded) && writes && !reports_no_change(&content) {
+            let args = messages[first_new..]
+                .iter()
+                .flat_map(|a| &a.tool_calls)
+                .find(|c| Some(&c.id) == m.tool_call_id.as_ref())
+                .map(|c| crate::redaction::redact(&c.arguments).into_owned())
+                .unwrap_or_default();
+            report.actions.push((name, args));
         }
     }
     if let Some(m) = &services.caps.memory {
@@ -294,8 +293,8 @@ async fn run(
     report
 }
 
-fn is_review_denial(out: &ToolOutput) -> bool {
-    serde_json::from_str::<serde_json::Value>(&out.content)
+fn is_review_denial(content: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(content)
         .is_ok_and(|v| v.get("error").and_then(|e| e.as_str()) == Some("review_tool_denied"))
 }
 
@@ -323,8 +322,42 @@ mod tests {
         assert!(!ReviewCounters::default().on_user_turn(0, 0));
     }
 
+    struct Stub(&'static str, crate::tools::ToolMeta);
+
+    #[async_trait::async_trait]
+    impl crate::tools::JsonTool for Stub {
+        fn spec(&self) -> mpa_protocol::ToolSpec {
+            mpa_protocol::ToolSpec {
+                name: self.0.into(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+        fn meta(&self) -> crate::tools::ToolMeta {
+            self.1
+        }
+        async fn call(
+            &self,
+            _ctx: crate::tools::ToolContext,
+            _args: serde_json::Value,
+        ) -> crate::tools::ToolOutput {
+            crate::tools::ToolOutput::failure("stub", "stub")
+        }
+    }
+
     #[test]
-    fn skill_counter_resets_on_skill_manage() {
+    fn skill_counter_resets_on_a_skill_maintaining_response() {
+        use crate::tools::ToolMeta;
+        use mpa_protocol::EffectClass;
+        let mut tools = ToolRegistry::new();
+        tools.register(crate::tools::json_tool(Stub(
+            "skill_manage",
+            ToolMeta::new(EffectClass::ReversibleWrite).review(ReviewUse::Always),
+        )));
+        tools.register(crate::tools::json_tool(Stub(
+            "skill_view",
+            ToolMeta::read().review(ReviewUse::Always),
+        )));
         let call = |n: &str| ToolCall {
             id: "c".into(),
             name: n.into(),
@@ -332,15 +365,15 @@ mod tests {
         };
         let mut c = ReviewCounters::default();
         for _ in 0..9 {
-            c.on_tool_response(&[call("a"), call("b")]);
+            c.on_tool_response(&tools, &[call("a"), call("skill_view")]);
         }
         assert!(!c.skills_due(10));
-        c.on_tool_response(&[call("skill_manage")]);
+        c.on_tool_response(&tools, &[call("skill_manage")]);
         for _ in 0..9 {
-            c.on_tool_response(&[call("a")]);
+            c.on_tool_response(&tools, &[call("a")]);
         }
         assert!(!c.skills_due(10));
-        c.on_tool_response(&[call("a")]);
+        c.on_tool_response(&tools, &[call("a")]);
         assert!(c.skills_due(10));
         assert!(!c.skills_due(10), "reset after due");
     }

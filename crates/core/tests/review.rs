@@ -40,6 +40,7 @@ async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
         ))),
         skills: Some(mpa_learning::Skills::new(data.clone())),
         history: None,
+        ..Capabilities::default()
     };
     let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
         base_url: mock.base_url.clone(),

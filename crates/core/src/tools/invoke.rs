@@ -86,16 +86,17 @@ pub async fn invoke(
         })
         .and_then(|args| tool.tool.prepare(args));
     // The policy answers first: a refused caller never learns how its arguments were wrong.
-    let effect = prepared
+    let (effect, requires_admin) = prepared
         .as_ref()
-        .map(|p| p.effect())
-        .unwrap_or(tool.meta.effect);
+        .map(|p| (p.effect(), p.requires_admin()))
+        .unwrap_or((tool.meta.effect, false));
     let facts = CallFacts {
         actor: &ctx.actor,
         origin,
         tool: &call.name,
         meta: &tool.meta,
         effect,
+        requires_admin,
         same_tool_in_response,
     };
     if let Decision::Deny(out) = decide(&facts) {

@@ -13,6 +13,7 @@ pub mod diagnostic;
 pub mod execute_command;
 pub mod invoke;
 pub mod memory;
+pub mod moviepilot_api;
 pub mod policy;
 pub mod search_memory;
 pub mod session_search;
@@ -108,8 +109,6 @@ pub struct SessionState {
     /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
     /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
-    /// The memory snapshot frozen at the session's first turn (system-prompt text).
-    pub memory_snapshot: Option<String>,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
@@ -119,6 +118,8 @@ pub struct ToolContext {
     /// The session whose data the call belongs to (its owner may differ from the actor when an
     /// admin continues another user's chat from the web page).
     pub session_id: String,
+    /// The session's channel (`web`, `cli`, `openai`, …), sent to MoviePilot as context.
+    pub channel: String,
     pub call_id: String,
     pub cancel: CancellationToken,
     pub session: Arc<Mutex<SessionState>>,
@@ -213,6 +214,10 @@ pub trait ToolResult: Serialize {
 #[async_trait]
 pub trait PreparedCall: Send {
     fn effect(&self) -> EffectClass;
+    /// Whether this call needs an administrator (beyond the tool's own `requires_admin`).
+    fn requires_admin(&self) -> bool {
+        false
+    }
     async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput;
 }
 
@@ -238,6 +243,11 @@ pub trait TypedTool: Send + Sync + 'static {
         self.meta().effect
     }
 
+    /// Whether this call needs an administrator (e.g. an admin-only MoviePilot operation).
+    fn requires_admin(&self, _args: &Self::Args) -> bool {
+        self.meta().requires_admin
+    }
+
     async fn run(&self, ctx: ToolContext, args: Self::Args) -> ToolOutput;
 }
 
@@ -247,12 +257,17 @@ struct TypedCall<T: TypedTool> {
     tool: Arc<T>,
     args: T::Args,
     effect: EffectClass,
+    requires_admin: bool,
 }
 
 #[async_trait]
 impl<T: TypedTool> PreparedCall for TypedCall<T> {
     fn effect(&self) -> EffectClass {
         self.effect
+    }
+
+    fn requires_admin(&self) -> bool {
+        self.requires_admin
     }
 
     async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput {
@@ -344,10 +359,12 @@ impl<T: TypedTool> Tool for Typed<T> {
         match serde_json::from_value::<T::Args>(args) {
             Ok(args) => {
                 let effect = self.0.effect(&args);
+                let requires_admin = self.0.requires_admin(&args);
                 Ok(Box::new(TypedCall {
                     tool: Arc::clone(&self.0),
                     args,
                     effect,
+                    requires_admin,
                 }))
             }
             Err(e) => Err(ToolOutput::failure(

@@ -26,6 +26,8 @@ pub struct CallFacts<'a> {
     pub tool: &'a str,
     pub meta: &'a ToolMeta,
     pub effect: EffectClass,
+    /// This call needs an administrator (the tool's own flag, or e.g. an admin-only operation).
+    pub requires_admin: bool,
     /// How many calls of this same tool the model response holds (1 outside a turn).
     pub same_tool_in_response: usize,
 }
@@ -46,7 +48,7 @@ pub fn visible(actor: &Actor, meta: &ToolMeta) -> bool {
 }
 
 pub fn decide(f: &CallFacts<'_>) -> Decision {
-    if f.meta.requires_admin && !f.actor.is_admin {
+    if (f.meta.requires_admin || f.requires_admin) && !f.actor.is_admin {
         return Decision::Deny(ToolOutput::failure(
             "permission_denied",
             format!(
@@ -112,6 +114,7 @@ mod tests {
             tool: "t",
             meta: &meta,
             effect: meta.effect,
+            requires_admin: false,
             same_tool_in_response: n,
         };
         match decide(&facts) {

@@ -1,17 +1,19 @@
-//! Turn start: restore the plan from the newest snapshot when the session has none, and build the
-//! user message (images only when the model accepts them).
+//! Turn start: restore the plan from the newest snapshot when the session has none, build the
+//! user message (images only when the model accepts them), and the session's system prompt —
+//! built once, at the session's first turn, then frozen (with the memory snapshot taken then).
 
-use crate::agent::Services;
 use crate::plan::Plan;
+use crate::prompt::{PromptLayers, system_prompt};
+use crate::services::Services;
 use crate::session::SessionData;
 use mpa_protocol::{Actor, ContentPart, ImageUrl, Message};
 
 pub fn restore_plan(data: &SessionData) {
-    if let Ok(mut st) = data.state.lock()
+    if let Ok(mut st) = data.tools.lock()
         && st.plan.is_none()
     {
         // An existing in-session plan is never overwritten by an older snapshot.
-        st.plan = Plan::restore_from(&data.messages);
+        st.plan = Plan::restore_from(data.transcript.messages());
     }
 }
 
@@ -38,71 +40,62 @@ pub fn user_message(services: &Services, text: &str, images: &[String]) -> Messa
     Message::user_parts(parts)
 }
 
-/// Prompt blocks contributed by enabled capabilities for this turn: the session's frozen memory
-/// snapshot (taken at its first turn) and the personal-skills index.
-pub async fn capability_blocks(
-    services: &Services,
-    actor: &Actor,
-    data: &SessionData,
-) -> Vec<String> {
+/// The session's system message: frozen at its first turn and persisted with the chat, so every
+/// model call of the session — and its background review — starts with the same bytes.
+pub async fn system_message(services: &Services, actor: &Actor, data: &mut SessionData) -> Message {
     let memory = services.caps.memory.clone();
     let skills = services.caps.skills.clone();
-    let frozen = data
-        .state
-        .lock()
-        .ok()
-        .and_then(|s| s.memory_snapshot.clone());
+    let frozen = data.persisted.system_prompt.clone();
     let actor2 = actor.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        let mut snapshot = frozen;
+    let blocks = tokio::task::spawn_blocking(move || {
+        let mut blocks = Vec::new();
         if let Some(m) = &memory {
             m.begin_user_turn(&actor2);
-            if snapshot.is_none() {
-                snapshot = Some(m.snapshot(&actor2).render());
+            if frozen.is_none() {
+                blocks.push(m.snapshot(&actor2).render());
             }
         }
-        let skills_block = skills.as_ref().map(|s| s.prompt_block(&actor2));
-        (snapshot, skills_block)
-    })
-    .await;
-    let Ok((snapshot, skills_block)) = joined else {
-        return Vec::new();
-    };
-    let mut blocks = Vec::new();
-    if let Some(s) = snapshot {
-        if let Ok(mut st) = data.state.lock()
-            && st.memory_snapshot.is_none()
+        if frozen.is_none()
+            && let Some(b) = skills.as_ref().map(|s| s.prompt_block(&actor2))
+            && !b.is_empty()
         {
-            st.memory_snapshot = Some(s.clone());
+            blocks.push(b);
         }
-        blocks.push(s);
-    }
-    if let Some(b) = skills_block.filter(|b| !b.is_empty()) {
-        blocks.push(b);
-    }
-    if services.caps.history.is_some() {
-        blocks.push(mpa_history::RECALL_RULES.to_string());
-    }
-    blocks
-}
-
-/// Host-parsed user commands (`/memory …`, `/skills …`) from the user's own text: the model never
-/// sees or answers them, so it can never approve a proposal. `None` when the text is no command.
-pub async fn user_command(services: &Services, actor: &Actor, text: &str) -> Option<String> {
-    let t = text.trim_start();
-    if !(t.starts_with("/memory") || t.starts_with("/skills")) {
-        return None;
-    }
-    let memory = services.caps.memory.clone();
-    let skills = services.caps.skills.clone();
-    let (actor, text) = (actor.clone(), text.to_string());
-    tokio::task::spawn_blocking(move || {
-        memory
-            .as_ref()
-            .and_then(|m| m.user_command(&actor, &text))
-            .or_else(|| skills.as_ref().and_then(|s| s.user_command(&actor, &text)))
+        blocks
     })
     .await
-    .ok()
-    .flatten()
+    .unwrap_or_default();
+    if let Some(p) = &data.persisted.system_prompt {
+        return Message::system(p.clone());
+    }
+    let mut extra = blocks;
+    if services.caps.moviepilot.is_some() {
+        extra.push(crate::moviepilot::rules::BUSINESS_RULES.to_string());
+    }
+    if services.caps.history.is_some() {
+        extra.push(mpa_history::RECALL_RULES.to_string());
+    }
+    let prompt = system_prompt(&PromptLayers {
+        actor,
+        started: data.created_at,
+        extra: &extra,
+    });
+    data.persisted.system_prompt = Some(prompt.clone());
+    Message::system(prompt)
+}
+
+/// Said to the model when someone other than the owner acts in the session (an admin continuing
+/// a user's chat from the web page): the frozen prompt names the owner.
+pub fn acting_note(actor: &Actor, data: &SessionData) -> Option<String> {
+    (actor.user_id != data.owner).then(|| {
+        format!(
+            "[Host note: this turn is run by {}{}, continuing another user's conversation.]",
+            actor.user_name,
+            if actor.is_admin {
+                " (administrator)"
+            } else {
+                ""
+            }
+        )
+    })
 }

@@ -4,12 +4,19 @@
 //! images are replaced by a note. Each message gets a stable uid in its metadata, so a retried
 //! capture is idempotent.
 
-use crate::agent::Services;
 use crate::session::SessionData;
+use crate::transcript::Transcript;
 use mpa_history::{CapturedMessage, Provenance, SessionMeta};
 use mpa_protocol::{Message, Role, UserKey};
 
 pub const UID_KEY: &str = "mpa_uid";
+
+/// Host notices and host commands (with their replies) are not evidence of the conversation.
+fn is_host_text(m: &Message) -> bool {
+    m.metadata.contains_key(super::end::INTERRUPTION_KEY)
+        || m.metadata
+            .contains_key(super::host_command::HOST_COMMAND_KEY)
+}
 
 fn uid_of(m: &mut Message) -> String {
     if let Some(u) = m.metadata.get(UID_KEY).and_then(|v| v.as_str()) {
@@ -52,39 +59,56 @@ fn captured(m: &mut Message, full_content: Option<String>) -> CapturedMessage {
     }
 }
 
-/// Captures `data.messages[from..]`; `full` supplies uncapped tool results by position.
-pub async fn capture(
-    services: &Services,
-    data: &mut SessionData,
-    from: usize,
-    mut full: Vec<Option<String>>,
-) {
-    let Some(hub) = &services.caps.history else {
-        return;
-    };
-    let mut batch = Vec::new();
-    for (i, m) in data.messages[from..].iter_mut().enumerate() {
-        if m.role == Role::System {
-            continue;
-        }
-        let full_content = full.get_mut(i).and_then(Option::take);
-        batch.push(captured(m, full_content));
+/// Where a session's evidence goes.
+pub struct CaptureTarget<'a> {
+    pub history: &'a mpa_history::HistoryHub,
+    pub owner: UserKey,
+    pub meta: SessionMeta,
+}
+
+impl<'a> CaptureTarget<'a> {
+    pub fn for_session(
+        history: Option<&'a mpa_history::HistoryHub>,
+        data: &SessionData,
+        model: &str,
+    ) -> Option<Self> {
+        Some(Self {
+            history: history?,
+            owner: UserKey::for_user(&data.owner),
+            meta: SessionMeta {
+                session_id: data.session_id.clone(),
+                source: data.channel.clone(),
+                title: (!data.title.is_empty()).then(|| data.title.clone()),
+                parent_session_id: None,
+                model: Some(model.to_string()),
+                started_at: Some(data.created_at),
+            },
+        })
     }
-    if batch.is_empty() {
-        return;
-    }
-    let meta = SessionMeta {
-        session_id: data.session_id.clone(),
-        source: data.channel.clone(),
-        title: (!data.title.is_empty()).then(|| data.title.clone()),
-        parent_session_id: None,
-        model: Some(services.cfg.model.model.clone()),
-        started_at: Some(data.created_at),
-    };
-    let owner = UserKey::for_user(&data.owner);
+}
+
+/// Captures every message the transcript has not captured yet, with the full content of capped
+/// results. A failed append is logged and retried with the next flush (uids keep it idempotent).
+pub async fn flush(target: &CaptureTarget<'_>, transcript: &mut Transcript) {
+    let (from, items) = transcript.uncaptured();
+    let upto = from + items.len();
+    let batch: Vec<CapturedMessage> = items
+        .into_iter()
+        .filter(|(m, _)| m.role != Role::System && !is_host_text(m))
+        .map(|(m, full)| captured(m, full))
+        .collect();
+    let mut ok = true;
     for chunk in batch.chunks(100) {
-        if let Err(e) = hub.append(&owner, meta.clone(), chunk.to_vec()).await {
-            tracing::warn!(session = %data.session_id, error = %e, "evidence not captured");
+        if let Err(e) = target
+            .history
+            .append(&target.owner, target.meta.clone(), chunk.to_vec())
+            .await
+        {
+            ok = false;
+            tracing::warn!(session = %target.meta.session_id, error = %e, "evidence not captured");
         }
+    }
+    if ok {
+        transcript.mark_captured(upto);
     }
 }

@@ -1,10 +1,11 @@
 //! Turn end: interruption notice (on stop or failure), plan snapshot on the last AI/tool message,
 //! secret redaction of this turn's messages, and the chat snapshot written to the main store.
 
-use crate::agent::Services;
 use crate::plan::PLAN_METADATA_KEY;
 use crate::redaction::redact;
+use crate::services::Services;
 use crate::session::SessionData;
+use crate::turn::StopCause;
 use mpa_protocol::{Content, ContentPart, Message, Role, TurnStatus};
 use mpa_store::Chat;
 
@@ -16,13 +17,17 @@ pub async fn finish(
     turn_start: usize,
     status: TurnStatus,
     error: Option<&str>,
+    cause: StopCause,
 ) {
     let notice = match status {
-        TurnStatus::Stopped => Some(
-            "[The previous turn was stopped by the user. Tool calls without a received result are marked \
-             \"result unknown\": verify the current state read-only before retrying any write.]"
-                .to_string(),
-        ),
+        TurnStatus::Stopped => Some(format!(
+            "[The previous turn was stopped {}. Tool calls without a received result are marked \
+             \"result unknown\": verify the current state read-only before retrying any write.]",
+            match cause {
+                StopCause::User => "by the user",
+                StopCause::Shutdown => "because the host was shutting down",
+            }
+        )),
         TurnStatus::Failed => Some(format!(
             "[The previous turn ended with an error: {}. Tool calls without a received result are marked \
              \"result unknown\".]",
@@ -34,37 +39,44 @@ pub async fn finish(
         let mut m = Message::assistant(text, vec![]);
         m.metadata
             .insert(INTERRUPTION_KEY.into(), serde_json::Value::Bool(true));
-        data.messages.push(m);
+        data.transcript.push(m);
     }
     let plan = data
-        .state
+        .tools
         .lock()
         .ok()
         .and_then(|s| s.plan.as_ref().map(|p| p.to_json()));
     if let Some(plan) = plan
-        && let Some(last) = data.messages[turn_start..]
+        && let Some(last) = data
+            .transcript
+            .tail_mut(turn_start)
             .iter_mut()
             .rev()
             .find(|m| matches!(m.role, Role::Assistant | Role::Tool))
     {
         last.metadata.insert(PLAN_METADATA_KEY.into(), plan);
     }
-    for m in &mut data.messages[turn_start..] {
+    for m in data.transcript.tail_mut(turn_start) {
         redact_message(m);
     }
     if data.title.is_empty()
-        && let Some(first) = data.messages.iter().find(|m| m.role == Role::User)
+        && let Some(first) = data
+            .transcript
+            .messages()
+            .iter()
+            .find(|m| m.role == Role::User)
     {
         data.title = make_title(&first.text());
     }
+    let messages = data.transcript.messages();
     let chat = Chat {
         session_id: data.session_id.clone(),
         user_id: data.owner.clone(),
         channel: data.channel.clone(),
         title: data.title.clone(),
-        agent_messages: data.messages.clone(),
-        display_messages: display_messages(&data.messages),
-        message_count: data.messages.len() as i64,
+        agent_messages: messages.to_vec(),
+        display_messages: display_messages(messages),
+        message_count: messages.len() as i64,
         created_at: data.created_at,
         updated_at: chrono::Utc::now(),
     };

@@ -1,19 +1,33 @@
-//! One turn, in order (DESIGN.md §2). Each stage is a module called explicitly here:
-//! [`begin`] (restore the plan), the model ⇄ tools loop ([`request`], [`dispatch`]) and [`end`]
-//! (interruption notice, plan snapshot, chat snapshot).
+//! One turn, in order (DESIGN.md §2). This function is the one place where the order is written;
+//! each stage is a module that takes what it needs and returns what it produces:
+//!
+//! 1. [`begin`]: restore the plan, build the user message, the session's frozen system message;
+//!    [`host_command`]s are answered here and skip the model entirely;
+//! 2. [`steps`]: the model ⇄ tools loop ([`request`] → [`model_call`] → [`tool_calls`]), with
+//!    evidence [`capture`] flushed after every step;
+//! 3. [`end`]: interruption notice, plan snapshot, redaction, the chat snapshot; then the
+//!    background review when its counters are due.
 
 pub mod begin;
 pub mod capture;
-pub mod dispatch;
 pub mod end;
+pub mod host_command;
+pub mod model_call;
 pub mod request;
+pub mod steps;
+pub mod tool_calls;
 
-use crate::agent::Services;
+use crate::review::{Due, ReviewStart};
+use crate::services::Services;
 use crate::session::SessionData;
-use mpa_model::{ModelError, StreamEvent};
-use mpa_protocol::{Actor, Event, Message, TurnStatus};
+use crate::tools::policy::Origin;
+use crate::transcript::Transcript;
+use async_trait::async_trait;
+use mpa_protocol::{Actor, Event, ToolCall, TurnStatus};
+use steps::{Limits, LoopSetup, StepHooks};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tool_calls::ToolStage;
 
 pub struct TurnInput {
     pub actor: Actor,
@@ -21,25 +35,58 @@ pub struct TurnInput {
     pub images: Vec<String>,
 }
 
-/// Sends a turn's events; a consumer that went away is ignored (the turn keeps running).
-pub struct EventSink<'a>(&'a mpsc::UnboundedSender<Event>);
-
-impl EventSink<'_> {
-    pub fn emit(&self, e: Event) {
-        let _ = self.0.send(e);
-    }
+/// Why a stopped turn stopped (the notice the next turn reads says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    User,
+    Shutdown,
 }
 
-/// A review to start after the turn (its reply was delivered and saved).
-pub struct ReviewStart {
-    pub due: crate::review::Due,
-    pub system: String,
-    pub messages: Vec<Message>,
+/// Sends a turn's events; a consumer that went away is ignored (the turn keeps running). The
+/// background review has none.
+pub struct EventSink<'a>(Option<&'a mpsc::UnboundedSender<Event>>);
+
+impl<'a> EventSink<'a> {
+    pub fn new(tx: &'a mpsc::UnboundedSender<Event>) -> Self {
+        Self(Some(tx))
+    }
+
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub fn emit(&self, e: Event) {
+        if let Some(tx) = self.0 {
+            let _ = tx.send(e);
+        }
+    }
 }
 
 pub struct TurnOutcome {
     pub status: TurnStatus,
     pub review: Option<ReviewStart>,
+}
+
+/// A turn's step hooks: evidence capture after every step, the skill-review counter per tool
+/// response.
+struct TurnHooks<'a> {
+    capture: Option<capture::CaptureTarget<'a>>,
+    review: &'a mut crate::review::ReviewCounters,
+    services: &'a Services,
+}
+
+#[async_trait]
+impl StepHooks for TurnHooks<'_> {
+    fn on_tool_calls(&mut self, calls: &[ToolCall]) {
+        self.review.on_tool_response(&self.services.tools, calls);
+    }
+
+    async fn after_step(&mut self, transcript: &mut Transcript) {
+        // Evidence is captured as the turn goes, so a crash loses at most the step in flight.
+        if let Some(target) = &self.capture {
+            capture::flush(target, transcript).await;
+        }
+    }
 }
 
 pub async fn run_turn(
@@ -48,165 +95,126 @@ pub async fn run_turn(
     input: TurnInput,
     events: &mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
+    stop_cause: impl Fn() -> StopCause,
 ) -> TurnOutcome {
-    let sink = EventSink(events);
-    let actor = input.actor.clone();
+    let sink = EventSink::new(events);
+    let actor = input.actor;
     begin::restore_plan(data);
-    let turn_start = data.messages.len();
-    data.messages
+    let turn_start = data.transcript.len();
+    data.transcript
         .push(begin::user_message(services, &input.text, &input.images));
-    let assistant_message_id = uuid::Uuid::new_v4().simple().to_string();
     sink.emit(Event::TurnStarted {
         session_id: data.session_id.clone(),
-        assistant_message_id,
+        assistant_message_id: uuid::Uuid::new_v4().simple().to_string(),
     });
-    if let Some(reply) = begin::user_command(services, &actor, &input.text).await {
-        sink.emit(Event::Delta {
-            content: reply.clone(),
-        });
-        let mut m = Message::assistant(reply.clone(), vec![]);
-        m.metadata
-            .insert("host_command".into(), serde_json::Value::Bool(true));
-        data.messages.push(m);
-        end::finish(services, data, turn_start, TurnStatus::Completed, None).await;
-        sink.emit(Event::TurnEnded {
-            status: TurnStatus::Completed,
-            final_text: reply,
-        });
-        return TurnOutcome {
-            status: TurnStatus::Completed,
-            review: None,
-        };
-    }
-    let prior_user_messages = data.messages[..turn_start]
-        .iter()
-        .filter(|m| m.role == mpa_protocol::Role::User)
-        .count();
-    let memory_interval = if services.caps.memory.is_some() {
-        services.cfg.memory_review_interval
-    } else {
-        0
-    };
-    let memory_due = data
-        .review_counters
-        .on_user_turn(memory_interval, prior_user_messages);
-    let blocks = begin::capability_blocks(services, &actor, data).await;
-    // Evidence is captured as the turn goes, so a crash loses at most the step in flight.
-    capture::capture(services, data, turn_start, Vec::new()).await;
-    let mut captured = data.messages.len();
 
-    let mut status = TurnStatus::IterationLimit;
-    let mut final_text = String::new();
-    let mut error: Option<(String, String)> = None;
-    for _ in 0..services.cfg.max_iterations {
-        if cancel.is_cancelled() {
-            status = TurnStatus::Stopped;
-            break;
-        }
-        let system = request::system_message(&actor, data, &blocks);
-        let tools = request::tool_specs(services, &actor);
-        let req = request::assemble(&system, data, &tools);
-        let mut partial = String::new();
-        let mut on_event = |ev: StreamEvent| match ev {
-            StreamEvent::Content(c) => {
-                partial.push_str(&c);
-                sink.emit(Event::Delta { content: c });
+    let mut memory_due = false;
+    let mut system = None;
+    let end = match host_command::answer(services, &actor, &input.text).await {
+        Some(reply) => {
+            sink.emit(Event::Delta {
+                content: reply.clone(),
+            });
+            host_command::record(&mut data.transcript, &reply);
+            steps::LoopEnd {
+                status: TurnStatus::Completed,
+                final_text: reply,
+                error: None,
+                model_calls: 0,
+                usage: Default::default(),
             }
-            StreamEvent::Reasoning(c) => sink.emit(Event::Reasoning { content: c }),
-        };
-        let result = services
-            .model
-            .stream_chat(&req, &cancel, &mut on_event)
-            .await;
-        drop(req);
-        let completion = match result {
-            Ok(c) => c,
-            Err(e) => {
-                // What was received before the stop or the failure is kept, marked as such.
-                if !partial.is_empty() {
-                    let mut m = Message::assistant(partial, vec![]);
-                    m.metadata
-                        .insert("interrupted".into(), serde_json::Value::Bool(true));
-                    data.messages.push(m);
-                    capture::capture(services, data, captured, Vec::new()).await;
-                }
-                if matches!(e, ModelError::Cancelled) {
-                    status = TurnStatus::Stopped;
-                } else {
-                    error = Some((e.code().to_string(), e.to_string()));
-                    status = TurnStatus::Failed;
-                }
-                break;
-            }
-        };
-        if let Some(u) = completion.usage {
-            sink.emit(Event::Usage { usage: u });
         }
-        let calls = completion.tool_calls.clone();
-        data.messages.push(Message::assistant(
-            completion.content.clone(),
-            calls.clone(),
-        ));
-        capture::capture(services, data, captured, Vec::new()).await;
-        captured = data.messages.len();
-        if calls.is_empty() {
-            final_text = completion.content;
-            status = TurnStatus::Completed;
-            break;
+        None => {
+            let memory_interval = if services.caps.memory.is_some() {
+                services.cfg.memory_review_interval
+            } else {
+                0
+            };
+            let prior_turns = host_command::user_turns(&data.transcript.messages()[..turn_start]);
+            memory_due = data
+                .persisted
+                .review
+                .on_user_turn(memory_interval, prior_turns);
+            let sys = begin::system_message(services, &actor, data).await;
+            let specs = services.tools.specs_for(&actor);
+            let acting_note = begin::acting_note(&actor, data);
+            let setup = LoopSetup {
+                model: &services.model,
+                tools: ToolStage {
+                    invoker: services.invoker(),
+                    origin: Origin::Turn,
+                    max_parallel: services.cfg.max_parallel_tools,
+                    actor: &actor,
+                    session_id: &data.session_id,
+                    channel: &data.channel,
+                    state: &data.tools,
+                    review: None,
+                },
+                system: &sys,
+                specs: &specs,
+                limits: Limits {
+                    max_model_calls: services.cfg.max_iterations,
+                    input_token_budget: None,
+                },
+                acting_note,
+            };
+            let mut hooks = TurnHooks {
+                capture: capture::CaptureTarget::for_session(
+                    services.caps.history.as_ref(),
+                    data,
+                    &services.cfg.model.model,
+                ),
+                review: &mut data.persisted.review,
+                services,
+            };
+            let end = steps::run(&setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            system = Some(sys);
+            end
         }
-        data.review_counters.on_tool_response(&calls);
-        let outcome =
-            dispatch::run_tool_calls(services, data, &actor, &calls, &sink, &cancel).await;
-        data.messages.extend(outcome.results);
-        capture::capture(services, data, captured, outcome.full_contents).await;
-        captured = data.messages.len();
-        if outcome.stopped {
-            status = TurnStatus::Stopped;
-            break;
-        }
-    }
-    if status == TurnStatus::IterationLimit {
-        error = Some((
-            "iteration_limit".into(),
-            format!(
-                "the turn reached LLM_MAX_ITERATIONS ({}) model calls without a final answer; the work may be incomplete",
-                services.cfg.max_iterations
-            ),
-        ));
-    }
-    if let Some((code, message)) = &error {
+    };
+    if let Some((code, message)) = &end.error {
         sink.emit(Event::Error {
             code: code.clone(),
             message: message.clone(),
         });
     }
+    let cause = stop_cause();
     end::finish(
         services,
         data,
         turn_start,
-        status,
-        error.as_ref().map(|e| e.1.as_str()),
+        end.status,
+        end.error.as_ref().map(|e| e.1.as_str()),
+        cause,
     )
     .await;
-    sink.emit(Event::TurnEnded { status, final_text });
-    let skill_interval = if services.caps.skills.is_some() {
-        services.cfg.skill_review_interval
-    } else {
-        0
-    };
-    let due = crate::review::Due {
-        memory: memory_due,
-        skills: data.review_counters.skills_due(skill_interval),
-    };
-    // Reviews follow only completed turns whose reply was delivered and saved.
-    let review = (status == TurnStatus::Completed && due.any()).then(|| {
-        let system = request::system_message(&actor, data, &blocks).text();
-        let messages = data.messages.clone();
-        ReviewStart {
-            due,
-            system,
-            messages,
-        }
+    sink.emit(Event::TurnEnded {
+        status: end.status,
+        final_text: end.final_text,
     });
-    TurnOutcome { status, review }
+    // Reviews follow only completed model turns whose reply was delivered and saved; a stopped
+    // or failed turn keeps its counters, so its work still counts towards the next review.
+    let review = match (end.status, system) {
+        (TurnStatus::Completed, Some(system)) => {
+            let skill_interval = if services.caps.skills.is_some() {
+                services.cfg.skill_review_interval
+            } else {
+                0
+            };
+            let due = Due {
+                memory: memory_due,
+                skills: data.persisted.review.skills_due(skill_interval),
+            };
+            due.any().then(|| ReviewStart {
+                due,
+                system,
+                messages: data.transcript.messages().to_vec(),
+            })
+        }
+        _ => None,
+    };
+    TurnOutcome {
+        status: end.status,
+        review,
+    }
 }

@@ -1,35 +1,75 @@
-//! Assembles one model request: system prompt layers (identity, task planning, current plan) and
-//! the transcript. Host metadata never leaves the process: `mpa-model` serialises only the wire
-//! fields.
+//! Request assembly: the session's frozen system prompt, the transcript (borrowed, never copied),
+//! and — last, so the prompt prefix stays byte-identical for provider caches — what changes from
+//! call to call: the current plan, appended to an outbound copy of the final message.
+//!
+//! Slots for later stages, in request order: steering messages are appended to the transcript
+//! before assembly (never between a tool call and its result); compaction replaces a prefix of
+//! the transcript with its summary here; vision projection adds a temporary observation message
+//! after the transcript (outbound only).
 
-use crate::agent::Services;
-use crate::prompt::{PromptLayers, system_prompt};
-use crate::session::SessionData;
+use crate::plan::{Plan, current_plan_block};
 use mpa_model::ChatRequest;
-use mpa_protocol::{Actor, Message};
+use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
 
-/// The system message of the next model call.
-pub fn system_message(actor: &Actor, data: &SessionData, extra: &[String]) -> Message {
-    let plan = data.state.lock().ok().and_then(|s| s.plan.clone());
-    Message::system(system_prompt(&PromptLayers {
-        actor,
-        plan: plan.as_ref(),
-        extra,
-    }))
+/// The outbound-only tail of one request.
+#[derive(Default)]
+pub struct Tail {
+    /// The final transcript message with the plan block appended.
+    last: Option<Message>,
 }
 
-/// The request: the system message followed by the transcript, borrowed (never copied).
+impl Tail {
+    pub fn new(transcript: &[Message], plan: Option<&Plan>, acting_note: Option<&str>) -> Self {
+        let mut extra = String::new();
+        if let Some(note) = acting_note {
+            extra.push_str(note);
+        }
+        if let Some(plan) = plan {
+            if !extra.is_empty() {
+                extra.push_str("\n\n");
+            }
+            extra.push_str(&current_plan_block(plan));
+        }
+        let last = match (transcript.last(), extra.is_empty()) {
+            (Some(m), false) => {
+                let mut m = m.clone();
+                append_text(&mut m, &extra);
+                Some(m)
+            }
+            _ => None,
+        };
+        Self { last }
+    }
+}
+
+fn append_text(m: &mut Message, extra: &str) {
+    match &mut m.content {
+        Content::Text(t) => {
+            if !t.is_empty() {
+                t.push_str("\n\n");
+            }
+            t.push_str(extra);
+        }
+        Content::Parts(parts) => parts.push(ContentPart::Text {
+            text: extra.to_string(),
+        }),
+    }
+}
+
 pub fn assemble<'a>(
     system: &'a Message,
-    data: &'a SessionData,
-    tools: &'a [mpa_protocol::ToolSpec],
+    transcript: &'a [Message],
+    tail: &'a Tail,
+    tools: &'a [ToolSpec],
 ) -> ChatRequest<'a> {
-    let mut messages = Vec::with_capacity(data.messages.len() + 1);
+    let mut messages = Vec::with_capacity(transcript.len() + 1);
     messages.push(system);
-    messages.extend(data.messages.iter());
+    match &tail.last {
+        Some(last) => {
+            messages.extend(&transcript[..transcript.len().saturating_sub(1)]);
+            messages.push(last);
+        }
+        None => messages.extend(transcript),
+    }
     ChatRequest { messages, tools }
-}
-
-pub fn tool_specs(services: &Services, actor: &Actor) -> Vec<mpa_protocol::ToolSpec> {
-    services.tools.specs_for(actor)
 }

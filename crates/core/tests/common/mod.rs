@@ -93,6 +93,7 @@ impl LearningEnv {
         let ctx = ToolContext {
             actor: actor.clone(),
             session_id: "learning-test".into(),
+            channel: "test".into(),
             call_id: "call-1".into(),
             cancel: CancellationToken::new(),
             session: Arc::new(Mutex::new(SessionState::default())),

@@ -1,25 +1,36 @@
-//! Tool calls of one model response, through the one call path ([`invoke`]): parallel, bounded,
-//! each under the tool timeout. Every call gets exactly one result message, in call order; after a
-//! stop, calls without a result are answered "result unknown: interrupted".
+//! The tool stage: the calls of one model response through the one call path
+//! ([`invoke`](crate::tools::invoke::invoke)), in parallel up to a bound, each under the tool
+//! timeout. Every call gets exactly one result message, in call order; after a stop, calls without
+//! a result are answered "result unknown: interrupted".
 
-use crate::agent::Services;
+use super::EventSink;
 use crate::plan::PLAN_METADATA_KEY;
-use crate::session::SessionData;
-use crate::tools::ToolContext;
 use crate::tools::invoke::{Invoked, Invoker, interrupted, invoke, summary_line};
 use crate::tools::policy::Origin;
-use crate::turn::EventSink;
+use crate::tools::{SessionState, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mpa_protocol::{Actor, Event, Message, Outcome, ToolCall};
-use std::sync::Arc;
+use mpa_protocol::{Actor, Event, Message, Outcome, ReviewToken, ToolCall};
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-pub struct DispatchOutcome {
-    pub results: Vec<Message>,
-    /// Per result: the full content when the message holds a capped preview (for evidence).
-    pub full_contents: Vec<Option<String>>,
+/// Who runs the calls, and where.
+pub struct ToolStage<'a> {
+    pub invoker: Invoker<'a>,
+    pub origin: Origin,
+    pub max_parallel: usize,
+    pub actor: &'a Actor,
+    pub session_id: &'a str,
+    pub channel: &'a str,
+    pub state: &'a Arc<Mutex<SessionState>>,
+    pub review: Option<&'a ReviewToken>,
+}
+
+pub struct ToolResults {
+    /// One result message per call, in call order, each with its full content when the message
+    /// holds a capped preview.
+    pub results: Vec<(Message, Option<String>)>,
     pub stopped: bool,
 }
 
@@ -31,52 +42,43 @@ fn args_summary(call: &ToolCall) -> String {
     format!("{}({})", call.name, crate::redaction::redact(&s))
 }
 
-pub fn invoker(services: &Services) -> Invoker<'_> {
-    Invoker {
-        registry: &services.tools,
-        timeout: services.cfg.tool_timeout,
-    }
-}
-
-pub async fn run_tool_calls(
-    services: &Services,
-    data: &SessionData,
-    actor: &Actor,
+pub async fn run(
+    stage: &ToolStage<'_>,
     calls: &[ToolCall],
     sink: &EventSink<'_>,
     cancel: &CancellationToken,
-) -> DispatchOutcome {
+) -> ToolResults {
     let mut slots: Vec<Option<Invoked>> = vec![None; calls.len()];
     let mut started = vec![false; calls.len()];
-    let limit = Arc::new(Semaphore::new(services.cfg.max_parallel_tools.max(1)));
-    let mut running = FuturesUnordered::new();
+    let limit = Arc::new(Semaphore::new(stage.max_parallel.max(1)));
+    let mut waiting = FuturesUnordered::new();
     for (i, call) in calls.iter().enumerate() {
         let ctx = ToolContext {
-            actor: actor.clone(),
-            session_id: data.session_id.clone(),
+            actor: stage.actor.clone(),
+            session_id: stage.session_id.to_string(),
+            channel: stage.channel.to_string(),
             call_id: call.id.clone(),
             cancel: cancel.child_token(),
-            session: Arc::clone(&data.state),
-            review: None,
+            session: Arc::clone(stage.state),
+            review: stage.review.cloned(),
         };
         let limit = Arc::clone(&limit);
-        running.push(async move {
+        waiting.push(async move {
             let permit = limit.acquire_owned().await;
             (i, permit, ctx)
         });
     }
-    let inv = invoker(services);
     // Stage 1 hands out permits; stage 2 runs the calls. Both stop at a cancel.
     let mut executing = FuturesUnordered::new();
     let mut stopped = false;
     loop {
-        if running.is_empty() && executing.is_empty() {
+        if waiting.is_empty() && executing.is_empty() {
             break;
         }
         tokio::select! {
             biased;
             _ = cancel.cancelled() => { stopped = true; break; }
-            Some((i, permit, ctx)) = running.next(), if !running.is_empty() => {
+            Some((i, permit, ctx)) = waiting.next(), if !waiting.is_empty() => {
                 let call: &ToolCall = &calls[i];
                 started[i] = true;
                 sink.emit(Event::ToolStarted {
@@ -85,8 +87,9 @@ pub async fn run_tool_calls(
                     message: args_summary(call),
                 });
                 let same = calls.iter().filter(|c| c.name == call.name).count();
+                let (inv, origin) = (stage.invoker, stage.origin);
                 executing.push(async move {
-                    let r = invoke(inv, ctx, Origin::Turn, call, same).await;
+                    let r = invoke(inv, ctx, origin, call, same).await;
                     drop(permit);
                     (i, r)
                 });
@@ -108,13 +111,12 @@ pub async fn run_tool_calls(
     }
     // Dropping the pending futures aborts their tasks.
     drop(executing);
-    drop(running);
-    let mut results = Vec::with_capacity(calls.len());
-    let mut full_contents = Vec::with_capacity(calls.len());
-    for (i, call) in calls.iter().enumerate() {
-        let invoked = match slots[i].take() {
-            Some(r) => r,
-            None => {
+    drop(waiting);
+    let results = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let invoked = slots[i].take().unwrap_or_else(|| {
                 let out = interrupted(started[i]);
                 sink.emit(Event::ToolFinished {
                     tool_id: call.id.clone(),
@@ -126,17 +128,12 @@ pub async fn run_tool_calls(
                     output: out,
                     full_content: None,
                 }
-            }
-        };
-        full_contents.push(invoked.full_content);
-        let out = invoked.output;
-        let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
-        m.metadata = out.metadata;
-        results.push(m);
-    }
-    DispatchOutcome {
-        results,
-        full_contents,
-        stopped,
-    }
+            });
+            let out = invoked.output;
+            let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
+            m.metadata = out.metadata;
+            (m, invoked.full_content)
+        })
+        .collect();
+    ToolResults { results, stopped }
 }

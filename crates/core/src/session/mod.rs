@@ -2,68 +2,25 @@
 //! plan, runs turns one at a time from a bounded FIFO queue, and emits [`Event`]s to whoever
 //! submitted the turn. Stop goes around the queue so it reaches the running turn at once.
 
-use crate::agent::Services;
+pub mod data;
+
 use crate::error::{CoreError, Result};
-use crate::review::{ReviewCounters, RunningReview};
-use crate::tools::SessionState;
-use crate::turn::{TurnInput, run_turn};
-use chrono::{DateTime, Utc};
-use mpa_protocol::{Actor, Event, Message, UserId};
-use mpa_store::Chat;
+use crate::review::RunningReview;
+use crate::services::Services;
+use crate::turn::{StopCause, TurnInput, run_turn};
+pub use data::{PersistedState, SessionData};
+use mpa_protocol::{Actor, Event, Op, UserId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// The state a session actor owns.
-pub struct SessionData {
-    pub session_id: String,
-    /// The original owner; continuing as an admin never changes it.
-    pub owner: UserId,
-    pub channel: String,
-    pub title: String,
-    pub created_at: DateTime<Utc>,
-    pub messages: Vec<Message>,
-    pub state: Arc<Mutex<SessionState>>,
-    pub review_counters: ReviewCounters,
-}
-
-impl SessionData {
-    pub fn new(session_id: &str, owner: UserId, channel: &str) -> Self {
-        Self {
-            session_id: session_id.to_string(),
-            owner,
-            channel: channel.to_string(),
-            title: String::new(),
-            created_at: Utc::now(),
-            messages: Vec::new(),
-            state: Arc::new(Mutex::new(SessionState::default())),
-            review_counters: ReviewCounters::default(),
-        }
-    }
-
-    pub fn from_chat(chat: Chat) -> Self {
-        Self {
-            session_id: chat.session_id,
-            owner: chat.user_id,
-            channel: chat.channel,
-            title: chat.title,
-            created_at: chat.created_at,
-            messages: chat.agent_messages,
-            // The plan is restored from the newest snapshot at the start of the next turn.
-            state: Arc::new(Mutex::new(SessionState::default())),
-            review_counters: ReviewCounters::default(),
-        }
-    }
-}
-
-enum Command {
-    Turn {
-        input: TurnInput,
-        events: mpsc::UnboundedSender<Event>,
-    },
-    Close,
+/// What the actor's queue carries: a client's [`Op`], who sent it, and where this op's events go.
+struct Submission {
+    actor: Option<Actor>,
+    op: Op,
+    events: Option<mpsc::UnboundedSender<Event>>,
 }
 
 struct Shared {
@@ -82,7 +39,7 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct SessionHandle {
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::Sender<Submission>,
     shared: Arc<Shared>,
 }
 
@@ -108,10 +65,11 @@ pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> Sessi
 async fn actor_loop(
     services: Arc<Services>,
     mut data: SessionData,
-    mut rx: mpsc::Receiver<Command>,
+    mut rx: mpsc::Receiver<Submission>,
     shared: Arc<Shared>,
 ) {
     let mut review: Option<RunningReview> = None;
+    let mut closed_by_request = false;
     let idle = services.cfg.session_idle;
     loop {
         let cmd = match tokio::time::timeout(idle, rx.recv()).await {
@@ -127,66 +85,87 @@ async fn actor_loop(
                 continue;
             }
         };
-        match cmd {
-            Command::Turn { input, events } => {
-                if shared.closing.load(Ordering::SeqCst) {
-                    let _ = events.send(Event::Error {
-                        code: CoreError::SessionClosed.code().into(),
-                        message: "the host is shutting down; this message was not processed".into(),
-                    });
-                    let _ = events.send(Event::TurnEnded {
-                        status: mpa_protocol::TurnStatus::Stopped,
-                        final_text: String::new(),
-                    });
-                    continue;
-                }
-                let cancel = CancellationToken::new();
-                if let Ok(mut cur) = shared.current.lock() {
-                    *cur = Some(cancel.clone());
-                }
-                shared.processing.store(true, Ordering::SeqCst);
-                // Self-improvement never blocks a user-facing turn: cancel, wait at most 2 s.
-                if let Some(r) = review.take() {
-                    if !r.is_finished() {
-                        r.cancel().await;
-                    }
-                    shared.reviewing.send_replace(false);
-                }
-                let actor = input.actor.clone();
-                let outcome = run_turn(&services, &mut data, input, &events, cancel).await;
-                if let Some(start) = outcome.review {
-                    let reviewing = shared.reviewing.clone();
-                    reviewing.send_replace(true);
-                    review = Some(crate::review::spawn(
-                        Arc::clone(&services),
-                        actor,
-                        data.session_id.clone(),
-                        start.system,
-                        start.messages,
-                        start.due,
-                        Box::new(move || {
-                            reviewing.send_replace(false);
-                        }),
-                    ));
-                }
-                shared.processing.store(false, Ordering::SeqCst);
-                if let Ok(mut cur) = shared.current.lock() {
-                    *cur = None;
-                }
+        let (actor, text, images, events) = match cmd.op {
+            Op::UserInput { text, images } => match (cmd.actor, cmd.events) {
+                (Some(actor), Some(events)) => (actor, text, images, events),
+                _ => continue,
+            },
+            // A stop never waits in the queue (see `SessionHandle::send`).
+            Op::Stop => continue,
+            Op::Close => {
+                closed_by_request = true;
+                break;
             }
-            Command::Close => break,
+        };
+        if shared.closing.load(Ordering::SeqCst) {
+            let _ = events.send(Event::Error {
+                code: CoreError::SessionClosed.code().into(),
+                message: "the host is shutting down; this message was not processed".into(),
+            });
+            let _ = events.send(Event::TurnEnded {
+                status: mpa_protocol::TurnStatus::Stopped,
+                final_text: String::new(),
+            });
+            continue;
+        }
+        let cancel = CancellationToken::new();
+        if let Ok(mut cur) = shared.current.lock() {
+            *cur = Some(cancel.clone());
+        }
+        shared.processing.store(true, Ordering::SeqCst);
+        // Self-improvement never blocks a user-facing turn: cancel, wait at most 2 s.
+        if let Some(r) = review.take() {
+            if !r.is_finished() {
+                r.cancel().await;
+            }
+            shared.reviewing.send_replace(false);
+        }
+        let input = TurnInput {
+            actor: actor.clone(),
+            text,
+            images,
+        };
+        let closing = Arc::clone(&shared);
+        let stop_cause = move || {
+            if closing.closing.load(Ordering::SeqCst) {
+                StopCause::Shutdown
+            } else {
+                StopCause::User
+            }
+        };
+        let outcome = run_turn(&services, &mut data, input, &events, cancel, stop_cause).await;
+        if let Some(start) = outcome.review {
+            let reviewing = shared.reviewing.clone();
+            reviewing.send_replace(true);
+            review = Some(crate::review::spawn(
+                Arc::clone(&services),
+                actor,
+                data.session_id.clone(),
+                start,
+                Box::new(move || {
+                    reviewing.send_replace(false);
+                }),
+            ));
+        }
+        shared.processing.store(false, Ordering::SeqCst);
+        if let Ok(mut cur) = shared.current.lock() {
+            *cur = None;
         }
     }
     if let Some(r) = review.take() {
         r.cancel().await;
         shared.reviewing.send_replace(false);
     }
-    // Closing the session seals its terminal scope and terminates only what it owns.
-    let scope = data.state.lock().ok().and_then(|mut s| s.exec_scope.take());
-    if let (Some(scope), Some(exec)) = (scope, &services.caps.exec) {
-        let report = exec.close_scope(&scope).await;
-        if !report.is_complete() {
-            tracing::warn!(session = %data.session_id, "terminal scope did not fully close");
+    // The terminal scope belongs to the conversation: an actor reclaimed for idleness leaves it
+    // running (the next actor finds it again); a requested close — the chat is deleted, or the
+    // host shuts down — seals it and terminates only what it owns.
+    if closed_by_request {
+        let scope = data.tools.lock().ok().and_then(|mut s| s.exec_scope.take());
+        if let (Some(scope), Some(exec)) = (scope, &services.caps.exec) {
+            let report = exec.close_scope(&scope).await;
+            if !report.is_complete() {
+                tracing::warn!(session = %data.session_id, "terminal scope did not fully close");
+            }
         }
     }
     shared.finished.send_replace(true);
@@ -205,33 +184,53 @@ impl SessionHandle {
         self.shared.processing.load(Ordering::SeqCst)
     }
 
-    /// Queues a turn. The receiver gets exactly this turn's events, ending with `TurnEnded`.
-    /// Dropping the receiver does not stop the turn.
+    /// Sends a client's op: `UserInput` queues a turn (the receiver gets exactly that turn's
+    /// events, ending with `TurnEnded`; dropping it does not stop the turn), `Stop` goes around
+    /// the queue to the running turn, `Close` ends the actor after the queued turns.
+    pub fn send(&self, actor: &Actor, op: Op) -> Result<Option<mpsc::UnboundedReceiver<Event>>> {
+        match op {
+            Op::Stop => {
+                self.stop();
+                Ok(None)
+            }
+            Op::Close => {
+                let _ = self.tx.try_send(Submission {
+                    actor: None,
+                    op: Op::Close,
+                    events: None,
+                });
+                Ok(None)
+            }
+            op @ Op::UserInput { .. } => {
+                if self.shared.closing.load(Ordering::SeqCst) {
+                    return Err(CoreError::SessionClosed);
+                }
+                let (etx, erx) = mpsc::unbounded_channel();
+                let sub = Submission {
+                    actor: Some(actor.clone()),
+                    op,
+                    events: Some(etx),
+                };
+                match self.tx.try_send(sub) {
+                    Ok(()) => Ok(Some(erx)),
+                    Err(mpsc::error::TrySendError::Full(_)) => Err(CoreError::QueueFull {
+                        capacity: self.tx.max_capacity(),
+                    }),
+                    Err(mpsc::error::TrySendError::Closed(_)) => Err(CoreError::SessionClosed),
+                }
+            }
+        }
+    }
+
+    /// Queues a turn (`Op::UserInput`) and returns its event stream.
     pub fn submit(
         &self,
         actor: Actor,
         text: String,
         images: Vec<String>,
     ) -> Result<mpsc::UnboundedReceiver<Event>> {
-        if self.shared.closing.load(Ordering::SeqCst) {
-            return Err(CoreError::SessionClosed);
-        }
-        let (etx, erx) = mpsc::unbounded_channel();
-        let cmd = Command::Turn {
-            input: TurnInput {
-                actor,
-                text,
-                images,
-            },
-            events: etx,
-        };
-        match self.tx.try_send(cmd) {
-            Ok(()) => Ok(erx),
-            Err(mpsc::error::TrySendError::Full(_)) => Err(CoreError::QueueFull {
-                capacity: self.tx.max_capacity(),
-            }),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(CoreError::SessionClosed),
-        }
+        self.send(&actor, Op::UserInput { text, images })?
+            .ok_or(CoreError::SessionClosed)
     }
 
     /// Stops the running turn: its model call is cancelled and no further tool call is dispatched.
@@ -300,7 +299,14 @@ impl SessionHandle {
 
     /// Lets queued turns finish, then ends the actor and waits for it.
     pub async fn close(&self) {
-        let _ = self.tx.send(Command::Close).await;
+        let _ = self
+            .tx
+            .send(Submission {
+                actor: None,
+                op: Op::Close,
+                events: None,
+            })
+            .await;
         let task = self.shared.task.lock().await.take();
         if let Some(t) = task {
             let _ = t.await;

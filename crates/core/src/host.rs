@@ -1,0 +1,164 @@
+//! The host facade: [`Host::open`] builds everything a front end needs from one [`HostConfig`] —
+//! the main store, every capability hub, the tool registry and the [`Agent`] — so `server` and
+//! `cli` never assemble the runtime themselves and depend on `core` alone.
+
+use crate::agent::Agent;
+use crate::config::AgentConfig;
+use crate::error::{CoreError, Result};
+use crate::moviepilot::identity::{IdentityResolver, Unconfigured};
+use crate::moviepilot::{MoviePilotAccess, MoviePilotConfig};
+use crate::services::Capabilities;
+use crate::{RegistryOptions, default_registry};
+use mpa_protocol::Actor;
+use mpa_store::Store;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything the host is built from (parsed from flags and environment by the binary; no
+/// library crate reads the environment).
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// `--data-dir` / `MPA_DATA_DIR`: the main store, memory, skills and evidence live here.
+    pub data_dir: PathBuf,
+    pub agent: AgentConfig,
+    /// Where terminal commands start.
+    pub workdir: PathBuf,
+    /// A Python virtualenv put on terminals' PATH.
+    pub venv_path: Option<PathBuf>,
+    /// Register the diagnostic `test_*` tools (`MPA_ENABLE_TEST_TOOLS`).
+    pub diagnostic_tools: bool,
+    /// The MoviePilot gateway (`MOVIEPILOT_URL`, `MOVIEPILOT_SECRET_KEY`, `MPA_AUTH`).
+    pub moviepilot: Option<MoviePilotHostConfig>,
+}
+
+/// The gateway's settings, and optionally who calls are made as (the evaluation harness and
+/// tests give a fixed table; otherwise the account store's records decide).
+#[derive(Clone)]
+pub struct MoviePilotHostConfig {
+    pub config: MoviePilotConfig,
+    pub identity: Option<Arc<dyn IdentityResolver>>,
+}
+
+impl std::fmt::Debug for MoviePilotHostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MoviePilotHostConfig")
+            .field("config", &self.config)
+            .field("identity", &self.identity.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+impl HostConfig {
+    pub fn new(data_dir: impl Into<PathBuf>, agent: AgentConfig) -> Self {
+        let data_dir = data_dir.into();
+        Self {
+            workdir: data_dir.clone(),
+            data_dir,
+            agent,
+            venv_path: None,
+            diagnostic_tools: false,
+            moviepilot: None,
+        }
+    }
+}
+
+/// A built host.
+#[derive(Clone)]
+pub struct Host {
+    agent: Agent,
+    caps: Capabilities,
+    data_dir: PathBuf,
+}
+
+impl Host {
+    /// Opens the main store under the data directory and builds every hub and the agent.
+    pub fn open(cfg: HostConfig) -> Result<Host> {
+        let store = Store::open_in(&cfg.data_dir)?;
+        let mut caps = capabilities(&cfg);
+        if let Some(mp) = &cfg.moviepilot {
+            caps.moviepilot = Some(moviepilot_access(mp)?);
+            let skills_root = cfg.data_dir.join("agent/skills");
+            match crate::moviepilot::guides::install(&skills_root, mpa_gateway::catalogue()) {
+                Ok(report) => {
+                    for name in report.kept_edits {
+                        tracing::info!(skill = %name, "public skill edited by an administrator; left as it is");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "MoviePilot operation skills not installed"),
+            }
+        }
+        let registry = default_registry(
+            &RegistryOptions {
+                diagnostic_tools: cfg.diagnostic_tools,
+            },
+            &caps,
+        );
+        let agent = Agent::new(cfg.agent, store, registry, caps.clone())?;
+        Ok(Host {
+            agent,
+            caps,
+            data_dir: cfg.data_dir,
+        })
+    }
+
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The evidence history (for `mpagent history …`).
+    pub fn history(&self) -> Result<&mpa_history::HistoryHub> {
+        self.caps
+            .history
+            .as_ref()
+            .ok_or_else(|| CoreError::EvidenceUnavailable("history is not enabled".into()))
+    }
+
+    /// The local user `name`, created on first use (local CLI use is trusted: whoever can run the
+    /// binary owns the data directory). `admin` grants admin rights for this invocation only.
+    pub async fn local_actor(&self, name: &str, admin: bool) -> Result<Actor> {
+        let user = self.agent.store().ensure_local_user(name).await?;
+        Ok(Actor {
+            user_id: user.id,
+            user_name: user.name,
+            is_admin: admin || user.is_admin,
+        })
+    }
+}
+
+fn moviepilot_access(mp: &MoviePilotHostConfig) -> Result<MoviePilotAccess> {
+    let client =
+        mpa_gateway::GatewayClient::new(mpa_gateway::GatewayConfig::new(mp.config.url.clone()))
+            .map_err(|e| CoreError::Config(e.to_string()))?;
+    let identity: Arc<dyn IdentityResolver> = match &mp.identity {
+        Some(custom) => Arc::clone(custom),
+        None => Arc::new(Unconfigured),
+    };
+    Ok(MoviePilotAccess { client, identity })
+}
+
+fn capabilities(cfg: &HostConfig) -> Capabilities {
+    let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
+        workdir: cfg.workdir.clone(),
+        venv_path: cfg.venv_path.clone(),
+        spill_dir: cfg.data_dir.join("agent/runtime/exec/output"),
+    });
+    let skills = mpa_learning::Skills::new(cfg.data_dir.clone());
+    for line in skills.recover_on_start() {
+        tracing::warn!("skills recovery: {line}");
+    }
+    Capabilities {
+        exec: Some(exec),
+        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
+            cfg.data_dir.clone(),
+        ))),
+        skills: Some(skills),
+        history: Some(mpa_history::HistoryHub::new(
+            mpa_history::HistoryConfig::new(cfg.data_dir.clone()),
+        )),
+        moviepilot: None,
+    }
+}

@@ -1,0 +1,113 @@
+//! Who a gateway call is made as. MoviePilot's REST API takes only JWT bearers (its API token
+//! works on a few integration routes only), so every call carries a token for the acting user:
+//! the user's own token from signing in with MoviePilot, or one the host mints with
+//! `MOVIEPILOT_SECRET_KEY` for the MoviePilot user recorded for (or linked to) this host user —
+//! never another user's. Tokens are never logged and never part of an error.
+
+use async_trait::async_trait;
+use mpa_gateway::BearerToken;
+use mpa_protocol::Actor;
+use std::time::Duration;
+
+/// Minted tokens live this long; a call never takes longer than the longest gateway timeout.
+pub const MINTED_TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// Why no token can be had for a user. Each carries its user-facing text (English / Chinese).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// A local account not linked to a MoviePilot user.
+    #[error(
+        "this account is not linked to a MoviePilot user; an administrator can link it with `mpagent user link` / 此账户尚未关联 MoviePilot 用户"
+    )]
+    NotLinked,
+    /// The user's MoviePilot sign-in expired and the host cannot mint a new token.
+    #[error(
+        "the MoviePilot sign-in of this account has expired; sign in again / MoviePilot 登录已过期，请重新登录"
+    )]
+    SignInAgain,
+    /// The gateway is configured without a way to authenticate (no secret key, no sign-in).
+    #[error(
+        "MoviePilot access is not configured for this host (MOVIEPILOT_SECRET_KEY or MPA_AUTH=moviepilot) / 未配置 MoviePilot 访问"
+    )]
+    NotConfigured,
+    #[error("the account store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl IdentityError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            IdentityError::NotLinked => "moviepilot_not_linked",
+            IdentityError::SignInAgain => "moviepilot_sign_in_again",
+            IdentityError::NotConfigured => "moviepilot_not_configured",
+            IdentityError::Unavailable(_) => "storage_unavailable",
+        }
+    }
+}
+
+/// The MoviePilot user a host user acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoviePilotUser {
+    pub id: String,
+    pub name: String,
+}
+
+#[async_trait]
+pub trait IdentityResolver: Send + Sync {
+    /// A bearer for `actor`'s own calls.
+    async fn bearer(&self, actor: &Actor) -> Result<BearerToken, IdentityError>;
+}
+
+/// Mints a token for `user`; `super_user` only when the acting host account is an admin.
+pub fn mint_for(
+    secret_key: &str,
+    user: &MoviePilotUser,
+    actor: &Actor,
+) -> Result<BearerToken, IdentityError> {
+    mpa_gateway::mint_token(
+        secret_key,
+        &user.id,
+        &user.name,
+        actor.is_admin,
+        if actor.is_admin { 2 } else { 1 },
+        MINTED_TOKEN_TTL,
+    )
+    .map_err(|_| IdentityError::NotConfigured)
+}
+
+/// Resolves through a lookup of the recorded/linked MoviePilot user (the account store's link in
+/// production; a fixed table in tests and the evaluation harness).
+pub struct MintingResolver<F> {
+    secret_key: String,
+    lookup: F,
+}
+
+impl<F> MintingResolver<F> {
+    pub fn new(secret_key: impl Into<String>, lookup: F) -> Self {
+        Self {
+            secret_key: secret_key.into(),
+            lookup,
+        }
+    }
+}
+
+#[async_trait]
+impl<F> IdentityResolver for MintingResolver<F>
+where
+    F: Fn(&Actor) -> Option<MoviePilotUser> + Send + Sync,
+{
+    async fn bearer(&self, actor: &Actor) -> Result<BearerToken, IdentityError> {
+        let user = (self.lookup)(actor).ok_or(IdentityError::NotLinked)?;
+        mint_for(&self.secret_key, &user, actor)
+    }
+}
+
+/// A gateway configured without any way to authenticate.
+pub struct Unconfigured;
+
+#[async_trait]
+impl IdentityResolver for Unconfigured {
+    async fn bearer(&self, _actor: &Actor) -> Result<BearerToken, IdentityError> {
+        Err(IdentityError::NotConfigured)
+    }
+}

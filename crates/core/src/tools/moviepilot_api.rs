@@ -1,0 +1,224 @@
+//! `moviepilot_api` (spec runtime.md §11): one tool over the whole MoviePilot operation catalogue.
+//! The call names an operation and gives only its declared inputs; the host builds the request
+//! (route, method, headers, the acting user's own token), so no argument can choose a URL, a
+//! header, a token or an HTTP method. The effect class is the operation's, decided per call, so
+//! policy, the write ledger and read-only scopes see `subscription.list` as a read and
+//! `download.add` as an external side effect.
+
+use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
+use crate::moviepilot::MoviePilotAccess;
+use async_trait::async_trait;
+use mpa_gateway::{CallContext, GatewayError, Operation, catalogue};
+use mpa_protocol::{EffectClass, Outcome};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+pub const NAME: &str = "moviepilot_api";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoviePilotApiArgs {
+    /// The operation id, exactly as the catalogue names it (e.g. `media.search`,
+    /// `subscription.add`); the `moviepilot-api-<category>` skills list them with their inputs.
+    pub operation_id: String,
+    /// Values for the route's placeholders only (e.g. `{"subscribe_id": 3}`).
+    #[serde(default)]
+    pub path_params: Option<Map<String, Value>>,
+    /// The operation's declared query fields only, as an object (never flattened into the URL).
+    #[serde(default)]
+    pub query: Option<Map<String, Value>>,
+    /// The request body when the operation declares one: a JSON object or array (or the literal
+    /// "dev" for `system.upgrade.dev`).
+    #[serde(default)]
+    pub body: Option<Value>,
+}
+
+pub struct MoviePilotApi {
+    pub access: MoviePilotAccess,
+}
+
+fn op_of(args: &MoviePilotApiArgs) -> Option<&'static Operation> {
+    catalogue().get(&args.operation_id)
+}
+
+/// `{success:false, [execution_outcome:"unknown",] …}`.
+fn failure(v: Map<String, Value>, outcome: Outcome) -> ToolOutput {
+    let mut ordered = Map::new();
+    ordered.insert("success".into(), Value::Bool(false));
+    if outcome == Outcome::Unknown {
+        ordered.insert("execution_outcome".into(), json!("unknown"));
+    }
+    ordered.extend(v);
+    ToolOutput::json(&Value::Object(ordered), outcome)
+}
+
+fn obj(pairs: Value) -> Map<String, Value> {
+    match pairs {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn contract(op: &Operation) -> Value {
+    serde_json::to_value(op.input_contract()).unwrap_or(Value::Null)
+}
+
+/// The description names the categories, not 229 operations.
+fn description() -> String {
+    let cats = catalogue().categories().join(", ");
+    format!(
+        "Call MoviePilot's REST API: search and look up media, subscribe, search torrents and add downloads, \
+         read the download and transfer queues and the library, manage sites, settings, plugins, workflows and \
+         scheduled jobs. Give `operation_id` and only the inputs its contract declares: `path_params` (route \
+         placeholders), `query` (declared query fields, as an object) and `body`. Operation categories: {cats}. \
+         Each category's operations and input contracts are in the skill `moviepilot-api-<category>` — read it \
+         with skill_view before using an operation you do not know. Administrator operations need an \
+         administrator. A result's outcome is what MoviePilot answered: pending (accepted, not finished) and \
+         unknown (may or may not have happened; verify read-only before any retry) are not success."
+    )
+}
+
+#[async_trait]
+impl TypedTool for MoviePilotApi {
+    type Args = MoviePilotApiArgs;
+    const NAME: &'static str = NAME;
+
+    fn description(&self) -> String {
+        description()
+    }
+
+    fn meta(&self) -> ToolMeta {
+        // Decided per call from the operation; an unknown operation is treated as a write.
+        ToolMeta::new(EffectClass::Unknown)
+    }
+
+    fn effect(&self, args: &MoviePilotApiArgs) -> EffectClass {
+        op_of(args).map_or(EffectClass::Unknown, |op| op.effect)
+    }
+
+    fn requires_admin(&self, args: &MoviePilotApiArgs) -> bool {
+        op_of(args).is_some_and(|op| op.role.requires_admin())
+    }
+
+    async fn run(&self, ctx: ToolContext, args: MoviePilotApiArgs) -> ToolOutput {
+        let op = match catalogue().lookup(&args.operation_id) {
+            Ok(op) => op,
+            Err(GatewayError::UnknownOperation { id, suggestions }) => {
+                return failure(
+                    obj(json!({
+                        "error": "unknown_operation",
+                        "operation_id": id,
+                        "message": format!(
+                            "there is no MoviePilot operation {id:?}; check the moviepilot-api-<category> skills"
+                        ),
+                        "did_you_mean": suggestions,
+                    })),
+                    Outcome::Failed,
+                );
+            }
+            Err(e) => {
+                return failure(
+                    obj(json!({"error": "unknown_operation", "message": e.to_string()})),
+                    Outcome::Failed,
+                );
+            }
+        };
+        let none = Value::Null;
+        let path_params = args.path_params.map(Value::Object);
+        let query = args.query.map(Value::Object);
+        let body = args.body.unwrap_or(Value::Null);
+        let prepared = match op.prepare(
+            path_params.as_ref().unwrap_or(&none),
+            query.as_ref().unwrap_or(&none),
+            &body,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                return failure(
+                    obj(json!({
+                        "error": "invalid_input",
+                        "operation_id": op.id,
+                        "message": format!("{e}; nothing was sent"),
+                        "input_contract": contract(op),
+                    })),
+                    Outcome::Failed,
+                );
+            }
+        };
+        let token = match self.access.identity.bearer(&ctx.actor).await {
+            Ok(t) => t,
+            Err(e) => {
+                return failure(
+                    obj(json!({
+                        "error": e.code(),
+                        "operation_id": op.id,
+                        "message": format!("{e}; nothing was sent"),
+                    })),
+                    Outcome::Failed,
+                );
+            }
+        };
+        let call = CallContext {
+            token,
+            session_id: Some(ctx.session_id.clone()),
+            channel: Some(ctx.channel.clone()),
+            source: Some(
+                if ctx.review.is_some() {
+                    "background"
+                } else {
+                    "agent"
+                }
+                .to_string(),
+            ),
+        };
+        match self.access.client.send(&prepared, &call).await {
+            Ok(resp) => {
+                let mut result = resp.result_json();
+                // Secrets never reach the model unless the user confirmed a secret read.
+                mpa_gateway::redact_secrets(&mut result);
+                let rejected = result.get("success") == Some(&Value::Bool(false));
+                let outcome = if rejected {
+                    Outcome::Failed
+                } else {
+                    op.success_outcome()
+                };
+                ToolOutput::json(&result, outcome)
+            }
+            Err(GatewayError::Api(api)) => {
+                let mut v = obj(json!({
+                    "error": "api_error",
+                    "operation_id": op.id,
+                    "status_code": api.status,
+                    "data": api.data,
+                }));
+                if matches!(api.status, 400 | 422) {
+                    v.insert(
+                        "guidance".into(),
+                        json!("MoviePilot refused the input: correct it against the input contract; do not repeat the same call"),
+                    );
+                    v.insert("input_contract".into(), contract(op));
+                }
+                failure(v, Outcome::Failed)
+            }
+            Err(e @ GatewayError::MaybeSent { .. }) => failure(
+                obj(json!({
+                    "error": "operation_unavailable",
+                    "operation_id": op.id,
+                    "message": format!(
+                        "{e}. It may already have taken effect; verify read-only before retrying"
+                    ),
+                })),
+                Outcome::Unknown,
+            ),
+            Err(e) => failure(
+                obj(json!({
+                    "error": "operation_unavailable",
+                    "operation_id": op.id,
+                    "message": format!("{e}; nothing happened in MoviePilot"),
+                })),
+                Outcome::Failed,
+            ),
+        }
+    }
+}

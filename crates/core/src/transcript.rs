@@ -1,0 +1,113 @@
+//! A session's active messages, plus what the evidence capture has already taken from them.
+//!
+//! Messages are only appended during a turn (the end stage may annotate this turn's messages:
+//! redaction, the plan snapshot, an interruption notice), so "captured" is a watermark: everything
+//! before it is in the evidence store. A capped tool result keeps its full content beside it until
+//! it is captured, so the evidence store gets the whole result while the model reads the preview.
+
+use mpa_protocol::Message;
+use std::collections::HashMap;
+
+#[derive(Debug, Default, Clone)]
+pub struct Transcript {
+    messages: Vec<Message>,
+    captured: usize,
+    /// Full contents of capped tool results not yet captured, by message index.
+    full: HashMap<usize, String>,
+}
+
+impl Transcript {
+    /// A transcript loaded from a snapshot: everything in it was captured when it was written.
+    pub fn restored(messages: Vec<Message>) -> Self {
+        Self {
+            captured: messages.len(),
+            messages,
+            full: HashMap::new(),
+        }
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    pub fn push(&mut self, m: Message) {
+        self.messages.push(m);
+    }
+
+    /// Appends a tool result whose message holds a capped preview of `full`.
+    pub fn push_with_full(&mut self, m: Message, full: Option<String>) {
+        if let Some(full) = full {
+            self.full.insert(self.messages.len(), full);
+        }
+        self.messages.push(m);
+    }
+
+    /// The messages from `from` on, to annotate at the end of a turn.
+    pub fn tail_mut(&mut self, from: usize) -> &mut [Message] {
+        let from = from.min(self.messages.len());
+        &mut self.messages[from..]
+    }
+
+    /// The messages not yet captured, each with its full content when the message holds a
+    /// preview. Call [`Transcript::mark_captured`] once they are stored.
+    pub fn uncaptured(&mut self) -> (usize, Vec<(&mut Message, Option<String>)>) {
+        let from = self.captured;
+        let full = &self.full;
+        let items = self.messages[from..]
+            .iter_mut()
+            .enumerate()
+            .map(|(i, m)| (m, full.get(&(from + i)).cloned()))
+            .collect();
+        (from, items)
+    }
+
+    /// Everything up to `upto` is in the evidence store; their full contents are dropped.
+    pub fn mark_captured(&mut self, upto: usize) {
+        self.captured = upto.min(self.messages.len()).max(self.captured);
+        let captured = self.captured;
+        self.full.retain(|i, _| *i >= captured);
+    }
+
+    pub fn captured(&self) -> usize {
+        self.captured
+    }
+
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpa_protocol::Outcome;
+
+    #[test]
+    fn the_watermark_moves_only_forward_and_full_contents_last_until_captured() {
+        let mut t = Transcript::restored(vec![Message::user("old")]);
+        assert_eq!(t.uncaptured().1.len(), 0);
+        t.push(Message::user("new"));
+        t.push_with_full(
+            Message::tool("c", "x", "preview", Outcome::Succeeded),
+            Some("the whole result".into()),
+        );
+        let (from, items) = t.uncaptured();
+        assert_eq!(from, 1);
+        let full: Vec<Option<String>> = items.into_iter().map(|(_, f)| f).collect();
+        assert_eq!(full, vec![None, Some("the whole result".into())]);
+        // A failed flush asks again and gets the full content again.
+        assert_eq!(t.uncaptured().1[1].1.as_deref(), Some("the whole result"));
+        t.mark_captured(3);
+        t.mark_captured(1);
+        assert_eq!(t.captured(), 3);
+        assert!(t.uncaptured().1.is_empty());
+    }
+}

@@ -1,0 +1,466 @@
+//! `moviepilot_api` against the fake MoviePilot over real HTTP: every error code with its whole
+//! JSON result (and, for refused calls, an empty request log at the fake), per-call effect and
+//! admin decisions, the lost receipt, pending `scheduler.run`, redaction, and every catalogue
+//! operation reaching its route.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
+use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, WorldState};
+use mpa_protocol::{Actor, EffectClass, Outcome};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const SECRET: &str = "test-secret";
+
+struct Env {
+    _dir: tempfile::TempDir,
+    host: Host,
+    fake: FakeHandle,
+    admin: Actor,
+    alice: Actor,
+    bob: Actor,
+}
+
+fn world() -> WorldState {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../eval/worlds/demo.json"
+    ))
+    .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    WorldState::from_value(v["state"].clone()).unwrap()
+}
+
+async fn env() -> Env {
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+        .await
+        .unwrap();
+    let url = fake.url();
+    env_at(fake, url).await
+}
+
+/// A host whose gateway points at `url` (the fake's, or a closed port).
+async fn env_at(fake: FakeHandle, url: String) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    // Host users admin and alice are linked to the fake's users 1 and 2; bob to nobody.
+    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
+        "admin" => Some(MoviePilotUser {
+            id: "1".into(),
+            name: "admin".into(),
+        }),
+        "alice" => Some(MoviePilotUser {
+            id: "2".into(),
+            name: "alice".into(),
+        }),
+        _ => None,
+    });
+    let mut cfg = HostConfig::new(
+        dir.path().join("data"),
+        AgentConfig::new(mpa_model::ModelConfig::default()),
+    );
+    cfg.moviepilot = Some(MoviePilotHostConfig {
+        config: MoviePilotConfig {
+            url,
+            secret_key: Some(SECRET.into()),
+            auth: AuthMode::Local,
+        },
+        identity: Some(Arc::new(resolver)),
+    });
+    let host = Host::open(cfg).unwrap();
+    let admin = host.local_actor("admin", true).await.unwrap();
+    let alice = host.local_actor("alice", false).await.unwrap();
+    let bob = host.local_actor("bob", false).await.unwrap();
+    Env {
+        _dir: dir,
+        host,
+        fake,
+        admin,
+        alice,
+        bob,
+    }
+}
+
+impl Env {
+    async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
+        let (out, outcome) = self
+            .host
+            .agent()
+            .run_tool(actor, "s1", "moviepilot_api", args)
+            .await
+            .unwrap();
+        assert_eq!(out.outcome, outcome);
+        (serde_json::from_str(&out.content).unwrap(), outcome)
+    }
+
+    fn requests(&self) -> usize {
+        self.fake.ledger().len()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_goes_out_with_the_users_token_and_the_agent_headers() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(
+            &e.alice,
+            json!({"operation_id": "media.search", "query": {"title": "三体"}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded);
+    assert_eq!(v["success"], true);
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["media_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"204541") && ids.contains(&"108545"), "{v}");
+    let ledger = e.fake.ledger();
+    assert_eq!(ledger.len(), 1);
+    let a = &ledger[0];
+    assert_eq!(a.method, "GET");
+    assert_eq!(a.operation_id.as_deref(), Some("media.search"));
+    assert_eq!(a.user.as_ref().unwrap().name, "alice", "alice's own token");
+    assert!(!a.user.as_ref().unwrap().super_user);
+    assert_eq!(a.agent.session.as_deref(), Some("s1"));
+    assert_eq!(a.agent.source.as_deref(), Some("agent"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_operation_lists_close_matches_and_sends_nothing() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(&e.admin, json!({"operation_id": "subscription.lst"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["error"], "unknown_operation");
+    assert_eq!(v["operation_id"], "subscription.lst");
+    assert_eq!(v["did_you_mean"][0], "subscription.list", "{v}");
+    assert_eq!(e.requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_input_carries_the_contract_and_sends_nothing() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "subscription.list", "query": {"page": 0}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "invalid_input");
+    assert_eq!(v["operation_id"], "subscription.list");
+    assert!(
+        v["message"].as_str().unwrap().ends_with("nothing was sent"),
+        "{v}"
+    );
+    assert_eq!(v["input_contract"]["operation_id"], "subscription.list");
+    assert_eq!(v["input_contract"]["method"], "GET");
+    let (v, _) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "subscription.list", "query": {"bogus": 1}}),
+        )
+        .await;
+    assert_eq!(v["error"], "invalid_input");
+    assert!(v["message"].as_str().unwrap().contains("bogus"), "{v}");
+    assert_eq!(e.requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn extra_top_level_keys_are_refused() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "subscription.list", "url": "http://evil.invalid/"}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "invalid_arguments");
+    assert!(v["message"].as_str().unwrap().contains("url"), "{v}");
+    assert_eq!(e.requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_operation_is_refused_to_a_non_admin_before_any_request() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "scheduler.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        v,
+        json!({"success": false, "error": "permission_denied",
+            "message": "moviepilot_api is available to administrators only; ask an administrator or use another tool"})
+    );
+    assert_eq!(e.requests(), 0);
+    let (v, outcome) = e
+        .call(&e.admin, json!({"operation_id": "scheduler.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    assert!(e.fake.ledger()[0].user.as_ref().unwrap().super_user);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlinked_account_gets_moviepilot_not_linked() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(&e.bob, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "moviepilot_not_linked");
+    assert_eq!(v["operation_id"], "subscription.list");
+    assert!(v["message"].as_str().unwrap().contains("mpagent user link"));
+    assert_eq!(e.requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_errors_become_api_error_with_guidance_on_422() {
+    let e = env().await;
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "subscription.list",
+            "action": {"kind": "respond", "status": 503, "body": {"detail": "maintenance"}}
+        }))
+        .unwrap(),
+    );
+    let (v, outcome) = e
+        .call(&e.admin, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        v,
+        json!({"success": false, "error": "api_error", "operation_id": "subscription.list",
+            "status_code": 503, "data": {"detail": "maintenance"}})
+    );
+    e.fake.set_faults(vec![
+        serde_json::from_value::<Fault>(json!({
+            "operation": "subscription.list",
+            "action": {"kind": "respond", "status": 422, "body": {"detail": [{"msg": "bad page"}]}}
+        }))
+        .unwrap(),
+    ]);
+    let (v, _) = e
+        .call(&e.admin, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(v["error"], "api_error");
+    assert_eq!(v["status_code"], 422);
+    assert!(v["guidance"].as_str().unwrap().contains("input contract"));
+    assert_eq!(v["input_contract"]["operation_id"], "subscription.list");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_receipt_is_unknown_with_the_verify_note_and_the_write_landed_once() {
+    let e = env().await;
+    let before = e.fake.snapshot().downloads.len();
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "download.add", "action": {"kind": "drop"}
+        }))
+        .unwrap(),
+    );
+    let magnet = "magnet:?xt=urn:btih:0123456789abcdef0123456789abcdef01234567&dn=Three.Body";
+    let (v, outcome) = e
+        .call(
+            &e.alice,
+            json!({"operation_id": "download.add", "body": {
+                "torrent_in": {"title": "Three Body S01", "enclosure": magnet},
+                "media_source": "themoviedb", "media_id": "204541"}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Unknown);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["execution_outcome"], "unknown");
+    assert_eq!(v["error"], "operation_unavailable");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("may already have taken effect; verify read-only"),
+        "{v}"
+    );
+    assert_eq!(
+        e.fake.snapshot().downloads.len(),
+        before + 1,
+        "the write landed once"
+    );
+    let posts = e
+        .fake
+        .ledger()
+        .iter()
+        .filter(|a| a.operation_id.as_deref() == Some("download.add"))
+        .count();
+    assert_eq!(posts, 1, "the gateway never resends a write");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_that_never_left_is_failed_not_unknown() {
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let e = env_at(fake, url.clone()).await;
+    let (v, outcome) = e
+        .call(&e.admin, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "operation_unavailable");
+    assert!(v.get("execution_outcome").is_none());
+    let msg = v["message"].as_str().unwrap();
+    assert!(msg.contains("nothing happened"), "{msg}");
+    assert!(!msg.contains(&url), "no address in the message: {msg}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scheduler_run_success_is_pending() {
+    let e = env().await;
+    let (jobs, _) = e
+        .call(&e.admin, json!({"operation_id": "scheduler.list"}))
+        .await;
+    let id = jobs["data"][0]["id"].as_str().unwrap().to_string();
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "scheduler.run", "query": {"jobid": id}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Pending, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_in_results_are_redacted() {
+    let e = env().await;
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "config.system.get", "query": {"include_values": true, "show_secrets": true}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    let text = v.to_string();
+    assert!(text.contains(mpa_gateway::REDACTED), "{text}");
+    // The fake's demo secrets never reach the tool result.
+    for secret in ["demo-password", "demo-emby-key", "demo-tmdb-key"] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_effect_class_is_decided_per_call() {
+    let e = env().await;
+    let reg = e.host.agent().services().tools.clone();
+    let tool = reg.get("moviepilot_api").unwrap();
+    assert_eq!(tool.meta.effect, EffectClass::Unknown);
+    let effect = |args: Value| tool.tool.prepare(args).ok().unwrap().effect();
+    assert_eq!(
+        effect(json!({"operation_id": "subscription.list"})),
+        EffectClass::SafeRead
+    );
+    assert_eq!(
+        effect(json!({"operation_id": "download.add"})),
+        EffectClass::ExternalSideEffect
+    );
+    assert_eq!(
+        effect(json!({"operation_id": "subscription.delete"})),
+        EffectClass::DestructiveWrite
+    );
+    assert_eq!(
+        effect(json!({"operation_id": "no.such"})),
+        EffectClass::Unknown
+    );
+}
+
+fn sample(kind: &mpa_gateway::FieldKind, f: &mpa_gateway::Field) -> Value {
+    use mpa_gateway::FieldKind as K;
+    match kind {
+        K::String | K::Named(_) => match f.name {
+            "source" => json!("tmdb"),
+            "action" => json!("start"),
+            _ => json!("x1"),
+        },
+        K::Integer | K::Number => json!(f.minimum.unwrap_or(1).max(1)),
+        K::Boolean => json!(true),
+        K::Enum(v) => json!(v[0]),
+        K::Const(c) => json!(c),
+        K::Array(inner) => json!([sample(inner, f)]),
+    }
+}
+
+/// The smallest call the operation's contract accepts.
+fn minimal_args(op: &mpa_gateway::Operation) -> (Value, String) {
+    let mut path = op.path.to_string();
+    let mut params = serde_json::Map::new();
+    for f in &op.path_params {
+        let v = sample(&f.kind, f);
+        let text = match &v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        path = path.replace(&format!("{{{}}}", f.name), &text);
+        params.insert(f.name.into(), v);
+    }
+    let mut query = serde_json::Map::new();
+    for f in op.query.iter().filter(|f| f.required) {
+        query.insert(f.name.into(), sample(&f.kind, f));
+    }
+    let mut args = json!({"operation_id": op.id});
+    if !params.is_empty() {
+        args["path_params"] = Value::Object(params);
+    }
+    if !query.is_empty() {
+        args["query"] = Value::Object(query);
+    }
+    if op.body.required {
+        use mpa_gateway::BodyKind as B;
+        args["body"] = match &op.body.kind {
+            B::None => Value::Null,
+            B::Object { fields, .. } => {
+                let mut m = serde_json::Map::new();
+                for f in fields.iter().filter(|f| f.required) {
+                    m.insert(f.name.into(), sample(&f.kind, f));
+                }
+                if m.is_empty() {
+                    m.insert("name".into(), json!("x1"));
+                }
+                Value::Object(m)
+            }
+            B::Array { .. } => json!([]),
+            B::ArrayOrObject { .. } => json!({}),
+            B::Literal(s) => json!(s),
+        };
+    }
+    (args, path)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_catalogue_operation_reaches_its_route_and_an_invalid_call_is_refused_with_its_contract()
+ {
+    let e = env().await;
+    let cat = mpa_gateway::catalogue();
+    assert_eq!(cat.len(), 229);
+    for op in cat.operations() {
+        let (args, path) = minimal_args(op);
+        let before = e.requests();
+        let (v, _) = e.call(&e.admin, args.clone()).await;
+        let ledger = e.fake.ledger();
+        assert_eq!(ledger.len(), before + 1, "{}: {v}", op.id);
+        let a = ledger.last().unwrap();
+        assert_eq!(a.method, op.method.to_string(), "{}", op.id);
+        assert_eq!(a.path, path, "{}", op.id);
+        // An extra query key is refused with the operation's contract, and sends nothing.
+        let mut bad = args;
+        bad["query"]["no_such_field"] = json!(1);
+        let (v, outcome) = e.call(&e.admin, bad).await;
+        assert_eq!(outcome, Outcome::Failed);
+        assert_eq!(v["error"], "invalid_input", "{}: {v}", op.id);
+        assert_eq!(v["input_contract"]["operation_id"], op.id);
+        assert_eq!(e.requests(), before + 1, "{}", op.id);
+    }
+}

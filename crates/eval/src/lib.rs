@@ -1,0 +1,57 @@
+//! `mpa-eval` — the fake MoviePilot: a real HTTP server on MoviePilot's paths that the agent's
+//! gateway talks to in tests, in the evaluation harness and in demos (`mpagent dev
+//! fake-moviepilot`). Later this crate also holds the evaluation scenarios and the oracle that
+//! reads the fake's ledger (issue 15).
+//!
+//! Public API:
+//! - [`FakeMoviePilot::start`]`(`[`FakeConfig`]`, `[`WorldState`]`)` → [`FakeHandle`]: `url()`,
+//!   `ledger()`, `snapshot()`, `initial_snapshot()`, `set_faults()` / `add_fault()`,
+//!   `token_for(user)`, `shutdown()`.
+//! - [`serve`] and [`load_state_file`]: run it from a state file ([`StateFile`]: `{"config":
+//!   {...}, "state": {...}}`); `eval/worlds/demo.json` at the repository root is an example.
+//! - State types ([`WorldState`], [`User`], [`Media`], [`Site`], …), faults ([`Fault`],
+//!   [`FaultAction`], [`FaultWhen`]), ledger records ([`Attempt`], [`Effect`],
+//!   [`Observation`]), [`magnet::infohash`], [`catalog()`] and [`SERVED_OPERATIONS`].
+//!
+//! Invariants:
+//! - Every request is one ledger [`Attempt`], refused ones too (unknown route, missing or bad
+//!   token, non-superuser, invalid input, unserved operation, fault). The ledger is reachable
+//!   only through the handle, never over HTTP, and holds no token or password.
+//! - Only records a reply actually carried are [`Observation`]s: a dropped, unsent or
+//!   fault-replaced reply has none, while its effects stay recorded.
+//! - Serving a call, deduplicating it, applying its effect, deciding post-effect faults and
+//!   writing its ledger entry happen under one lock, so parallel calls cannot double-create.
+//! - Dedup is by identity: a subscription by media (`media_source`+`media_id`, or v2 `tmdbid`
+//!   …) + season + music type; a download by infohash from the magnet, whatever its `dn=` or
+//!   hex case. A duplicate never creates and is flagged `duplicate_attempt`.
+//! - REST routes accept only HS256 JWT bearers signed with the configured secret (like
+//!   MoviePilot): none → 401, a bad/expired token or an API token → 403, a non-superuser on an
+//!   admin operation → 403. A wrong password and an unknown user get the same login error.
+//! - A `drop` fault closes the TCP connection without writing a byte, so the client sees a
+//!   transport error, never a 5xx.
+
+mod auth;
+pub mod catalog;
+mod error;
+mod faults;
+mod handler;
+mod ledger;
+pub mod magnet;
+mod server;
+mod state;
+mod world;
+
+pub use auth::{Claims, LOGIN_PATH, issue_token};
+pub use catalog::{Catalog, Operation, catalog};
+pub use error::{EvalError, Result};
+pub use faults::{Fault, FaultAction, FaultWhen};
+pub use ledger::{
+    AgentHeaders, Attempt, AttemptUser, Effect, Observation, ObservationKind, Refusal, RefusalKind,
+    Reply,
+};
+pub use server::{FakeConfig, FakeHandle, FakeMoviePilot, load_state_file, serve};
+pub use state::{
+    ConfigSection, DownloadPath, Downloader, DuplicateSubscription, LastSearch, LibraryItem, Media,
+    Restrictions, Row, SchedulerJob, Site, StateFile, Torrent, User, WorldState,
+};
+pub use world::SERVED_OPERATIONS;

@@ -1,0 +1,301 @@
+//! The server: configuration, the accept loop that serves each connection itself (so a fault
+//! can close one without a response), and the handle tests hold. Requests go to `handler`.
+
+use crate::auth;
+use crate::error::{EvalError, Result};
+use crate::faults::{Fault, FaultBook};
+use crate::handler;
+use crate::ledger::Attempt;
+use crate::state::{ConfigSection, DuplicateSubscription, Restrictions, StateFile, WorldState};
+use crate::world::World;
+use axum::Router;
+use axum::body::Body;
+use hyper_util::rt::TokioIo;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// MoviePilot's `ACCESS_TOKEN_EXPIRE_MINUTES` default: 8 days.
+const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(8 * 24 * 60 * 60);
+
+/// How the fake runs.
+#[derive(Clone)]
+pub struct FakeConfig {
+    /// Where to listen; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// MoviePilot's `SECRET_KEY` (HS256).
+    pub secret_key: String,
+    /// Lifetime of the tokens the login endpoint issues.
+    pub token_ttl: Duration,
+    pub faults: Vec<Fault>,
+    pub restrictions: Restrictions,
+    pub duplicate_subscription: DuplicateSubscription,
+}
+
+impl fmt::Debug for FakeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeConfig")
+            .field("listen", &self.listen)
+            .field("secret_key", &"<redacted>")
+            .field("token_ttl", &self.token_ttl)
+            .field("faults", &self.faults)
+            .field("restrictions", &self.restrictions)
+            .field("duplicate_subscription", &self.duplicate_subscription)
+            .finish()
+    }
+}
+
+impl FakeConfig {
+    /// Loopback on a free port, no faults, MoviePilot's defaults otherwise.
+    pub fn new(secret_key: impl Into<String>) -> FakeConfig {
+        FakeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            secret_key: secret_key.into(),
+            token_ttl: DEFAULT_TOKEN_TTL,
+            faults: Vec::new(),
+            restrictions: Restrictions::default(),
+            duplicate_subscription: DuplicateSubscription::default(),
+        }
+    }
+
+    /// From a state file's `config` section; the secret is required there.
+    pub fn from_section(section: &ConfigSection, listen: SocketAddr, origin: &str) -> Result<Self> {
+        let secret = section
+            .secret_key
+            .clone()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| EvalError::MissingSecret {
+                origin: origin.to_string(),
+            })?;
+        Ok(FakeConfig {
+            listen,
+            secret_key: secret,
+            token_ttl: section.token_ttl_minutes.map_or(DEFAULT_TOKEN_TTL, |m| {
+                Duration::from_secs(m.saturating_mul(60))
+            }),
+            faults: section.faults.clone(),
+            restrictions: section.restrictions.clone(),
+            duplicate_subscription: section.duplicate_subscription,
+        })
+    }
+}
+
+/// Reads a state file into the fake's configuration (listening on `listen`) and its world.
+pub fn load_state_file(path: &Path, listen: SocketAddr) -> Result<(FakeConfig, WorldState)> {
+    let file = StateFile::load(path)?;
+    let config = FakeConfig::from_section(&file.config, listen, &path.display().to_string())?;
+    Ok((config, file.state))
+}
+
+/// Runs the fake from a state file until `shutdown` resolves (for
+/// `mpagent dev fake-moviepilot --listen ADDR --state FILE`).
+pub async fn serve(
+    listen: SocketAddr,
+    state_file: &Path,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let (config, state) = load_state_file(state_file, listen)?;
+    let handle = FakeMoviePilot::start(config, state).await?;
+    tracing::info!(url = %handle.url(), "fake MoviePilot listening");
+    shutdown.await;
+    handle.shutdown().await;
+    Ok(())
+}
+
+pub(crate) struct Inner {
+    pub world: World,
+    pub initial: WorldState,
+    pub ledger: Vec<Attempt>,
+    pub faults: FaultBook,
+    /// A reply was dropped: the run now holds an unknown outcome.
+    pub unknown_returned: bool,
+}
+
+pub(crate) struct Shared {
+    pub secret_key: String,
+    pub token_ttl: Duration,
+    pub inner: Mutex<Inner>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic under the lock leaves plain data behind; keep serving it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The fake MoviePilot server.
+pub struct FakeMoviePilot;
+
+impl FakeMoviePilot {
+    /// Validates `state`, binds `config.listen` and serves until the handle shuts it down.
+    pub async fn start(config: FakeConfig, mut state: WorldState) -> Result<FakeHandle> {
+        state.validate("state")?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| EvalError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| EvalError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            secret_key: config.secret_key,
+            token_ttl: config.token_ttl,
+            inner: Mutex::new(Inner {
+                world: World {
+                    state: state.clone(),
+                    restrictions: config.restrictions,
+                    duplicate_subscription: config.duplicate_subscription,
+                },
+                initial: state,
+                ledger: Vec::new(),
+                faults: FaultBook::new(config.faults),
+                unknown_returned: false,
+            }),
+        });
+        let shutdown = CancellationToken::new();
+        let router = Router::new()
+            .fallback(handler::handle)
+            .with_state(shared.clone());
+        let task = tokio::spawn(accept_loop(listener, router, shutdown.clone()));
+        Ok(FakeHandle {
+            addr,
+            shared,
+            shutdown,
+            task: Some(task),
+        })
+    }
+}
+
+/// Controls a running fake. Dropping it stops the server too.
+pub struct FakeHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl FakeHandle {
+    /// `http://127.0.0.1:PORT`, the `MOVIEPILOT_URL` to give the agent.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every attempt so far, in arrival order (a copy).
+    pub fn ledger(&self) -> Vec<Attempt> {
+        self.shared.lock().ledger.clone()
+    }
+
+    /// The world now (a copy).
+    pub fn snapshot(&self) -> WorldState {
+        self.shared.lock().world.state.clone()
+    }
+
+    /// The world as it started (a copy).
+    pub fn initial_snapshot(&self) -> WorldState {
+        self.shared.lock().initial.clone()
+    }
+
+    pub fn faults(&self) -> Vec<Fault> {
+        self.shared.lock().faults.faults()
+    }
+
+    /// Replaces the faults; their counters start again from zero.
+    pub fn set_faults(&self, faults: Vec<Fault>) {
+        self.shared.lock().faults = FaultBook::new(faults);
+    }
+
+    pub fn add_fault(&self, fault: Fault) {
+        self.shared.lock().faults.push(fault);
+    }
+
+    /// A token for the named state user, exactly as the login endpoint would issue it.
+    pub fn token_for(&self, user_name: &str) -> Option<String> {
+        let inner = self.shared.lock();
+        let user = inner
+            .world
+            .state
+            .users
+            .iter()
+            .find(|u| u.name == user_name)?;
+        Some(auth::issue_token(
+            user,
+            &self.shared.secret_key,
+            self.shared.token_ttl,
+        ))
+    }
+
+    /// Stops accepting, closes every connection (stalled calls included) and waits for them.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            // The loop only ends by cancellation; a join error means it panicked, and there
+            // is nothing left to stop.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for FakeHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, router: Router, shutdown: CancellationToken) {
+    let tracker = TaskTracker::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tracker.spawn(serve_connection(stream, router.clone(), shutdown.child_token()));
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "fake MoviePilot: accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// Cancelling it closes the connection at once, without writing anything.
+#[derive(Clone)]
+pub(crate) struct ConnectionKill(pub(crate) CancellationToken);
+
+async fn serve_connection(stream: TcpStream, router: Router, kill: CancellationToken) {
+    let conn_kill = ConnectionKill(kill.clone());
+    let service =
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(conn_kill.clone());
+            router.clone().oneshot(req.map(Body::new))
+        });
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        // Errors here are the client's (resets, malformed requests): nothing to do.
+        _ = conn => {}
+        // Dropping the connection future closes the socket with no response written.
+        _ = kill.cancelled() => {}
+    }
+}

@@ -1,0 +1,436 @@
+//! The HTTP client for MoviePilot's REST API: sends a [`PreparedRequest`] with the caller's
+//! bearer token and agent headers, and types what comes back — an [`ApiResponse`], an
+//! [`ApiError`] (HTTP ≥ 400), or a transport failure split by whether the request may have
+//! reached MoviePilot (`NotSent` vs `MaybeSent`).
+//!
+//! Proxies from the environment are ignored (MoviePilot is local; a proxy would see tokens).
+//! Tokens are never logged, and errors are built from reqwest errors with the URL stripped.
+
+use crate::catalogue::{DEFAULT_TIMEOUT, HttpMethod, LONG_TIMEOUT};
+use crate::error::{GatewayError, Result};
+use crate::identity::{self, BearerToken, LoginResult};
+use crate::request::PreparedRequest;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+pub const SESSION_HEADER: &str = "x-moviepilot-agent-session";
+pub const CHANNEL_HEADER: &str = "x-moviepilot-agent-channel";
+pub const SOURCE_HEADER: &str = "x-moviepilot-agent-source";
+
+/// The sign-in route (OAuth2 password form).
+pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
+
+/// Header values are ASCII; anything else (a Chinese channel name, a space) is percent-encoded,
+/// as MoviePilot's own gateway does.
+const HEADER_VALUE: &AsciiSet = &CONTROLS.add(b' ').add(b'%').add(b'"');
+
+/// Where MoviePilot is and how long to wait for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// `MOVIEPILOT_URL`: scheme, host, port and an optional path prefix (`http://127.0.0.1:3001`).
+    pub base_url: String,
+    /// Per-request timeout (30 s).
+    pub timeout: Duration,
+    /// Timeout of long-running operations, i.e. `search.torrents` (300 s).
+    pub long_timeout: Duration,
+    /// Responses larger than this are not read to the end (the call is then `MaybeSent`).
+    pub max_response_bytes: usize,
+}
+
+impl GatewayConfig {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        GatewayConfig {
+            base_url: base_url.into(),
+            timeout: DEFAULT_TIMEOUT,
+            long_timeout: LONG_TIMEOUT,
+            max_response_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// Who a call is made for: the user's MoviePilot token and the agent context headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallContext {
+    pub token: BearerToken,
+    /// `X-MoviePilot-Agent-Session`.
+    pub session_id: Option<String>,
+    /// `X-MoviePilot-Agent-Channel` (`web`, `telegram`, …).
+    pub channel: Option<String>,
+    /// `X-MoviePilot-Agent-Source`.
+    pub source: Option<String>,
+}
+
+impl CallContext {
+    pub fn new(token: BearerToken) -> Self {
+        CallContext {
+            token,
+            session_id: None,
+            channel: None,
+            source: None,
+        }
+    }
+}
+
+/// The collection headers of a list answer (`X-Result-Count`, `X-Total-Count`, `X-Page`,
+/// `X-Page-Size`), each present only when MoviePilot sent it as an integer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Collection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_count: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_count: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+}
+
+impl Collection {
+    fn from_headers(headers: &HeaderMap) -> Option<Collection> {
+        let read = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.trim().parse::<i64>().ok())
+        };
+        let c = Collection {
+            result_count: read("x-result-count"),
+            total_count: read("x-total-count"),
+            page: read("x-page"),
+            count: read("x-page-size"),
+        };
+        (c != Collection::default()).then_some(c)
+    }
+}
+
+/// A 2xx answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub collection: Option<Collection>,
+    /// The JSON body (`{success, message, data}` for most routes, a bare list for some); a body
+    /// that is not JSON is kept as a string, an empty one is `null`.
+    pub payload: Value,
+}
+
+impl ApiResponse {
+    /// The result JSON with `collection` as the first key, so it survives truncation of a long
+    /// `data`. An object payload keeps its keys after it (a `collection` key of its own is
+    /// replaced); a list or scalar payload goes under `data`. Without collection headers the
+    /// payload is returned as it is.
+    pub fn result_json(&self) -> Value {
+        let Some(collection) = self.collection else {
+            return self.payload.clone();
+        };
+        let mut out = Map::new();
+        out.insert(
+            "collection".into(),
+            serde_json::to_value(collection).unwrap_or(Value::Null),
+        );
+        match &self.payload {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if k != "collection" {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            other => {
+                out.insert("data".into(), other.clone());
+            }
+        }
+        Value::Object(out)
+    }
+}
+
+/// MoviePilot answered with HTTP ≥ 400. `data` is its body (JSON, or the text as a string); the
+/// `Display` text leaves the body out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub operation_id: String,
+    pub status: u16,
+    pub data: Value,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "MoviePilot answered {} with HTTP {}",
+            self.operation_id, self.status
+        )
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// A MoviePilot REST client bound to one base URL. Cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct GatewayClient {
+    http: reqwest::Client,
+    base_url: String,
+    timeout: Duration,
+    long_timeout: Duration,
+    max_response_bytes: usize,
+}
+
+impl fmt::Debug for GatewayClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GatewayClient")
+            .field("timeout", &self.timeout)
+            .field("long_timeout", &self.long_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_base_url(raw: &str) -> Result<String> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(trimmed).map_err(|_| GatewayError::InvalidBaseUrl {
+        reason: "it does not parse as a URL",
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(GatewayError::InvalidBaseUrl {
+            reason: "the scheme must be http or https",
+        });
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(GatewayError::InvalidBaseUrl {
+            reason: "it names no host",
+        });
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(GatewayError::InvalidBaseUrl {
+            reason: "it must not have a query or fragment",
+        });
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The innermost cause of an error chain, for a short reason text (never holds the URL: callers
+/// strip it first).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// Sorts a reqwest failure into "certainly not sent" and "may have reached MoviePilot".
+///
+/// Only connection establishment (refused, unresolvable, unreachable, connect timeout) and
+/// request building are certain: after the first byte went out, a timeout or a dropped
+/// connection may follow a completed effect.
+fn transport_error(operation_id: &str, e: reqwest::Error, timeout: Duration) -> GatewayError {
+    let e = e.without_url();
+    let cause = root_cause(&e);
+    if e.is_builder() || e.is_connect() {
+        let what = if e.is_builder() {
+            "the request could not be built"
+        } else if e.is_timeout() {
+            "connecting timed out"
+        } else {
+            "could not connect to MoviePilot"
+        };
+        return GatewayError::NotSent {
+            operation_id: operation_id.to_owned(),
+            reason: format!("{what} ({cause})"),
+        };
+    }
+    let what = if e.is_timeout() {
+        format!("no complete answer within {} s", timeout.as_secs_f64())
+    } else if e.is_body() || e.is_decode() {
+        "the answer could not be read to the end".to_owned()
+    } else {
+        "the connection failed after the request was sent".to_owned()
+    };
+    GatewayError::MaybeSent {
+        operation_id: operation_id.to_owned(),
+        reason: format!("{what} ({cause})"),
+    }
+}
+
+fn header_text(v: &str) -> Option<HeaderValue> {
+    let v = v.trim();
+    if v.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&utf8_percent_encode(v, HEADER_VALUE).to_string()).ok()
+}
+
+fn payload_of(bytes: &[u8]) -> Value {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Value::Null;
+    }
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+impl GatewayClient {
+    /// A client for `config.base_url` (checked here: http/https with a host).
+    pub fn new(config: GatewayConfig) -> Result<Self> {
+        let base_url = check_base_url(&config.base_url)?;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            // A connect timeout is reported as a connect error, i.e. certainly not sent.
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("moviepilot-agent/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|_| GatewayError::InvalidBaseUrl {
+                reason: "the HTTP client could not be set up",
+            })?;
+        Ok(GatewayClient {
+            http,
+            base_url,
+            timeout: config.timeout,
+            long_timeout: config.long_timeout,
+            max_response_bytes: config.max_response_bytes,
+        })
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The timeout a request gets.
+    pub fn timeout_for(&self, request: &PreparedRequest) -> Duration {
+        if request.is_long_running() {
+            self.long_timeout
+        } else {
+            self.timeout
+        }
+    }
+
+    fn headers(&self, ctx: &CallContext) -> Result<HeaderMap> {
+        let mut headers = HeaderMap::new();
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", ctx.token.expose())).map_err(|_| {
+                GatewayError::InvalidIdentity {
+                    reason: "the MoviePilot token holds characters not allowed in a header",
+                }
+            })?;
+        // Keeps the value out of any Debug output of the request.
+        auth.set_sensitive(true);
+        headers.insert(AUTHORIZATION, auth);
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        for (name, value) in [
+            (SESSION_HEADER, &ctx.session_id),
+            (CHANNEL_HEADER, &ctx.channel),
+            (SOURCE_HEADER, &ctx.source),
+        ] {
+            if let Some(v) = value.as_deref().and_then(header_text) {
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        }
+        Ok(headers)
+    }
+
+    /// Reads the body up to the size limit.
+    async fn read_body(
+        &self,
+        operation_id: &str,
+        mut response: reqwest::Response,
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > self.max_response_bytes {
+                        return Err(GatewayError::MaybeSent {
+                            operation_id: operation_id.to_owned(),
+                            reason: format!(
+                                "the answer is larger than {} bytes and was not read",
+                                self.max_response_bytes
+                            ),
+                        });
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(body),
+                Err(e) => return Err(transport_error(operation_id, e, timeout)),
+            }
+        }
+    }
+
+    /// Sends a prepared call for the user in `ctx`. A 2xx answer is `Ok`; HTTP ≥ 400 is
+    /// `Err(GatewayError::Api)`; transport failures are `NotSent` or `MaybeSent`.
+    pub async fn send(&self, request: &PreparedRequest, ctx: &CallContext) -> Result<ApiResponse> {
+        let operation_id = request.operation_id();
+        let timeout = self.timeout_for(request);
+        let url = format!("{}{}", self.base_url, request.path_and_query());
+        let method = match request.method() {
+            HttpMethod::Get => reqwest::Method::GET,
+            HttpMethod::Post => reqwest::Method::POST,
+            HttpMethod::Put => reqwest::Method::PUT,
+            HttpMethod::Delete => reqwest::Method::DELETE,
+            HttpMethod::Patch => reqwest::Method::PATCH,
+        };
+        let mut builder = self
+            .http
+            .request(method, url)
+            .headers(self.headers(ctx)?)
+            .timeout(timeout);
+        if let Some(body) = request.body() {
+            builder = builder.json(body);
+        }
+        let started = Instant::now();
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport_error(operation_id, e, timeout))?;
+        let status = response.status().as_u16();
+        let collection = Collection::from_headers(response.headers());
+        let body = self.read_body(operation_id, response, timeout).await?;
+        tracing::debug!(
+            operation = operation_id,
+            status,
+            bytes = body.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "moviepilot api call"
+        );
+        let payload = payload_of(&body);
+        if status >= 400 {
+            return Err(GatewayError::Api(ApiError {
+                operation_id: operation_id.to_owned(),
+                status,
+                data: payload,
+            }));
+        }
+        Ok(ApiResponse {
+            status,
+            collection,
+            payload,
+        })
+    }
+
+    /// Signs in at MoviePilot's `POST /api/v1/login/access-token` with the OAuth2 password form.
+    /// A wrong password and an unknown user both give `LoginRejected`.
+    pub async fn login(&self, username: &str, password: &str) -> Result<LoginResult> {
+        const OP: &str = "login";
+        let response = self
+            .http
+            .post(format!("{}{LOGIN_PATH}", self.base_url))
+            .header(ACCEPT, "application/json")
+            .form(&[("username", username), ("password", password)])
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| transport_error(OP, e, self.timeout))?;
+        let status = response.status().as_u16();
+        let body = self.read_body(OP, response, self.timeout).await?;
+        match status {
+            200..=299 => identity::parse_login_answer(&body, username),
+            // 400/401: bad credentials (MoviePilot words the two cases differently; the text is
+            // dropped so they cannot be told apart).
+            400 | 401 => Err(GatewayError::LoginRejected),
+            403 => Err(GatewayError::AccountDisabled),
+            other => Err(GatewayError::LoginFailed { status: other }),
+        }
+    }
+}
