@@ -194,13 +194,13 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
         venv_path: cfg.venv_path.clone(),
         spill_dir: cfg.data_dir.join("agent/runtime/exec/output"),
     });
-    let skills = mpa_skills::SkillHub::new(cfg.data_dir.clone());
+    let skills = mpa_learning::Skills::new(cfg.data_dir.clone());
     for line in skills.recover_on_start() {
         tracing::warn!("skills recovery: {line}");
     }
     Capabilities {
         exec: Some(exec),
-        memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
             cfg.data_dir.clone(),
         ))),
         skills: Some(skills),

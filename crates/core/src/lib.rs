@@ -66,13 +66,22 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
         }));
     }
     if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
-        for op in tools::learning::LearningOp::ALL {
-            r.register(tools::json_tool(tools::learning::LearningTool {
-                op,
-                memory: memory.clone(),
-                skills: skills.clone(),
-            }));
-        }
+        use tools::{memory as mem, search_memory, skill_manage, skill_view, skills_list};
+        r.register(typed(mem::MemoryTool {
+            memory: memory.clone(),
+        }));
+        r.register(typed(search_memory::SearchMemory {
+            memory: memory.clone(),
+        }));
+        r.register(typed(skills_list::SkillsList {
+            skills: skills.clone(),
+        }));
+        r.register(typed(skill_view::SkillView {
+            skills: skills.clone(),
+        }));
+        r.register(typed(skill_manage::SkillManage {
+            skills: skills.clone(),
+        }));
     }
     if let Some(access) = &caps.moviepilot {
         r.register(typed(tools::moviepilot_api::MoviePilotApi {

@@ -11,8 +11,8 @@ use mpa_store::Store;
 #[derive(Clone, Default)]
 pub struct Capabilities {
     pub exec: Option<mpa_exec::ExecHub>,
-    pub memory: Option<mpa_memory::MemoryHub>,
-    pub skills: Option<mpa_skills::SkillHub>,
+    pub memory: Option<mpa_learning::Memory>,
+    pub skills: Option<mpa_learning::Skills>,
     pub history: Option<mpa_history::HistoryHub>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,

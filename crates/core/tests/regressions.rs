@@ -26,10 +26,10 @@ struct Opts {
 
 fn learning(data: &Path) -> Capabilities {
     Capabilities {
-        memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
             data.to_path_buf(),
         ))),
-        skills: Some(mpa_skills::SkillHub::new(data.to_path_buf())),
+        skills: Some(mpa_learning::Skills::new(data.to_path_buf())),
         ..Capabilities::default()
     }
 }

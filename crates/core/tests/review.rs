@@ -35,10 +35,10 @@ async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
             venv_path: None,
             spill_dir: data.join("spill"),
         })),
-        memory: Some(mpa_memory::MemoryHub::new(mpa_memory::MemoryConfig::new(
+        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
             data.clone(),
         ))),
-        skills: Some(mpa_skills::SkillHub::new(data.clone())),
+        skills: Some(mpa_learning::Skills::new(data.clone())),
         history: None,
         ..Capabilities::default()
     };

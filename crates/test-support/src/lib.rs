@@ -22,6 +22,7 @@
 
 mod external;
 mod fixtures;
+pub mod floors;
 mod reply;
 mod server;
 

@@ -302,16 +302,13 @@ impl Held {
                 return reconciled(&self.invocation_id);
             }
         } else {
-            match self
+            let finished = self
                 .store
                 .ledger_finish(self.id, &self.token, status_of(out.outcome))
-                .await
-            {
-                Ok(true) => {
-                    attach_receipt(&mut out, &self.invocation_id);
-                    return out;
-                }
-                Ok(false) | Err(_) => {}
+                .await;
+            if let Ok(true) = finished {
+                attach_receipt(&mut out, &self.invocation_id);
+                return out;
             }
         }
         let mut unconfirmed = answer(

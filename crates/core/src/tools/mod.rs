@@ -7,15 +7,21 @@
 //! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in
 //! [`crate::default_registry`], and accept the schema snapshot it adds (`cargo insta review`).
 
+pub mod answer;
+pub mod args;
 pub mod diagnostic;
 pub mod execute_command;
 pub mod get_tool_execution;
 pub mod invoke;
-pub mod learning;
 pub mod ledger;
+pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;
+pub mod search_memory;
 pub mod session_search;
+pub mod skill_manage;
+pub mod skill_view;
+pub mod skills_list;
 pub mod update_plan;
 
 use crate::plan::Plan;
@@ -123,6 +129,17 @@ pub struct ToolContext {
     pub session: Arc<Mutex<SessionState>>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
     pub review: Option<mpa_protocol::ReviewToken>,
+}
+
+impl ToolContext {
+    /// Who writes: the foreground turn, or a background review with its cancel flag. Decided by
+    /// the host (the review sets [`ToolContext::review`]), never by tool arguments.
+    pub fn write_origin(&self) -> mpa_protocol::WriteOrigin {
+        match &self.review {
+            Some(token) => mpa_protocol::WriteOrigin::BackgroundReview(token.clone()),
+            None => mpa_protocol::WriteOrigin::Foreground,
+        }
+    }
 }
 
 /// What a tool returns: the text the model sees (serialised once), the outcome the handler
@@ -328,8 +345,9 @@ pub fn schema_of<A: JsonSchema>() -> serde_json::Value {
     v
 }
 
-/// `Option<T>` fields come out as `type: [T, "null"]` or `anyOf: [T, {type: null}]`; an omitted
-/// field already means "none", so the `null` alternative is dropped everywhere.
+/// `Option<T>` fields come out as `type: [T, "null"]`, `anyOf: [T, {type: null}]` or (for a
+/// string enum) `enum: [..., null]`; an omitted field already means "none", so the `null`
+/// alternative is dropped everywhere.
 fn strip_null_alternatives(v: &mut serde_json::Value) {
     use serde_json::Value;
     match v {
@@ -340,6 +358,9 @@ fn strip_null_alternatives(v: &mut serde_json::Value) {
                     let only = types.remove(0);
                     obj.insert("type".into(), only);
                 }
+            }
+            if let Some(Value::Array(values)) = obj.get_mut("enum") {
+                values.retain(|v| !v.is_null());
             }
             for key in ["anyOf", "oneOf"] {
                 if let Some(Value::Array(alts)) = obj.get_mut(key) {

@@ -1,0 +1,69 @@
+//! The crate floors of DESIGN.md §1, as data, and the check the floors test runs over
+//! `cargo metadata`: who may import whom among the workspace crates.
+
+use serde_json::Value;
+
+/// Capability crates: they import only `mpa-protocol` (and external crates).
+pub const CAPABILITY: &[&str] = &[
+    "mpa-history",
+    "mpa-learning",
+    "mpa-memory",
+    "mpa-skills",
+    "mpa-exec",
+    "mpa-kernel",
+    "mpa-model",
+    "mpa-gateway",
+    "mpa-mcp",
+    "mpa-browser",
+    "mpa-store",
+    "mpa-eval",
+];
+
+/// The workspace crates `package` may depend on, normally (`dev` = false) or for its tests.
+pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = match package {
+        "mpa-protocol" => vec![],
+        "mpa-core" => {
+            let mut v = vec!["mpa-protocol"];
+            v.extend(CAPABILITY.iter().copied().filter(|c| *c != "mpa-eval"));
+            v
+        }
+        "mpa-server" => vec!["mpa-protocol", "mpa-core"],
+        "mpa-cli" => vec!["mpa-protocol", "mpa-core", "mpa-server", "mpa-eval"],
+        "mpa-test-support" => vec!["mpa-protocol"],
+        p if CAPABILITY.contains(&p) => vec!["mpa-protocol"],
+        // A crate nobody placed yet has no floor: refuse every workspace dependency.
+        _ => vec![],
+    };
+    if dev {
+        // Tests may use the mock model server and the fake MoviePilot (a real HTTP world).
+        out.extend(["mpa-test-support", "mpa-eval"]);
+    }
+    out
+}
+
+/// Every dependency edge that breaks a floor, as `"from -> to (normal|dev)"`.
+pub fn violations(metadata: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let packages = metadata["packages"].as_array().cloned().unwrap_or_default();
+    let members: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    for p in &packages {
+        let name = p["name"].as_str().unwrap_or_default();
+        for d in p["dependencies"].as_array().into_iter().flatten() {
+            let dep = d["name"].as_str().unwrap_or_default();
+            if !members.contains(&dep) {
+                continue;
+            }
+            let dev = d["kind"].as_str() == Some("dev");
+            if !allowed(name, dev).contains(&dep) {
+                out.push(format!(
+                    "{name} -> {dep} ({})",
+                    if dev { "dev" } else { "normal" }
+                ));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
