@@ -45,10 +45,9 @@ impl CliContext {
             Some(w) => w.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
-            workdir,
+        let exec = mpa_exec::Processes::new(mpa_exec::ExecConfig {
             venv_path: self.config.venv_path.clone(),
-            spill_dir: self.data_dir.join("agent/runtime/exec/output"),
+            ..mpa_exec::ExecConfig::new(workdir, self.data_dir.join("agent/runtime/exec/output"))
         });
         let skills = mpa_skills::SkillHub::new(self.data_dir.clone());
         for line in skills.recover_on_start() {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 /// Optional capability hubs (one per process), shared by the tools that adapt them.
 #[derive(Clone, Default)]
 pub struct Capabilities {
-    pub exec: Option<mpa_exec::ExecHub>,
+    pub exec: Option<mpa_exec::Processes>,
     pub memory: Option<mpa_memory::MemoryHub>,
     pub skills: Option<mpa_skills::SkillHub>,
     pub history: Option<mpa_history::HistoryHub>,

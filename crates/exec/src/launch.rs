@@ -256,11 +256,7 @@ mod tests {
     use super::*;
 
     fn cfg(dir: &Path) -> ExecConfig {
-        ExecConfig {
-            workdir: dir.to_path_buf(),
-            venv_path: None,
-            spill_dir: dir.to_path_buf(),
-        }
+        ExecConfig::new(dir.to_path_buf(), dir.to_path_buf())
     }
 
     fn req(command: &str) -> LaunchRequest {
