@@ -5,7 +5,7 @@
 
 use crate::danger::dangerous_reason;
 use crate::error::{ExecError, Result};
-use crate::launch::{self, LaunchRequest};
+use crate::launch;
 use crate::output_log::{Cursor, Page, PageError};
 use crate::processes::Processes;
 use crate::reports::{
@@ -74,17 +74,6 @@ fn check_danger(spec: &CommandSpec) -> Result<()> {
     }
 }
 
-fn launch_request(spec: &CommandSpec, use_pty: bool) -> LaunchRequest {
-    LaunchRequest {
-        command: spec.command.clone(),
-        cwd: spec.cwd.clone(),
-        shell: spec.shell.clone(),
-        login: spec.login,
-        env: spec.env.clone(),
-        use_pty,
-    }
-}
-
 fn page_size(max_bytes: usize) -> usize {
     max_bytes.clamp(1, MAX_PAGE_BYTES)
 }
@@ -96,7 +85,7 @@ impl Processes {
         self.purge();
         req.spec.validate()?;
         check_danger(&req.spec)?;
-        let launch = launch::resolve(&self.inner.cfg, &launch_request(&req.spec, false))?;
+        let launch = launch::resolve(&self.inner.cfg, &req.spec, false)?;
         let (sealed, ticket) = {
             let mut st = self.lock();
             st.touch(scope.0);
@@ -193,7 +182,7 @@ impl Processes {
         self.purge();
         req.validate()?;
         check_danger(&req.spec)?;
-        let launch = launch::resolve(&self.inner.cfg, &launch_request(&req.spec, req.use_pty))?;
+        let launch = launch::resolve(&self.inner.cfg, &req.spec, req.use_pty)?;
         {
             let mut st = self.lock();
             st.touch(scope.0);
