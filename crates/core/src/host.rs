@@ -29,6 +29,9 @@ pub struct HostConfig {
     pub diagnostic_tools: bool,
     /// The MoviePilot gateway (`MOVIEPILOT_URL`, `MOVIEPILOT_SECRET_KEY`, `MPA_AUTH`).
     pub moviepilot: Option<MoviePilotHostConfig>,
+    /// A conversation's terminals close after this long without use (`MPA_TERMINAL_IDLE_TTL`;
+    /// `None` = only when the conversation is deleted or the host stops).
+    pub terminal_idle_ttl: Option<std::time::Duration>,
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -58,6 +61,7 @@ impl HostConfig {
             venv_path: None,
             diagnostic_tools: false,
             moviepilot: None,
+            terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
         }
     }
 }
@@ -189,10 +193,13 @@ fn moviepilot_access(mp: &MoviePilotHostConfig) -> Result<MoviePilotAccess> {
 }
 
 fn capabilities(cfg: &HostConfig) -> Capabilities {
-    let exec = mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
-        workdir: cfg.workdir.clone(),
+    let exec = mpa_exec::Processes::new(mpa_exec::ExecConfig {
         venv_path: cfg.venv_path.clone(),
-        spill_dir: cfg.data_dir.join("agent/runtime/exec/output"),
+        idle_scope_ttl: cfg.terminal_idle_ttl,
+        ..mpa_exec::ExecConfig::new(
+            cfg.workdir.clone(),
+            cfg.data_dir.join("agent/runtime/exec/output"),
+        )
     });
     let skills = mpa_learning::Skills::new(cfg.data_dir.clone());
     for line in skills.recover_on_start() {

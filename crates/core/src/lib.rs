@@ -55,9 +55,9 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     use tools::{diagnostic, execute_command, typed, update_plan};
     let mut r = tools::ToolRegistry::new();
     r.register(typed(update_plan::UpdatePlan));
-    if let Some(hub) = &caps.exec {
-        r.register(tools::json_tool(execute_command::ExecuteCommand {
-            hub: hub.clone(),
+    if let Some(processes) = &caps.exec {
+        r.register(typed(execute_command::ExecuteCommand {
+            processes: processes.clone(),
         }));
     }
     if let Some(hub) = &caps.history {

@@ -10,7 +10,7 @@ use mpa_store::Store;
 /// Optional capability hubs (one per process), shared by the tools that adapt them.
 #[derive(Clone, Default)]
 pub struct Capabilities {
-    pub exec: Option<mpa_exec::ExecHub>,
+    pub exec: Option<mpa_exec::Processes>,
     pub memory: Option<mpa_learning::Memory>,
     pub skills: Option<mpa_learning::Skills>,
     pub history: Option<mpa_history::HistoryHub>,

@@ -24,8 +24,22 @@ struct Opts {
     skill_interval: u32,
 }
 
+impl Opts {
+    fn idle(idle: Duration) -> Self {
+        Opts {
+            idle,
+            memory_interval: 0,
+            skill_interval: 0,
+        }
+    }
+}
+
 fn learning(data: &Path) -> Capabilities {
     Capabilities {
+        exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
+            data.to_path_buf(),
+            data.join("spill"),
+        ))),
         memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
             data.to_path_buf(),
         ))),
@@ -39,10 +53,11 @@ async fn env(mock: &MockModelServer, o: Opts) -> Env {
     let data = dir.path().join("data");
     let store = Store::open_in(&data).unwrap();
     let user = store.ensure_local_user("kim").await.unwrap();
+    // An administrator, so terminals are available.
     let actor = Actor {
         user_id: user.id,
         user_name: user.name,
-        is_admin: false,
+        is_admin: true,
     };
     let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
         base_url: mock.base_url.clone(),
@@ -323,4 +338,57 @@ async fn host_commands_do_not_count_as_user_turns_when_the_memory_counter_is_res
     assert_eq!(reqs.len(), 2, "the memory review ran");
     assert!(last_user_text(&reqs[1]).contains(REVIEW_MARK));
     let _ = &e.data;
+}
+
+fn running_sessions(req: &Value, call_id: &str) -> i64 {
+    let msgs = req["messages"].as_array().unwrap();
+    let result = msgs.iter().find(|m| m["tool_call_id"] == call_id).unwrap()["content"]
+        .as_str()
+        .unwrap();
+    let v: Value = serde_json::from_str(result).unwrap();
+    v["running"].as_i64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_terminal_survives_an_idle_reload_and_dies_with_the_chat() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, Opts::idle(Duration::from_millis(300))).await;
+    mock.push(MockReply::tool_calls(&[(
+        "t1",
+        "execute_command",
+        json!({"action": "start", "command": "sleep 120"}),
+    )]));
+    mock.push(MockReply::text("Started."));
+    assert_eq!(
+        e.turn("term", "start a long job").await,
+        TurnStatus::Completed
+    );
+    e.reclaimed("term").await;
+    // The conversation comes back: its terminal is still there.
+    mock.push(MockReply::tool_calls(&[(
+        "t2",
+        "execute_command",
+        json!({"action": "list"}),
+    )]));
+    mock.push(MockReply::text("Still running."));
+    assert_eq!(
+        e.turn("term", "is it running?").await,
+        TurnStatus::Completed
+    );
+    let reqs = mock.requests();
+    assert_eq!(running_sessions(&reqs[3], "t2"), 1, "the terminal survived");
+    // Deleting the chat ends it.
+    e.agent.delete_session(&e.actor, "term").await.unwrap();
+    mock.push(MockReply::tool_calls(&[(
+        "t3",
+        "execute_command",
+        json!({"action": "list"}),
+    )]));
+    mock.push(MockReply::text("Nothing."));
+    assert_eq!(
+        e.turn("term", "anything left?").await,
+        TurnStatus::Completed
+    );
+    let reqs = mock.requests();
+    assert_eq!(running_sessions(&reqs[5], "t3"), 0, "closed with the chat");
 }

@@ -30,11 +30,10 @@ async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
         is_admin: true,
     };
     let caps = Capabilities {
-        exec: Some(mpa_exec::ExecHub::new(mpa_exec::ExecConfig {
-            workdir: dir.path().to_path_buf(),
-            venv_path: None,
-            spill_dir: data.join("spill"),
-        })),
+        exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
+            dir.path().to_path_buf(),
+            data.join("spill"),
+        ))),
         memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
             data.clone(),
         ))),

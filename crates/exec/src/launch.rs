@@ -4,6 +4,7 @@
 
 use crate::ExecConfig;
 use crate::error::{ExecError, Result};
+use crate::requests::CommandSpec;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
@@ -13,17 +14,6 @@ use std::path::{Path, PathBuf};
 const KNOWN_SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ash", "ksh", "mksh", "fish", "csh", "tcsh",
 ];
-
-/// What the caller asked for.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LaunchRequest {
-    pub command: String,
-    pub cwd: Option<String>,
-    pub shell: Option<String>,
-    pub login: Option<bool>,
-    pub env: Vec<(String, String)>,
-    pub use_pty: bool,
-}
 
 /// A fully resolved spawn.
 #[derive(Debug, Clone)]
@@ -55,10 +45,11 @@ impl Launch {
     }
 }
 
-pub(crate) fn resolve(cfg: &ExecConfig, req: &LaunchRequest) -> Result<Launch> {
+/// Resolves what `req` asks for; `use_pty` decides the terminal defaults of the environment.
+pub(crate) fn resolve(cfg: &ExecConfig, req: &CommandSpec, use_pty: bool) -> Result<Launch> {
     let cwd = resolve_cwd(&cfg.workdir, req.cwd.as_deref())?;
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    apply_noninteractive_defaults(&mut env, req.use_pty);
+    apply_noninteractive_defaults(&mut env, use_pty);
     env.extend(
         req.env
             .iter()
@@ -256,17 +247,13 @@ mod tests {
     use super::*;
 
     fn cfg(dir: &Path) -> ExecConfig {
-        ExecConfig {
-            workdir: dir.to_path_buf(),
-            venv_path: None,
-            spill_dir: dir.to_path_buf(),
-        }
+        ExecConfig::new(dir.to_path_buf(), dir.to_path_buf())
     }
 
-    fn req(command: &str) -> LaunchRequest {
-        LaunchRequest {
+    fn req(command: &str) -> CommandSpec {
+        CommandSpec {
             command: command.into(),
-            ..LaunchRequest::default()
+            ..CommandSpec::default()
         }
     }
 
@@ -276,11 +263,11 @@ mod tests {
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         let mut r = req("true");
         r.cwd = Some("sub".into());
-        let launch = resolve(&cfg(dir.path()), &r).unwrap();
+        let launch = resolve(&cfg(dir.path()), &r, false).unwrap();
         assert_eq!(launch.cwd, dir.path().join("sub"));
         r.cwd = Some("missing".into());
         assert!(matches!(
-            resolve(&cfg(dir.path()), &r),
+            resolve(&cfg(dir.path()), &r, false),
             Err(ExecError::InvalidCwd(_))
         ));
     }
@@ -291,15 +278,15 @@ mod tests {
         let mut r = req("true");
         r.shell = Some("python3".into());
         assert!(matches!(
-            resolve(&cfg(dir.path()), &r),
+            resolve(&cfg(dir.path()), &r, false),
             Err(ExecError::UnsupportedShell(_))
         ));
         r.shell = Some("bash".into());
-        let launch = resolve(&cfg(dir.path()), &r).unwrap();
+        let launch = resolve(&cfg(dir.path()), &r, false).unwrap();
         assert!(launch.program.ends_with("bash"));
         assert_eq!(launch.args, vec!["-c".to_string(), "true".to_string()]);
         r.login = Some(true);
-        let launch = resolve(&cfg(dir.path()), &r).unwrap();
+        let launch = resolve(&cfg(dir.path()), &r, false).unwrap();
         assert_eq!(launch.args[..2], ["-l".to_string(), "-c".to_string()]);
     }
 
@@ -310,7 +297,7 @@ mod tests {
         std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
         let mut r = req("true");
         r.shell = Some(link.display().to_string());
-        let launch = resolve(&cfg(dir.path()), &r).unwrap();
+        let launch = resolve(&cfg(dir.path()), &r, false).unwrap();
         assert_eq!(launch.program, link);
     }
 
@@ -318,7 +305,7 @@ mod tests {
     fn venv_bin_goes_first_on_path() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("venv/bin")).unwrap();
-        let launch = resolve(&cfg(dir.path()), &req("true")).unwrap();
+        let launch = resolve(&cfg(dir.path()), &req("true"), false).unwrap();
         let path = launch
             .env
             .get(OsStr::new("PATH"))

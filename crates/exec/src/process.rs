@@ -1,9 +1,8 @@
-//! The OS layer: PTY allocation, spawning into a new session/process group, and signals.
-//! All `unsafe` of the crate lives here, each block with its `SAFETY:` argument.
+//! The OS layer: PTY allocation, spawning into a new session/process group, signals, and the
+//! subreaper calls. All `unsafe` of the crate lives here, each block with its `SAFETY:` argument.
 
 use crate::error::{ExecError, Result};
 use crate::launch::Launch;
-use serde_json::Value;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -174,81 +173,31 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
     status.code().or_else(|| status.signal().map(|s| -s))
 }
 
-const SIGNALS: &[(&str, libc::c_int)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ABRT", libc::SIGABRT),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("USR2", libc::SIGUSR2),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-];
-
-/// Resolves `signal_name` (default TERM): names with or without `SIG`, or numbers, limited to
-/// signals that end or notify a process (no STOP/CONT games).
-pub(crate) fn parse_signal(value: Option<&Value>) -> Result<(libc::c_int, String)> {
-    let bad = |shown: String| {
-        ExecError::InvalidArgument(format!(
-            "signal_name {shown} is not supported; use one of {}",
-            SIGNALS
-                .iter()
-                .map(|(n, _)| format!("SIG{n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    };
-    let found = match value {
-        None | Some(Value::Null) => SIGNALS.iter().find(|(n, _)| *n == "TERM"),
-        Some(Value::Number(n)) => {
-            let num = n.as_i64();
-            SIGNALS.iter().find(|(_, s)| num == Some(i64::from(*s)))
-        }
-        Some(Value::String(s)) => {
-            let s = s.trim();
-            if let Ok(num) = s.parse::<i64>() {
-                SIGNALS.iter().find(|(_, sig)| i64::from(*sig) == num)
-            } else {
-                let upper = s.to_ascii_uppercase();
-                let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-                SIGNALS.iter().find(|(n, _)| *n == name)
-            }
-        }
-        Some(_) => None,
-    };
-    match found {
-        Some((name, sig)) => Ok((*sig, format!("SIG{name}"))),
-        None => Err(bad(value
-            .map(|v| v.to_string().chars().take(40).collect())
-            .unwrap_or_default())),
+/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): they are
+/// re-parented to us instead of to init, so their exit statuses are ours to collect.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    // prctl(2) reads its arguments as unsigned longs; pass them at that width.
+    const ON: libc::c_ulong = 1;
+    const OFF: libc::c_ulong = 0;
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer flag and no pointers; the unused
+    // arguments are passed as 0 as prctl(2) asks. It only sets a flag on this process.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, ON, OFF, OFF, OFF) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn signal_names_and_numbers() {
-        assert_eq!(parse_signal(None).unwrap().1, "SIGTERM");
-        assert_eq!(parse_signal(Some(&json!("kill"))).unwrap().0, libc::SIGKILL);
-        assert_eq!(
-            parse_signal(Some(&json!("SIGINT"))).unwrap().0,
-            libc::SIGINT
-        );
-        assert_eq!(parse_signal(Some(&json!(9))).unwrap().1, "SIGKILL");
-        assert_eq!(parse_signal(Some(&json!("15"))).unwrap().1, "SIGTERM");
-        for bad in [
-            json!("STOP"),
-            json!(19),
-            json!(0),
-            json!(-9),
-            json!("SIGFOO"),
-            json!([]),
-        ] {
-            assert!(parse_signal(Some(&bad)).is_err(), "{bad}");
-        }
+/// Collects the exit status of child `pid` if it has exited (`WNOHANG`). True when reaped.
+pub(crate) fn reap_exited_child(pid: libc::pid_t) -> bool {
+    if pid <= 0 {
+        // 0 and negative pids mean "any child" / "a group": never reap what we did not name.
+        return false;
     }
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a live local for the whole call; waitpid(2) on one positive pid with
+    // WNOHANG neither blocks nor touches any other child.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    rc == pid
 }

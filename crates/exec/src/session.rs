@@ -5,10 +5,11 @@
 //! reached EOF (or a 1 s grace passed — a background grandchild may hold the output open), so a
 //! caller who sees `exited` has already been offered every byte that was going to arrive.
 
-use crate::error::Result;
+use crate::error::{ExecError, Result};
 use crate::launch::Launch;
 use crate::output_log::{CHUNK_BYTES, OutputLog, Stream};
 use crate::process::{self, StdioPlan};
+use crate::reports::SessionStatus as Status;
 use crate::utf8_stream::Utf8Stream;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,25 +26,6 @@ const READER_DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// A write that makes no progress for this long fails instead of hanging the tool call.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
-    Running,
-    Exited,
-    Killed,
-    Error,
-}
-
-impl Status {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Exited => "exited",
-            Status::Killed => "killed",
-            Status::Error => "error",
-        }
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct SessionState {
     pub log: OutputLog,
@@ -56,6 +38,8 @@ pub(crate) struct SessionState {
     pub reader_failed: bool,
     pub error: Option<String>,
     pub finished_at: Option<Instant>,
+    /// When output last arrived (or the session started): live output keeps its scope active.
+    pub last_output: Instant,
 }
 
 impl SessionState {
@@ -69,12 +53,17 @@ enum Input {
     Pty,
 }
 
-/// Why a write was refused or failed.
+/// Why a write was refused or failed, and how much had been written by then.
 #[derive(Debug)]
 pub(crate) struct WriteRefusal {
-    pub code: &'static str,
-    pub message: String,
+    pub error: ExecError,
     pub written: usize,
+}
+
+impl WriteRefusal {
+    fn before_writing(error: ExecError) -> Self {
+        Self { error, written: 0 }
+    }
 }
 
 pub(crate) struct Session {
@@ -146,6 +135,7 @@ impl Session {
                 reader_failed: false,
                 error: None,
                 finished_at: None,
+                last_output: Instant::now(),
             }),
             changed,
             input: tokio::sync::Mutex::new(input),
@@ -194,7 +184,11 @@ impl Session {
         if text.is_empty() {
             return;
         }
-        self.state().log.append(stream, text);
+        {
+            let mut st = self.state();
+            st.log.append(stream, text);
+            st.last_output = Instant::now();
+        }
         self.notify();
     }
 
@@ -259,23 +253,14 @@ impl Session {
         close_stdin: bool,
         still_allowed: impl Fn() -> bool,
     ) -> std::result::Result<usize, WriteRefusal> {
-        let refuse = |code, message: &str| WriteRefusal {
-            code,
-            message: message.to_string(),
-            written: 0,
-        };
         if self.use_pty && close_stdin {
-            return Err(refuse(
-                "close_stdin_unsupported",
-                "close_stdin is only available for pipe sessions (use_pty=false); send \\u0004 for EOF on a PTY",
+            return Err(WriteRefusal::before_writing(
+                ExecError::CloseStdinUnsupported,
             ));
         }
         let mut input = self.input.lock().await;
         if !still_allowed() {
-            return Err(refuse(
-                "terminal_access_denied",
-                crate::hub::ACCESS_DENIED_MESSAGE,
-            ));
+            return Err(WriteRefusal::before_writing(ExecError::AccessDenied));
         }
         let (stdin_closed, running) = {
             let st = self.state();
@@ -285,13 +270,10 @@ impl Session {
             if data.is_empty() && close_stdin {
                 return Ok(0);
             }
-            return Err(refuse(
-                "stdin_closed",
-                "stdin of this session is already closed; no more input can be written",
-            ));
+            return Err(WriteRefusal::before_writing(ExecError::StdinClosed));
         }
         if !running {
-            return Err(refuse("session_not_running", "the session is not running"));
+            return Err(WriteRefusal::before_writing(ExecError::SessionNotRunning));
         }
         let written = match &mut *input {
             Input::Pty => match &self.pty {
@@ -302,31 +284,24 @@ impl Session {
                 let mut written = 0;
                 if !data.is_empty() {
                     let Some(pipe) = stdin.as_mut() else {
-                        return Err(refuse(
-                            "stdin_closed",
-                            "stdin of this session is already closed",
-                        ));
+                        return Err(WriteRefusal::before_writing(ExecError::StdinClosed));
                     };
                     let result = tokio::time::timeout(WRITE_TIMEOUT, async {
                         pipe.write_all(data.as_bytes()).await?;
                         pipe.flush().await
                     })
                     .await;
-                    match result {
-                        Ok(Ok(())) => written = data.len(),
-                        Ok(Err(err)) => {
-                            return Err(refuse(
-                                "write_failed",
-                                &format!("writing to stdin failed: {err}"),
-                            ));
-                        }
-                        Err(_) => {
-                            return Err(refuse(
-                                "write_failed",
-                                "the process did not read its input within 10 s",
-                            ));
-                        }
+                    let failed = match result {
+                        Ok(Ok(())) => None,
+                        Ok(Err(err)) => Some(format!("writing to stdin failed: {err}")),
+                        Err(_) => Some("the process did not read its input within 10 s".into()),
+                    };
+                    if let Some(message) = failed {
+                        return Err(WriteRefusal::before_writing(ExecError::WriteFailed(
+                            message,
+                        )));
                     }
+                    written = data.len();
                 }
                 if close_stdin {
                     if let Some(mut pipe) = stdin.take() {
@@ -479,15 +454,15 @@ async fn write_pty(
     match result {
         Ok(Ok(())) => Ok(written),
         Ok(Err(err)) => Err(WriteRefusal {
-            code: "write_failed",
-            message: format!("writing to the terminal failed after {written} bytes: {err}"),
+            error: ExecError::WriteFailed(format!(
+                "writing to the terminal failed after {written} bytes: {err}"
+            )),
             written,
         }),
         Err(_) => Err(WriteRefusal {
-            code: "write_failed",
-            message: format!(
+            error: ExecError::WriteFailed(format!(
                 "the terminal did not accept input within 10 s ({written} bytes written)"
-            ),
+            )),
             written,
         }),
     }

@@ -159,9 +159,19 @@ async fn actor_loop(
     // The terminal scope belongs to the conversation: an actor reclaimed for idleness leaves it
     // running (the next actor finds it again); a requested close — the chat is deleted, or the
     // host shuts down — seals it and terminates only what it owns.
-    if closed_by_request {
-        let scope = data.tools.lock().ok().and_then(|mut s| s.exec_scope.take());
-        if let (Some(scope), Some(exec)) = (scope, &services.caps.exec) {
+    if closed_by_request && let Some(exec) = &services.caps.exec {
+        // The owner's scope, found by owner and label even when this actor never used it, plus
+        // one an admin opened in this session (tools run as the admin there).
+        let mut scopes = vec![exec.open_scope(mpa_exec::ScopeOwner {
+            user_key: mpa_protocol::UserKey::for_user(&data.owner),
+            label: crate::tools::execute_command::scope_label(&data.session_id),
+        })];
+        if let Some(s) = data.tools.lock().ok().and_then(|mut s| s.exec_scope.take())
+            && !scopes.contains(&s)
+        {
+            scopes.push(s);
+        }
+        for scope in scopes {
             let report = exec.close_scope(&scope).await;
             if !report.is_complete() {
                 tracing::warn!(session = %data.session_id, "terminal scope did not fully close");

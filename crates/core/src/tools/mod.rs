@@ -22,14 +22,15 @@ pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
 pub mod skills_list;
+pub mod terminal_sessions;
 pub mod update_plan;
 
 use crate::plan::Plan;
 use async_trait::async_trait;
 use mpa_protocol::{Actor, EffectClass, Outcome, ToolSpec};
 use schemars::JsonSchema;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -282,6 +283,15 @@ pub trait TypedTool: Send + Sync + 'static {
         None
     }
 
+    /// The reply to arguments that do not deserialise (nothing runs). A tool whose replies have
+    /// their own error shape (`execute_command`) answers in that shape.
+    fn invalid_arguments(&self, _args: &serde_json::Value, error: serde_json::Error) -> ToolOutput {
+        ToolOutput::failure(
+            "invalid_arguments",
+            format!("invalid arguments for {}: {error}", Self::NAME),
+        )
+    }
+
     async fn run(&self, ctx: ToolContext, args: Self::Args) -> ToolOutput;
 }
 
@@ -402,7 +412,8 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 
     fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput> {
-        match serde_json::from_value::<T::Args>(args) {
+        // Deserialised from a borrow so the raw arguments are still there for the error reply.
+        match T::Args::deserialize(&args) {
             Ok(args) => {
                 let effect = self.0.effect(&args);
                 let requires_admin = self.0.requires_admin(&args);
@@ -413,10 +424,7 @@ impl<T: TypedTool> Tool for Typed<T> {
                     requires_admin,
                 }))
             }
-            Err(e) => Err(ToolOutput::failure(
-                "invalid_arguments",
-                format!("invalid arguments for {}: {e}", T::NAME),
-            )),
+            Err(e) => Err(self.0.invalid_arguments(&args, e)),
         }
     }
 }
