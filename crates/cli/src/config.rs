@@ -72,18 +72,34 @@ pub struct Config {
     )]
     pub data_cleanup_agent_chat_days: u32,
 
-    /// MoviePilot base URL (for the business API tools).
+    /// MoviePilot base URL: enables the `moviepilot_api` tool over MoviePilot's REST API.
     #[arg(long, env = "MOVIEPILOT_URL", global = true)]
     pub moviepilot_url: Option<String>,
 
-    /// MoviePilot API token (never printed or logged).
+    /// MoviePilot's SECRET_KEY: the host mints short-lived tokens for the MoviePilot user linked
+    /// to (or signed in as) each account (never printed or logged).
     #[arg(
         long,
-        env = "MOVIEPILOT_API_TOKEN",
+        env = "MOVIEPILOT_SECRET_KEY",
         hide_env_values = true,
         global = true
     )]
-    pub moviepilot_api_token: Option<String>,
+    pub moviepilot_secret_key: Option<String>,
+
+    /// How users sign in: `local` accounts (each may be linked to a MoviePilot user) or
+    /// `moviepilot` accounts (checked against MoviePilot's own login).
+    #[arg(long, env = "MPA_AUTH", default_value = "local", value_parser = ["local", "moviepilot"], global = true)]
+    pub auth: String,
+
+    /// Seconds a conversation's terminals may stay unused before they are closed (0 = only when
+    /// the conversation is deleted or the host stops).
+    #[arg(
+        long,
+        env = "MPA_TERMINAL_IDLE_TTL",
+        default_value_t = 86_400,
+        global = true
+    )]
+    pub terminal_idle_ttl: u64,
 
     /// Address `mpagent serve` listens on.
     #[arg(
@@ -112,6 +128,25 @@ pub struct Config {
 }
 
 impl Config {
+    /// The MoviePilot gateway's settings, when `MOVIEPILOT_URL` is set.
+    pub fn moviepilot(&self) -> Option<mpa_core::MoviePilotHostConfig> {
+        let url = self
+            .moviepilot_url
+            .clone()
+            .filter(|u| !u.trim().is_empty())?;
+        Some(mpa_core::MoviePilotHostConfig {
+            config: mpa_core::moviepilot::MoviePilotConfig {
+                url,
+                secret_key: self.moviepilot_secret_key.clone().filter(|k| !k.is_empty()),
+                auth: match self.auth.as_str() {
+                    "moviepilot" => mpa_core::moviepilot::AuthMode::MoviePilot,
+                    _ => mpa_core::moviepilot::AuthMode::Local,
+                },
+            },
+            identity: None,
+        })
+    }
+
     pub fn model_config(&self) -> mpa_model::ModelConfig {
         mpa_model::ModelConfig {
             base_url: self.llm_base_url.clone(),

@@ -23,6 +23,9 @@ impl CliContext {
         host_cfg.workdir = workdir;
         host_cfg.venv_path = config.venv_path.clone();
         host_cfg.diagnostic_tools = config.enable_test_tools;
+        host_cfg.moviepilot = config.moviepilot();
+        host_cfg.terminal_idle_ttl = (config.terminal_idle_ttl > 0)
+            .then(|| std::time::Duration::from_secs(config.terminal_idle_ttl));
         let host = mpa_core::Host::open(host_cfg)
             .await
             .with_context(|| format!("cannot open the host in {}", data_dir.display()))?;

@@ -1,5 +1,7 @@
-//! `mpagent tool NAME --args JSON`: runs one tool exactly as the agent would and prints its JSON
-//! result. Exit 0 for succeeded/pending, 1 for failed/unknown, 2 for bad usage.
+//! `mpagent tool NAME --args JSON`: runs one tool exactly as the agent would (same policy, ledger
+//! and outcome) and prints its JSON result. Exit 0 for succeeded/pending, 1 for failed/unknown,
+//! 2 for bad usage. `mpagent tool list` and `mpagent tool show NAME` print the tools the user may
+//! call and their schemas.
 
 use crate::context::CliContext;
 use clap::Args;
@@ -8,8 +10,10 @@ use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct ToolArgs {
-    /// Tool name (e.g. update_plan).
+    /// Tool name (e.g. update_plan), or `list`, or `show`.
     pub name: String,
+    /// With `show`: the tool to describe.
+    pub tool: Option<String>,
     /// Local user to run as (created on first use).
     #[arg(long, env = "MPA_USER", default_value = "local")]
     pub user: String,
@@ -24,7 +28,91 @@ pub struct ToolArgs {
     pub args: String,
 }
 
+fn visible(ctx: &CliContext, admin: bool) -> Vec<mpa_core::tools::RegisteredTool> {
+    let actor = mpa_protocol::Actor {
+        user_id: mpa_protocol::UserId(String::new()),
+        user_name: String::new(),
+        is_admin: admin,
+    };
+    let tools = &ctx.host.agent().services().tools;
+    tools
+        .iter()
+        .filter(|t| mpa_core::tools::policy::visible(&actor, &t.meta))
+        .cloned()
+        .collect()
+}
+
+fn meta_json(t: &mpa_core::tools::RegisteredTool) -> serde_json::Value {
+    serde_json::json!({
+        "effect": t.meta.effect,
+        "requires_admin": t.meta.requires_admin,
+        "internal": t.meta.internal,
+    })
+}
+
+fn list(ctx: &CliContext, admin: bool) -> ExitCode {
+    let tools = visible(ctx, admin);
+    let width = tools.iter().map(|t| t.spec.name.len()).max().unwrap_or(4);
+    println!("{:width$}  {:<20}  ADMIN  DESCRIPTION", "TOOL", "EFFECT");
+    for t in tools {
+        let first = t.spec.description.split(". ").next().unwrap_or_default();
+        let short: String = first.chars().take(80).collect();
+        println!(
+            "{:width$}  {:<20}  {:<5}  {short}",
+            t.spec.name,
+            t.meta.effect.as_str(),
+            if t.meta.requires_admin { "yes" } else { "" },
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn show(ctx: &CliContext, admin: bool, name: Option<&str>) -> ExitCode {
+    let Some(name) = name else {
+        eprintln!("error: usage: mpagent tool show NAME (see `mpagent tool list`)");
+        return ExitCode::from(2);
+    };
+    match visible(ctx, admin)
+        .into_iter()
+        .find(|t| t.spec.name == name)
+    {
+        Some(t) => {
+            let v = serde_json::json!({
+                "name": t.spec.name,
+                "description": t.spec.description,
+                "parameters": t.spec.parameters,
+                "meta": meta_json(&t),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string())
+            );
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!(
+                "error: no tool named {name:?}{}; see `mpagent tool list`",
+                if admin {
+                    ""
+                } else {
+                    " for a non-admin (try --admin)"
+                }
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
 pub async fn run(args: ToolArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    match args.name.as_str() {
+        "list" => return Ok(list(ctx, args.admin)),
+        "show" => return Ok(show(ctx, args.admin, args.tool.as_deref())),
+        _ => {}
+    }
+    if let Some(extra) = &args.tool {
+        eprintln!("error: unexpected argument {extra:?}; pass tool arguments with --args JSON");
+        return Ok(ExitCode::from(2));
+    }
     let parsed: serde_json::Value = match serde_json::from_str(&args.args) {
         Ok(v @ serde_json::Value::Object(_)) => v,
         Ok(_) => {

@@ -5,8 +5,8 @@
 use crate::agent::Agent;
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
-use crate::moviepilot::identity::{IdentityResolver, Unconfigured};
-use crate::moviepilot::{MoviePilotAccess, MoviePilotConfig};
+use crate::moviepilot::identity::{AccountResolver, IdentityResolver, Unconfigured};
+use crate::moviepilot::{AuthMode, MoviePilotAccess, MoviePilotConfig};
 use crate::services::Capabilities;
 use crate::{RegistryOptions, default_registry};
 use mpa_protocol::Actor;
@@ -126,7 +126,7 @@ impl Host {
         let running = claim_data_dir(&cfg.data_dir, &store).await?;
         let mut caps = capabilities(&cfg);
         if let Some(mp) = &cfg.moviepilot {
-            caps.moviepilot = Some(moviepilot_access(mp)?);
+            caps.moviepilot = Some(moviepilot_access(mp, &store)?);
             let skills_root = cfg.data_dir.join("agent/skills");
             match crate::moviepilot::guides::install(&skills_root, mpa_gateway::catalogue()) {
                 Ok(report) => {
@@ -181,13 +181,20 @@ impl Host {
     }
 }
 
-fn moviepilot_access(mp: &MoviePilotHostConfig) -> Result<MoviePilotAccess> {
+fn moviepilot_access(mp: &MoviePilotHostConfig, store: &Store) -> Result<MoviePilotAccess> {
     let client =
         mpa_gateway::GatewayClient::new(mpa_gateway::GatewayConfig::new(mp.config.url.clone()))
             .map_err(|e| CoreError::Config(e.to_string()))?;
     let identity: Arc<dyn IdentityResolver> = match &mp.identity {
         Some(custom) => Arc::clone(custom),
-        None => Arc::new(Unconfigured),
+        None if mp.config.secret_key.is_none() && mp.config.auth == AuthMode::Local => {
+            Arc::new(Unconfigured)
+        }
+        None => Arc::new(AccountResolver {
+            store: store.clone(),
+            secret_key: mp.config.secret_key.clone(),
+            mode: mp.config.auth,
+        }),
     };
     Ok(MoviePilotAccess { client, identity })
 }

@@ -464,3 +464,31 @@ async fn every_catalogue_operation_reaches_its_route_and_an_invalid_call_is_refu
         assert_eq!(e.requests(), before + 1, "{}", op.id);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn moviepilot_api_spec_and_outputs_snapshot() {
+    let e = env().await;
+    let tools = e.host.agent().services().tools.clone();
+    insta::assert_json_snapshot!(
+        "moviepilot_api_spec",
+        tools.get("moviepilot_api").unwrap().spec
+    );
+    let (list, _) = e
+        .call(
+            &e.alice,
+            json!({"operation_id": "subscription.list", "query": {"page": 1, "count": 2}}),
+        )
+        .await;
+    insta::assert_json_snapshot!("subscription_list_page", list);
+    let (unknown, _) = e
+        .call(&e.alice, json!({"operation_id": "subscribe.add"}))
+        .await;
+    insta::assert_json_snapshot!("unknown_operation", unknown);
+    let (invalid, _) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "subscription.get", "path_params": {}}),
+        )
+        .await;
+    insta::assert_json_snapshot!("invalid_input", invalid);
+}

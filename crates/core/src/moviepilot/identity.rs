@@ -111,3 +111,56 @@ impl IdentityResolver for Unconfigured {
         Err(IdentityError::NotConfigured)
     }
 }
+
+/// The production resolver: the account store's records decide. With local accounts the host
+/// mints for the linked MoviePilot user; with MoviePilot sign-in it uses the user's own token
+/// while it is valid, and mints a fresh one for the same recorded user when the secret key is
+/// configured (so scheduled runs and channels keep working) — otherwise "sign in again".
+pub struct AccountResolver {
+    pub store: mpa_store::Store,
+    pub secret_key: Option<String>,
+    pub mode: super::AuthMode,
+}
+
+/// A stored token this close to its expiry is not used (a call may take a while).
+const EXPIRY_MARGIN_SECS: i64 = 60;
+
+#[async_trait]
+impl IdentityResolver for AccountResolver {
+    async fn bearer(&self, actor: &Actor) -> Result<BearerToken, IdentityError> {
+        let unavailable = |e: mpa_store::StoreError| IdentityError::Unavailable(e.to_string());
+        let link = self
+            .store
+            .moviepilot_link(&actor.user_id)
+            .await
+            .map_err(unavailable)?
+            .ok_or(IdentityError::NotLinked)?;
+        let user = MoviePilotUser {
+            id: link.user_id,
+            name: link.user_name,
+        };
+        if self.mode == super::AuthMode::MoviePilot {
+            let stored = self
+                .store
+                .moviepilot_token(&actor.user_id)
+                .await
+                .map_err(unavailable)?
+                .map(BearerToken::new);
+            if let Some(token) = stored
+                && token
+                    .expires_at()
+                    .is_some_and(|exp| exp > mpa_gateway::now_epoch() + EXPIRY_MARGIN_SECS)
+            {
+                return Ok(token);
+            }
+            return match &self.secret_key {
+                Some(key) => mint_for(key, &user, actor),
+                None => Err(IdentityError::SignInAgain),
+            };
+        }
+        match &self.secret_key {
+            Some(key) => mint_for(key, &user, actor),
+            None => Err(IdentityError::NotConfigured),
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Schemas and representative outputs of the host's own small tools (`update_plan`,
+//! `get_tool_execution` and the diagnostic `test_*` tools), snapshotted as the model sees them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_protocol::Actor;
+use mpa_store::Store;
+use serde_json::{Value, json};
+
+async fn agent() -> (tempfile::TempDir, Agent, Actor) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let user = store.ensure_local_user("spec").await.unwrap();
+    let actor = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: false,
+    };
+    let caps = Capabilities::default();
+    let tools = default_registry(
+        &RegistryOptions {
+            diagnostic_tools: true,
+        },
+        &caps,
+    );
+    let agent = Agent::new(
+        AgentConfig::new(mpa_model::ModelConfig::default()),
+        store,
+        tools,
+        caps,
+    )
+    .unwrap();
+    (dir, agent, actor)
+}
+
+#[tokio::test]
+async fn small_tool_specs_snapshot() {
+    let (_d, agent, _a) = agent().await;
+    let tools = &agent.services().tools;
+    for name in [
+        "update_plan",
+        "get_tool_execution",
+        "test_echo",
+        "test_sleep",
+        "test_result",
+        "test_panic",
+    ] {
+        insta::assert_json_snapshot!(format!("{name}_spec"), tools.get(name).unwrap().spec);
+    }
+}
+
+#[tokio::test]
+async fn small_tool_outputs_snapshot() {
+    let (_d, agent, actor) = agent().await;
+    let mut outputs = Vec::new();
+    for (name, args) in [
+        (
+            "update_plan",
+            json!({"objective": "Find the film", "steps": [
+                {"step": "Search", "status": "completed", "evidence": "3 results"},
+                {"step": "Subscribe", "status": "in_progress"}]}),
+        ),
+        (
+            "update_plan",
+            json!({"objective": "Find the film", "steps": [{"step": "Search", "status": "completed"}]}),
+        ),
+        ("get_tool_execution", json!({"invocation_id": "nope"})),
+        ("test_echo", json!({"text": "hi"})),
+        (
+            "test_result",
+            json!({"content": {"task_id": "t1", "status": "queued"}}),
+        ),
+        ("test_panic", json!({"secret": "s3cr3t"})),
+    ] {
+        let (out, outcome) = agent.run_tool(&actor, "s", name, args).await.unwrap();
+        let content: Value = serde_json::from_str(&out.content).unwrap();
+        outputs.push(json!({"tool": name, "outcome": outcome, "content": content}));
+    }
+    insta::assert_json_snapshot!("small_tool_outputs", outputs);
+}
