@@ -30,7 +30,7 @@ pub mod session;
 pub mod tools;
 pub mod turn;
 
-pub use accounts::{Account, Accounts, IssuedToken};
+pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{Agent, Capabilities, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
