@@ -1,7 +1,9 @@
 //! The one `Config` of the host: every option is a flag with an environment-variable fallback
 //! (names follow MoviePilot where it has one). It is parsed here and handed down as typed
-//! sub-configs; no library crate reads the environment.
+//! sub-configs; no library crate reads the environment. Boolean options accept `true/false`,
+//! `1/0`, `yes/no` and `on/off`, as MoviePilot's own settings do.
 
+use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,12 +57,12 @@ pub struct Config {
     #[arg(long, env = "LLM_TEMPERATURE", default_value_t = 0.3, global = true)]
     pub llm_temperature: f32,
 
-    /// Whether images are sent to the model (true/false).
-    #[arg(long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, global = true)]
+    /// Whether images are sent to the model (true/false, 1/0, yes/no, on/off).
+    #[arg(long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
     pub llm_support_image_input: bool,
 
-    /// Enable retention cleanup of chat evidence (true/false).
-    #[arg(long, env = "DATA_CLEANUP_ENABLE", default_value_t = true, action = ArgAction::Set, global = true)]
+    /// Enable retention cleanup of chat evidence (true/false, 1/0, yes/no, on/off).
+    #[arg(long, env = "DATA_CLEANUP_ENABLE", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
     pub data_cleanup_enable: bool,
 
     /// Keep chat evidence this many days after its last activity (0 = keep forever).
@@ -123,7 +125,7 @@ pub struct Config {
     pub venv_path: Option<PathBuf>,
 
     /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
-    #[arg(long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, global = true, hide_short_help = true)]
+    #[arg(long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true, hide_short_help = true)]
     pub enable_test_tools: bool,
 }
 

@@ -15,6 +15,17 @@ pub struct ServeArgs {
     /// Model id advertised by /v1/models and echoed in completions.
     #[arg(long, env = "MPA_OPENAI_MODEL_NAME", default_value = "mpagent")]
     pub model_name: String,
+    /// Seconds a client may take to send a request's headers; also how long an idle keep-alive
+    /// connection stays open.
+    #[arg(long, env = "MPA_HEADER_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+    /// Seconds a request body may stop arriving before the request is answered 408.
+    #[arg(long, env = "MPA_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_secs: u64,
+    /// Connections one client address may hold open at once (behind a reverse proxy every user
+    /// shares the proxy's address: raise it there).
+    #[arg(long, env = "MPA_MAX_CONNECTIONS_PER_IP", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections_per_ip: u64,
 }
 
 /// Resolves on the first SIGINT or SIGTERM (the binary is Unix-only, as `chat` is).
@@ -64,6 +75,9 @@ pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> 
     cfg.admin_token = ctx.config.admin_token.clone().filter(|t| !t.is_empty());
     cfg.token_ttl = Duration::from_secs(args.token_ttl_hours * 3600);
     cfg.model_name = args.model_name;
+    cfg.header_read_timeout = Duration::from_secs(args.header_timeout_secs);
+    cfg.body_read_timeout = Duration::from_secs(args.body_timeout_secs);
+    cfg.max_connections_per_ip = usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX);
     let no_users = ctx.host.accounts().list().await?.is_empty();
     let host = mpa_server::Host::bind(agent, cfg).await?;
     let addr = host.local_addr()?;

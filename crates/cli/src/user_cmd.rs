@@ -1,8 +1,10 @@
-//! `mpagent user add|list|passwd|rename`: local accounts for the server.
+//! `mpagent user add|list|passwd|rename|delete|revoke`: local accounts for the server, through the
+//! core's accounts facade.
 
 use crate::context::CliContext;
 use anyhow::bail;
 use clap::{Args, Subcommand};
+use mpa_core::Tokens;
 use std::io::BufRead;
 use std::process::ExitCode;
 
@@ -29,14 +31,23 @@ pub enum UserCommand {
     },
     /// List users (id, name, admin).
     List,
-    /// Set a user's password (prompt on a terminal, or `--password-stdin`).
+    /// Set a user's password (prompt on a terminal, or `--password-stdin`). Every session of the
+    /// user is logged out, unless `--keep-sessions`.
     Passwd {
         name: String,
         #[arg(long)]
         password_stdin: bool,
+        /// Keep the user's existing login sessions (tokens) valid.
+        #[arg(long)]
+        keep_sessions: bool,
     },
     /// Rename a user; the stable id, and so all of the user's data, stays the same.
     Rename { name: String, new_name: String },
+    /// Delete a user account and log out its sessions. Its chats and history stay on disk under
+    /// its id (never reused: a new user of the same name sees none of them).
+    Delete { name: String },
+    /// Log out every session of a user (its login tokens stop working at once).
+    Revoke { name: String },
 }
 
 fn read_password(from_stdin: bool) -> anyhow::Result<String> {
@@ -92,17 +103,38 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
         UserCommand::Passwd {
             name,
             password_stdin,
+            keep_sessions,
         } => {
             if accounts.find(&name).await?.is_none() {
                 bail!("no such user: {name}");
             }
             let pw = read_password(password_stdin)?;
-            accounts.set_password(&name, &pw).await?;
-            println!("password updated for {name}");
+            let tokens = if keep_sessions {
+                Tokens::Keep
+            } else {
+                Tokens::Revoke
+            };
+            let revoked = accounts.set_password(&name, &pw, tokens).await?;
+            if keep_sessions {
+                println!("password updated for {name}; existing sessions kept");
+            } else {
+                println!("password updated for {name}; {revoked} session(s) logged out");
+            }
         }
         UserCommand::Rename { name, new_name } => {
             let u = accounts.rename(&name, &new_name).await?;
             println!("renamed {name} to {new_name} (id {} unchanged)", u.id);
+        }
+        UserCommand::Delete { name } => {
+            let u = accounts.delete(&name).await?;
+            println!(
+                "deleted user {name} (id {}); its sessions are logged out, its chats and history stay under that id",
+                u.id
+            );
+        }
+        UserCommand::Revoke { name } => {
+            let revoked = accounts.revoke_tokens(&name).await?;
+            println!("{revoked} session(s) of {name} logged out");
         }
     }
     Ok(ExitCode::SUCCESS)

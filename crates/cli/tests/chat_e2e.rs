@@ -771,3 +771,40 @@ async fn turns_are_captured_as_redacted_searchable_evidence() {
     let (_, agent, _, _) = chat_row(d, "ev1").unwrap();
     assert!(!agent.to_string().contains("hunter2secret"));
 }
+
+/// Regression (issue 12, item 6): `MPA_ENABLE_TEST_TOOLS=1` was an error; boolean variables
+/// accept 1/0, true/false, yes/no (and on/off), and anything else is refused with the accepted
+/// values named.
+#[tokio::test(flavor = "multi_thread")]
+async fn boolean_env_vars_accept_1_0_true_false_yes_no() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let echo = ["test_echo", "--args", r#"{"text": "on"}"#];
+    for on in ["1", "true", "yes", "YES", "on"] {
+        let r = tool(dir.path(), &mock, &[("MPA_ENABLE_TEST_TOOLS", on)], &echo).await;
+        assert_eq!(r.code, 0, "{on}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("outcome: succeeded"),
+            "{on}: {}",
+            r.stderr
+        );
+    }
+    for off in ["0", "false", "no", "off"] {
+        let r = tool(dir.path(), &mock, &[("MPA_ENABLE_TEST_TOOLS", off)], &echo).await;
+        assert_eq!(r.code, 2, "{off}");
+        assert!(r.stderr.contains("unknown tool"), "{off}: {}", r.stderr);
+    }
+    let r = tool(
+        dir.path(),
+        &mock,
+        &[
+            ("MPA_ENABLE_TEST_TOOLS", "maybe"),
+            ("DATA_CLEANUP_ENABLE", "1"),
+        ],
+        &echo,
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("maybe"), "{}", r.stderr);
+    assert_eq!(mock.requests().len(), 0);
+}

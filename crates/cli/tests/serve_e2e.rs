@@ -341,3 +341,153 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
     assert!(String::from_utf8_lossy(&body).contains("\"ok\""));
     srv.child.start_kill().unwrap();
 }
+
+/// One HTTP exchange over a raw socket: status and JSON body (`Null` when there is none).
+async fn call(addr: &str, method: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    let mut r = request(addr, method, path, token, body).await;
+    let mut raw = String::new();
+    r.read_to_string(&mut raw).await.unwrap();
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, body)
+}
+
+async fn login(addr: &str, name: &str, password: &str) -> Option<String> {
+    let (status, v) = call(
+        addr,
+        "POST",
+        "/api/v1/login",
+        "none",
+        &json!({"username": name, "password": password}),
+    )
+    .await;
+    (status == 200).then(|| v["token"].as_str().unwrap().to_string())
+}
+
+async fn me(addr: &str, token: &str) -> u16 {
+    call(addr, "GET", "/api/v1/me", token, &json!({})).await.0
+}
+
+/// `mpagent user …` with `stdin` as its standard input; (exit code, stdout, stderr).
+async fn user_cmd(
+    data: &Path,
+    mock: &MockModelServer,
+    args: &[&str],
+    stdin: &str,
+) -> (i32, String, String) {
+    let mut cmd = mpagent(data, mock);
+    cmd.arg("user").args(args).stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .await
+        .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Regression (issue 12, item 4): `mpagent user passwd` left every token valid, and there was no
+/// way to delete a user or log out their sessions. A password change now logs the user out
+/// everywhere unless `--keep-sessions`; `user revoke` and `user delete` exist.
+#[tokio::test(flavor = "multi_thread")]
+async fn user_passwd_revokes_sessions_unless_kept_and_revoke_and_delete_log_out() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (code, _, err) = user_cmd(
+        d,
+        &mock,
+        &["add", "alice", "--password-stdin"],
+        "first-password\n",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    user_cmd(
+        d,
+        &mock,
+        &["add", "bob", "--password-stdin"],
+        "bobs-password\n",
+    )
+    .await;
+    let mut srv = serve(d, &mock).await;
+    let a = &srv.addr;
+    let t1 = login(a, "alice", "first-password").await.unwrap();
+    let bob = login(a, "bob", "bobs-password").await.unwrap();
+
+    // A too-short password changes nothing.
+    let (code, _, err) = user_cmd(
+        d,
+        &mock,
+        &["passwd", "alice", "--password-stdin"],
+        "short\n",
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("at least 8 characters"), "{err}");
+    assert_eq!(me(a, &t1).await, 200);
+
+    let (code, out, err) = user_cmd(
+        d,
+        &mock,
+        &["passwd", "alice", "--password-stdin", "--keep-sessions"],
+        "second-password\n",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("existing sessions kept"), "{out}");
+    assert_eq!(me(a, &t1).await, 200, "kept");
+    assert!(login(a, "alice", "first-password").await.is_none());
+    let t2 = login(a, "alice", "second-password").await.unwrap();
+
+    let (code, out, _) = user_cmd(
+        d,
+        &mock,
+        &["passwd", "alice", "--password-stdin"],
+        "third-password\n",
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("2 session(s) logged out"), "{out}");
+    assert_eq!((me(a, &t1).await, me(a, &t2).await), (401, 401));
+    assert_eq!(me(a, &bob).await, 200, "other users keep their sessions");
+
+    let t3 = login(a, "alice", "third-password").await.unwrap();
+    let (code, out, _) = user_cmd(d, &mock, &["revoke", "alice"], "").await;
+    assert_eq!(code, 0);
+    assert!(out.contains("1 session(s) of alice logged out"), "{out}");
+    assert_eq!(me(a, &t3).await, 401);
+
+    let t4 = login(a, "alice", "third-password").await.unwrap();
+    let (code, out, _) = user_cmd(d, &mock, &["delete", "alice"], "").await;
+    assert_eq!(code, 0);
+    assert!(out.contains("deleted user alice"), "{out}");
+    assert_eq!(me(a, &t4).await, 401);
+    assert!(login(a, "alice", "third-password").await.is_none());
+    let (_, list, _) = user_cmd(d, &mock, &["list"], "").await;
+    assert!(!list.contains("alice") && list.contains("bob"), "{list}");
+    for args in [
+        &["delete", "alice"][..],
+        &["revoke", "alice"],
+        &["passwd", "alice", "--password-stdin"],
+    ] {
+        let (code, _, err) = user_cmd(d, &mock, args, "fourth-password\n").await;
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("no such user: alice"), "{args:?}: {err}");
+    }
+    assert_eq!(me(a, &bob).await, 200);
+    srv.child.start_kill().unwrap();
+}

@@ -32,6 +32,8 @@ pub enum CoreError {
     InvalidCredentials,
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     LoginRateLimited { retry_after_secs: u64 },
+    #[error("the server is busy checking other logins; try again in a moment")]
+    LoginBusy,
     #[error("password hashing failed: {0}")]
     PasswordHashing(String),
 }
@@ -57,6 +59,7 @@ impl CoreError {
             CoreError::WeakPassword { .. } => "weak_password",
             CoreError::InvalidCredentials => "invalid_credentials",
             CoreError::LoginRateLimited { .. } => "too_many_login_attempts",
+            CoreError::LoginBusy => "login_busy",
             CoreError::PasswordHashing(_) => "internal_error",
         }
     }

@@ -34,7 +34,7 @@ pub mod tools;
 pub mod transcript;
 pub mod turn;
 
-pub use accounts::{Account, Accounts, IssuedToken};
+pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{Agent, new_session_id, valid_session_id};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};

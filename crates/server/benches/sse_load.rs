@@ -7,102 +7,15 @@
 //! `cargo build --release -p mpa-cli`), `MPA_BENCH_CHATS` (500), `MPA_BENCH_ROUNDS` (2).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::*;
 use futures_util::StreamExt;
 use mpa_test_support::{MockModelServer, MockReply};
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-const ADMIN_TOKEN: &str = "bench-admin-token-0123456789abcdef";
-
-fn bin() -> PathBuf {
-    if let Ok(p) = std::env::var("MPA_BIN") {
-        return p.into();
-    }
-    // <target>/release/deps/sse_load-xxxx -> <target>/release/mpagent
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("mpagent")
-}
-
-fn env_num(k: &str, d: usize) -> usize {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(d)
-}
-
-async fn start(data: &std::path::Path, mock: &MockModelServer) -> (Child, String, Duration) {
-    let t0 = Instant::now();
-    let mut child = Command::new(bin())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("LLM_BASE_URL", &mock.base_url)
-        .env("LLM_MODEL", "gpt-4o")
-        .env("MPA_LISTEN", "127.0.0.1:0")
-        .env("MPA_ADMIN_TOKEN", ADMIN_TOKEN)
-        .arg("--data-dir")
-        .arg(data)
-        .arg("serve")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e} (set MPA_BIN)", bin().display()));
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let l = lines.next_line().await.unwrap().expect("serve exited");
-        if let Some(a) = l.split("listening on http://").nth(1) {
-            break a.trim().to_string();
-        }
-    };
-    // Ready = answering HTTP, not just bound.
-    let http = reqwest::Client::new();
-    loop {
-        if http
-            .get(format!("http://{addr}/healthz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let ready = t0.elapsed();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr, ready)
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    ticks / clk_tck()
-}
-
-/// Clock ticks per second of /proc times (`getconf CLK_TCK`; 100 on Linux when unknown).
-fn clk_tck() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0)
-}
+/// The chats all come from 127.0.0.1, beyond the default per-address connection limit.
+const ENV: &[(&str, &str)] = &[("MPA_MAX_CONNECTIONS_PER_IP", "100000")];
 
 /// One chat: returns time to first delta, or an error description.
 async fn chat(
@@ -143,14 +56,6 @@ async fn chat(
     Err("stream ended without done".into())
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -166,7 +71,7 @@ fn main() {
         let mut readies = Vec::new();
         for _ in 0..5 {
             let dir = tempfile::tempdir().unwrap();
-            let (mut child, _, ready) = start(dir.path(), &mock).await;
+            let (mut child, _, ready) = start(dir.path(), &mock, ENV).await;
             readies.push(ready);
             child.kill().await.unwrap();
         }
@@ -174,7 +79,7 @@ fn main() {
         println!("start to ready (spawn -> /healthz 200), 5 runs: median {:?}, max {:?}", pct(&readies, 0.5), readies[4]);
 
         let dir = tempfile::tempdir().unwrap();
-        let (mut child, addr, _) = start(dir.path(), &mock).await;
+        let (mut child, addr, _) = start(dir.path(), &mock, ENV).await;
         let pid = child.id().unwrap();
         tokio::time::sleep(Duration::from_secs(2)).await;
         println!("idle RSS after start: {:.1} MB", rss_kb(pid) as f64 / 1024.0);

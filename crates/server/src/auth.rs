@@ -87,12 +87,20 @@ pub async fn login(
     })))
 }
 
-/// Revokes the presented token (the admin token cannot be revoked this way).
+/// Revokes the presented token. The static admin token cannot be revoked: it is answered 400
+/// `admin_token_not_revocable` (it keeps working until `MPA_ADMIN_TOKEN` changes).
 pub async fn logout(
     State(state): State<AppState>,
-    Authed(_actor): Authed,
+    Authed(actor): Authed,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
+    if actor.user_id.0 == ADMIN_TOKEN_USER_ID {
+        return Err(ApiError::bad_request_code(
+            "admin_token_not_revocable",
+            "the static admin token (MPA_ADMIN_TOKEN) cannot be revoked by logging out; \
+             change or unset MPA_ADMIN_TOKEN and restart the host",
+        ));
+    }
     if let Some(token) = bearer(&headers) {
         state.agent.accounts().logout(token).await?;
     }

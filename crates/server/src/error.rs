@@ -1,5 +1,5 @@
 use axum::extract::Request;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mpa_core::CoreError;
@@ -25,6 +25,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header (limits that lift by themselves).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -33,7 +35,13 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub fn unauthorized() -> Self {
@@ -117,9 +125,9 @@ impl From<CoreError> for ApiError {
         let status = match &e {
             CoreError::SessionNotFound => StatusCode::NOT_FOUND,
             CoreError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
-            CoreError::QueueFull { .. } | CoreError::LoginRateLimited { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            CoreError::QueueFull { .. }
+            | CoreError::LoginRateLimited { .. }
+            | CoreError::LoginBusy => StatusCode::TOO_MANY_REQUESTS,
             CoreError::SessionClosed => StatusCode::SERVICE_UNAVAILABLE,
             CoreError::UnknownTool(_) | CoreError::WeakPassword { .. } => StatusCode::BAD_REQUEST,
             CoreError::InvalidCredentials => StatusCode::UNAUTHORIZED,
@@ -128,7 +136,15 @@ impl From<CoreError> for ApiError {
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(code = e.code(), error = %e, "request failed");
         }
-        Self::new(status, e.code(), e.to_string())
+        let retry_after = match &e {
+            CoreError::LoginRateLimited { retry_after_secs } => Some(*retry_after_secs),
+            CoreError::LoginBusy => Some(1),
+            _ => None,
+        };
+        Self {
+            retry_after,
+            ..Self::new(status, e.code(), e.to_string())
+        }
     }
 }
 
@@ -142,7 +158,12 @@ impl IntoResponse for ApiError {
         let body = serde_json::json!({
             "error": {"code": self.code, "message": self.message, "type": kind}
         });
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
     }
 }
 

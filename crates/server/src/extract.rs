@@ -3,13 +3,14 @@
 //! here, never the axum ones.
 //!
 //! Codes: `unsupported_media_type` (415, body not declared `application/json`),
-//! `payload_too_large` (413), `body_unreadable` (400, the body broke off), `invalid_json` (400,
+//! `payload_too_large` (413), `request_timeout` (408, the body stopped arriving),
+//! `body_unreadable` (400, the body broke off), `invalid_json` (400,
 //! not JSON), `invalid_body` (422, JSON of the wrong shape: the message names the field and what
 //! was expected, never the value sent — it may be a password), `invalid_query` (400),
 //! `invalid_path` (400).
 
 use crate::error::ApiError;
-use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -57,26 +58,35 @@ where
                 "the request body must be JSON sent with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| body_error(e.status()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(body_error)?;
         parse(&bytes).map(Json)
     }
 }
 
-/// The envelope for a body that could not be read: over the size limit, or broken off.
-pub(crate) fn body_error(status: StatusCode) -> ApiError {
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        payload_too_large()
-    } else {
-        ApiError::bad_request_code(
-            "body_unreadable",
-            "the request body could not be read completely",
-        )
+/// The envelope for a body that could not be read: over the size limit, too slow to arrive, or
+/// broken off.
+fn body_error(e: BytesRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return payload_too_large();
     }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(err) = source {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body stopped arriving; send it again",
+            );
+        }
+        source = err.source();
+    }
+    ApiError::bad_request_code(
+        "body_unreadable",
+        "the request body could not be read completely",
+    )
 }
 
-pub(crate) fn payload_too_large() -> ApiError {
+fn payload_too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",

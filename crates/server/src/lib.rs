@@ -2,7 +2,9 @@
 //! session endpoints, an OpenAI-compatible endpoint and the embedded web page.
 //!
 //! Public API:
-//! - [`ServerConfig`]: listen address, `MPA_ADMIN_TOKEN`, token lifetime, advertised model name.
+//! - [`ServerConfig`]: listen address, `MPA_ADMIN_TOKEN`, token lifetime, advertised model name,
+//!   and the limits against slow and lying clients (body size, header and body read timeouts,
+//!   connections per address).
 //! - [`Host::bind`] binds the listener ([`Host::local_addr`] tells the port when 0 was asked);
 //!   [`Host::run`] serves until the given shutdown future resolves, then stops accepting, stops
 //!   every running turn through [`mpa_core::Agent::shutdown`] (snapshots written) and returns
@@ -19,6 +21,13 @@
 //! routes and methods, responses of layers — is the JSON envelope of [`ApiError`] with a stable
 //! `code` (see [`extract`] and [`error::envelope_errors`]).
 //!
+//! Slow and lying clients (hyper's and tower-http's own limits, no timers of ours): a header
+//! read timeout that also closes idle keep-alive connections, a body read timeout (408
+//! `request_timeout`), a `Content-Length` over the limit answered 413 before the body is read,
+//! and a cap on connections per client address (429 `too_many_connections`). Connections are
+//! served by hyper's HTTP/1 server directly (`serve.rs`), since axum's `serve` cannot set the
+//! header timeout.
+//!
 //! Invariants: session ids from clients only locate — access is decided by the core, and another
 //! user's session answers 404 exactly like a missing one; a client hanging up never stops a turn;
 //! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
@@ -28,6 +37,7 @@ pub mod chat;
 pub mod error;
 pub mod extract;
 pub mod openai;
+mod serve;
 pub mod sse;
 pub mod state;
 pub mod web;
@@ -77,8 +87,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(openai::models))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
-        // Images arrive inline as data URLs; the default 2 MB would refuse a single photo.
-        .layer(axum::extract::DefaultBodyLimit::max(state.cfg.max_body))
+        // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before
+        // reading a byte (axum's own limit would wait for the body), and caps bodies without one.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            state.cfg.max_body,
+        ))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.cfg.body_read_timeout,
+        ))
         .layer(axum::middleware::from_fn(error::envelope_errors))
         .layer(axum::middleware::from_fn(request_log))
         .with_state(state)
@@ -152,13 +169,13 @@ impl Host {
     {
         let state = self.state.clone();
         let stop_accepting = CancellationToken::new();
-        let app = router(self.state).into_make_service_with_connect_info::<SocketAddr>();
-        let graceful = stop_accepting.clone();
-        let mut server = tokio::spawn(async move {
-            axum::serve(self.listener, app)
-                .with_graceful_shutdown(async move { graceful.cancelled().await })
-                .await
-        });
+        let app = router(self.state.clone());
+        let mut server = tokio::spawn(serve::serve(
+            self.listener,
+            app,
+            Arc::clone(&self.state.cfg),
+            stop_accepting.clone(),
+        ));
         tokio::select! {
             () = shutdown => {}
             r = &mut server => {

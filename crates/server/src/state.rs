@@ -17,8 +17,16 @@ pub struct ServerConfig {
     pub model_name: String,
     /// Silence on an SSE stream before a `heartbeat` frame.
     pub heartbeat: Duration,
-    /// Largest accepted request body in bytes (images arrive inline as data URLs).
+    /// Largest accepted request body in bytes (images arrive inline as data URLs). A larger
+    /// `Content-Length` is refused with 413 before the body is read.
     pub max_body: usize,
+    /// Longest time a client may take to send a request's headers — and so also how long a
+    /// keep-alive connection may sit idle between requests.
+    pub header_read_timeout: Duration,
+    /// Longest silence while a request body arrives (reset by every chunk that comes).
+    pub body_read_timeout: Duration,
+    /// Connections one client address may hold open at once (a reverse proxy counts as one).
+    pub max_connections_per_ip: usize,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -33,6 +41,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("model_name", &self.model_name)
             .field("heartbeat", &self.heartbeat)
             .field("max_body", &self.max_body)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("body_read_timeout", &self.body_read_timeout)
+            .field("max_connections_per_ip", &self.max_connections_per_ip)
             .finish()
     }
 }
@@ -46,6 +57,9 @@ impl ServerConfig {
             model_name: "mpagent".into(),
             heartbeat: Duration::from_secs(15),
             max_body: crate::MAX_BODY,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections_per_ip: 256,
         }
     }
 }

@@ -22,12 +22,13 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
     r
 }
 
+/// The page: no inline script or style, and no other site may frame it (clickjacking).
 pub async fn index() -> Response {
     let mut r = asset(INDEX_HTML, "text/html; charset=utf-8");
     r.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data: https:; style-src 'self'; script-src 'self'; connect-src 'self'",
+            "default-src 'self'; img-src 'self' data: https:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
         ),
     );
     r

@@ -79,44 +79,13 @@ async fn wrong_expired_and_revoked_tokens_get_401() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(me["name"], "alice");
     assert_eq!(me["id"], alice.id.0);
-    let r = env
-        .http
-        .post(env.url("/api/v1/logout"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(env.logout(&token).await, StatusCode::NO_CONTENT);
     let (s, _) = env.get(&token, "/api/v1/me").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 
     let (s, me) = env.get(ADMIN_TOKEN, "/api/v1/me").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(me["is_admin"], true);
-    env.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn failed_logins_are_rate_limited_and_secrets_stay_out_of_responses() {
-    let env = Env::start().await;
-    env.user("carol", "right-password", false).await;
-    for _ in 0..5 {
-        let r = env.login("carol", "wrong-password").await;
-        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-        let body = r.text().await.unwrap();
-        assert!(body.contains("invalid_credentials") && !body.contains("wrong-password"));
-    }
-    let r = env.login("carol", "right-password").await;
-    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "too_many_login_attempts");
-    // The client address is limited too: even an unknown user name is refused from it now.
-    let r = env.login("nobody", "x").await;
-    assert_eq!(
-        r.status(),
-        StatusCode::TOO_MANY_REQUESTS,
-        "same client address is limited too"
-    );
     env.shutdown().await;
 }
 
@@ -540,5 +509,19 @@ async fn openai_endpoint_reports_a_failed_turn_as_an_error_streamed_or_not() {
             "a failed turn never claims finish_reason=stop: {body}"
         );
     }
+    env.shutdown().await;
+}
+
+/// Regression (issue 12, item 6): the page's CSP did not forbid framing, so another site could
+/// overlay it (clickjacking).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_cannot_be_framed_by_another_site() {
+    let env = Env::start().await;
+    let r = env.http.get(env.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    let directives: Vec<&str> = csp.split(';').map(str::trim).collect();
+    assert!(directives.contains(&"frame-ancestors 'none'"), "{csp}");
+    assert!(directives.contains(&"default-src 'self'"), "{csp}");
     env.shutdown().await;
 }

@@ -6,9 +6,10 @@
 //!   newer binary is refused before anything is written.
 //! - [`users`]: [`Store::create_user`], [`Store::ensure_local_user`], [`Store::user_by_name`],
 //!   [`Store::user_by_id`], [`Store::list_users`], [`Store::rename_user`],
-//!   [`Store::set_password_hash`], [`Store::set_admin`].
+//!   [`Store::set_password_hash`] (optionally revoking the user's tokens), [`Store::set_admin`],
+//!   [`Store::delete_user`].
 //! - [`tokens`] (stored hashed by the caller): [`Store::insert_token`], [`Store::token_user`],
-//!   [`Store::delete_token`].
+//!   [`Store::delete_token`], [`Store::delete_user_tokens`].
 //! - [`ledger`]: the invocation ledger — [`Store::ledger_claim`] (one committed statement before
 //!   a write runs), [`Store::ledger_finish`] (conditional on the claim token),
 //!   [`Store::ledger_unresolved`], [`Store::ledger_get`], [`Store::ledger_recover_running`] (cold

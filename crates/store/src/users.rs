@@ -17,7 +17,8 @@ pub struct User {
     pub created_at: DateTime<Utc>,
 }
 
-fn valid_name(name: &str) -> bool {
+/// Whether `name` can be a user name: 1-64 letters, digits, '.', '_', '-' or '@'.
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.chars().count() <= 64
         && name
@@ -100,32 +101,56 @@ impl Store {
         .await
     }
 
-    pub async fn set_password_hash(&self, id: &UserId, hash: String) -> Result<()> {
-        self.update_user(
-            id,
-            "UPDATE users SET password_hash = ?1 WHERE id = ?2",
-            hash,
-        )
+    /// Sets the password hash of `id`; with `revoke_tokens` its login tokens are deleted in the
+    /// same transaction (so no token issued under the old password outlives the change). Returns
+    /// how many tokens were revoked.
+    pub async fn set_password_hash(
+        &self,
+        id: &UserId,
+        hash: String,
+        revoke_tokens: bool,
+    ) -> Result<usize> {
+        let id = id.0.clone();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            if tx.execute(
+                "UPDATE users SET password_hash = ?1 WHERE id = ?2",
+                params![hash, id],
+            )? == 0
+            {
+                return Err(StoreError::NoSuchUser(id));
+            }
+            let revoked = if revoke_tokens {
+                tx.execute("DELETE FROM auth_tokens WHERE user_id = ?1", params![id])?
+            } else {
+                0
+            };
+            tx.commit()?;
+            Ok(revoked)
+        })
         .await
     }
 
     pub async fn set_admin(&self, id: &UserId, is_admin: bool) -> Result<()> {
-        self.update_user(id, "UPDATE users SET is_admin = ?1 WHERE id = ?2", is_admin)
-            .await
-    }
-
-    /// Runs `sql` (`?1` = `value`, `?2` = the id) on one user; [`StoreError::NoSuchUser`] when
-    /// no row has that id.
-    async fn update_user<V>(&self, id: &UserId, sql: &'static str, value: V) -> Result<()>
-    where
-        V: rusqlite::ToSql + Send + 'static,
-    {
         let id = id.0.clone();
-        self.run(move |c| match c.execute(sql, params![value, id])? {
-            0 => Err(StoreError::NoSuchUser(id)),
-            _ => Ok(()),
+        self.run(move |c| {
+            match c.execute(
+                "UPDATE users SET is_admin = ?1 WHERE id = ?2",
+                params![is_admin, id],
+            )? {
+                0 => Err(StoreError::NoSuchUser(id)),
+                _ => Ok(()),
+            }
         })
         .await
+    }
+
+    /// Deletes the account and (by cascade) its login tokens. Its chats stay under its id, which
+    /// is never reused, so no later account can see them. `false` when there was no such user.
+    pub async fn delete_user(&self, id: &UserId) -> Result<bool> {
+        let id = id.0.clone();
+        self.run(move |c| Ok(c.execute("DELETE FROM users WHERE id = ?1", params![id])? > 0))
+            .await
     }
 }
 

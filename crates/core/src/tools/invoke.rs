@@ -115,6 +115,8 @@ pub async fn invoke(
     let mut held = None;
     if let Some(store) = inv.ledger
         && ledger::is_ledgered(&tool.meta, effect)
+        // A call its tool could not canonicalise is refused by that tool before any request.
+        && !(prepared.shares_identity() && prepared.canonical_digest().is_none())
     {
         let raw = raw_args.unwrap_or(serde_json::Value::Null);
         let id = ledger::identity(&ctx, &call.name, &call.id, &raw, prepared.as_ref());

@@ -103,12 +103,33 @@ impl Env {
     }
 
     pub async fn login(&self, name: &str, password: &str) -> reqwest::Response {
-        self.http
+        self.login_with(&self.http, name, password).await
+    }
+
+    /// A login sent by `client` (e.g. one bound to another loopback address, see [`client_from`]).
+    pub async fn login_with(
+        &self,
+        client: &reqwest::Client,
+        name: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        client
             .post(self.url("/api/v1/login"))
             .json(&json!({"username": name, "password": password}))
             .send()
             .await
             .unwrap()
+    }
+
+    /// `POST /api/v1/logout` with `token`.
+    pub async fn logout(&self, token: &str) -> StatusCode {
+        self.http
+            .post(self.url("/api/v1/logout"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .status()
     }
 
     pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
@@ -162,6 +183,86 @@ impl Env {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// An HTTP client whose connections come from `ip` (any 127.x.y.z reaches the host on 127.0.0.1,
+/// so one test can play several client addresses).
+pub fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// The `host:port` the host listens on.
+pub fn addr(env: &Env) -> String {
+    env.base.trim_start_matches("http://").to_string()
+}
+
+/// Reads one HTTP/1.1 response from a raw socket: status, lower-cased headers and the body (by
+/// `Content-Length`). `None` when the server closed the connection without answering.
+pub async fn read_response<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+) -> Option<(u16, std::collections::HashMap<String, String>, String)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut line = String::new();
+    if r.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+    let mut headers = std::collections::HashMap::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).await.ok()?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await.ok()?;
+    Some((status, headers, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Sends `request` (raw bytes, e.g. headers without their body) on a new connection and reads
+/// the answer; fails the test if none comes within [`WAIT`].
+pub async fn raw_exchange(
+    env: &Env,
+    request: &[u8],
+) -> (u16, std::collections::HashMap<String, String>, String) {
+    use tokio::io::AsyncWriteExt;
+    let s = tokio::net::TcpStream::connect(addr(env)).await.unwrap();
+    let mut r = tokio::io::BufReader::new(s);
+    r.get_mut().write_all(request).await.unwrap();
+    tokio::time::timeout(WAIT, read_response(&mut r))
+        .await
+        .expect("no answer in time")
+        .expect("closed without an answer")
+}
+
+/// Asserts that a raw answer is the JSON error envelope with `status` and `code`.
+pub fn assert_envelope(
+    (status, headers, body): &(u16, std::collections::HashMap<String, String>, String),
+    want_status: u16,
+    code: &str,
+) {
+    assert_eq!(*status, want_status, "{body}");
+    assert_eq!(headers["content-type"], "application/json", "{body}");
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["error"]["code"], code, "{body}");
+}
+
+/// Rows in a table of the main store.
+pub fn rows(env: &Env, table: &str) -> i64 {
+    let db = rusqlite::Connection::open(env.dir.path().join("agent.db")).unwrap();
+    db.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
 }
 
 /// Reads SSE frames from a response.
