@@ -26,6 +26,9 @@ mod reply;
 mod server;
 
 pub use external::external_program;
-pub use fixtures::{FIXTURES, Fixture, fixture, fixture_path, split_events};
+pub use fixtures::{
+    FIXTURES, Fixture, LLAMACPP_CONTENT_NULL_500, LLAMACPP_OVERFLOW_400, fixture, fixture_path,
+    split_events,
+};
 pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
 pub use server::MockModelServer;

@@ -124,3 +124,39 @@ async fn wait_for_requests_sees_requests_from_other_clients() {
     assert!(server.wait_for_requests(1, Duration::from_secs(20)).await);
     assert!(client.join().unwrap().contains("[DONE]"));
 }
+
+#[test]
+fn non_streamed_requests_get_one_json_body_and_empty_streams_are_empty() {
+    let server = MockModelServer::start_blocking();
+    server.push(MockReply::text("whole answer"));
+    server.push(MockReply::empty_stream());
+    let resp = http(
+        server.addr,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"m","stream":false}"#,
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{resp}"
+    );
+    let body: Value = serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], "whole answer");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+
+    let resp = http(
+        server.addr,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"m","stream":true}"#,
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{resp}"
+    );
+    assert!(!resp.contains("data:"), "{resp}");
+}
