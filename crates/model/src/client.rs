@@ -350,7 +350,10 @@ impl ModelClient {
                 ),
             }));
         }
-        if content_type.contains("application/json") || !stream {
+        // Some servers ignore `stream` either way: the content type decides.
+        if content_type.contains("application/json")
+            || (!stream && !content_type.contains("text/event-stream"))
+        {
             let body = read_capped(&mut resp, cancel, idle, MAX_JSON_BODY).await?;
             if body.trim().is_empty() {
                 return Err(AttemptError::EmptyStream);

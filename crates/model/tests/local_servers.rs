@@ -341,3 +341,15 @@ async fn complete_chat_asks_for_one_json_answer() {
         .any(|(k, v)| k == "authorization" && v == &format!("Bearer {KEY}"));
     assert!(auth);
 }
+
+#[tokio::test]
+async fn complete_chat_still_reads_a_stream_from_a_server_that_ignores_stream_false() {
+    let server = MockModelServer::start().await;
+    server.push(MockReply::fixture("llamacpp_python_cfc_plain"));
+    let completion = client(&server)
+        .complete_chat(&hello(), &CancellationToken::new(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(completion.content, "Welcome to the office.");
+    assert_eq!(server.requests()[0]["stream"], json!(false));
+}
