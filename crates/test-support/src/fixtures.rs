@@ -74,9 +74,8 @@ pub const FIXTURES: &[Fixture] = &[
     Fixture {
         name: "llamacpp_python_tool_args_cut",
         bytes: include_bytes!("../fixtures/llamacpp_python_tool_args_cut.sse"),
-        about: "derived from llamacpp_python_trunc_forced by dropping its last argument fragments: \
-                arguments stop mid-string, yet `finish_reason` still says `tool_calls` (as that \
-                server reports a call cut by its context)",
+        about: "llama-cpp-python, a forced call with max_tokens = 3 (recorded by hand with curl): \
+                the arguments stop at `{\"city\":`, yet `finish_reason` says `tool_calls`",
     },
 ];
 

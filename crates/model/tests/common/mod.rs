@@ -149,9 +149,9 @@ pub fn expected_fixture(name: &str) -> Completion {
         },
         "llamacpp_python_tool_args_cut" => Completion {
             tool_calls: vec![call(
-                LLAMACPP_PLAN_CALL_ID,
-                "update_plan",
-                r#"{"objective": "user", "steps": [{"step": "add_planStep", "status": "in"#,
+                "call__0_get_weather_cmpl-be9dc7bc-b037-4ad2-8de5-3fdabcb423c9",
+                "get_weather",
+                r#"{"city":"#,
             )],
             finish_reason: Some(FinishReason::ToolCalls),
             ..Completion::default()
