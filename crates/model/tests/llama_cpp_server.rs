@@ -23,7 +23,7 @@ fn client(server: &LlamaCppServer) -> ModelClient {
         model: server.model_id.clone(),
         temperature: Some(0.0),
         // Small: the 270M model rambles, and a test need not wait for it.
-        max_output_tokens: Some(96),
+        max_output_tokens: Some(48),
         max_retries: 3,
         idle_timeout: Duration::from_secs(300),
         ..ModelConfig::default()
