@@ -130,33 +130,22 @@ fn non_streamed_requests_get_one_json_body_and_empty_streams_are_empty() {
     let server = MockModelServer::start_blocking();
     server.push(MockReply::text("whole answer"));
     server.push(MockReply::empty_stream());
-    let resp = http(
-        server.addr,
-        "POST",
-        "/v1/chat/completions",
-        r#"{"model":"m","stream":false}"#,
-    );
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(
-        resp.to_ascii_lowercase()
-            .contains("content-type: application/json"),
-        "{resp}"
-    );
-    let body: Value = serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    // A 200 of the given content type; its body.
+    let post = |stream: bool, content_type: &str| {
+        let body = format!(r#"{{"model":"m","stream":{stream}}}"#);
+        let resp = http(server.addr, "POST", "/v1/chat/completions", &body);
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("content-type: {content_type}")),
+            "{resp}"
+        );
+        body.to_owned()
+    };
+    let body: Value = serde_json::from_str(&post(false, "application/json")).unwrap();
     assert_eq!(body["choices"][0]["message"]["content"], "whole answer");
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
-
-    let resp = http(
-        server.addr,
-        "POST",
-        "/v1/chat/completions",
-        r#"{"model":"m","stream":true}"#,
-    );
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(
-        resp.to_ascii_lowercase()
-            .contains("content-type: text/event-stream"),
-        "{resp}"
-    );
-    assert!(!resp.contains("data:"), "{resp}");
+    let body = post(true, "text/event-stream");
+    assert!(!body.contains("data:"), "{body}");
 }
