@@ -9,12 +9,16 @@
 //! - Some repeat the `name` on every fragment, or send the whole `arguments` in one fragment, or
 //!   reuse one `index` for several calls that have distinct ids.
 //!
+//! - llama-cpp-python repeats `index`, `id` and `name` on every fragment and duplicates each one
+//!   in the legacy `function_call` field (read only when a chunk has no `tool_calls`).
+//!
 //! Output order is by `index` when every call had one, else arrival order. A call whose id never
-//! came gets `call_<n>`; empty arguments become `{}`; fragments that never named a function nor
-//! carried arguments are dropped.
+//! came gets `call_<n>`; empty arguments become `{}` — unless the answer was cut by the output
+//! limit, when they stay empty (cut off, see [`crate::arguments_status`]); fragments that never
+//! named a function nor carried arguments are dropped.
 
 use crate::chunk::{ChatChunk, ToolCallDelta};
-use crate::{Completion, StreamEvent};
+use crate::{Completion, FinishReason, StreamEvent};
 use mpa_protocol::ToolCall;
 
 #[derive(Debug, Clone, Default)]
@@ -125,7 +129,14 @@ impl ToolCallAssembler {
     }
 
     /// The assembled calls, in index order (or arrival order when some call had no index).
+    /// Empty arguments become `{}` (a call without parameters).
     pub fn finish(self) -> Vec<ToolCall> {
+        self.finish_with(false)
+    }
+
+    /// [`ToolCallAssembler::finish`], but when `cut` (the output limit ended the answer) empty
+    /// arguments stay empty: the call was cut before its arguments began.
+    pub fn finish_with(self, cut: bool) -> Vec<ToolCall> {
         let mut calls: Vec<PartialCall> = self
             .calls
             .into_iter()
@@ -144,7 +155,7 @@ impl ToolCallAssembler {
                     c.id
                 },
                 name: c.name,
-                arguments: if c.arguments.trim().is_empty() {
+                arguments: if c.arguments.trim().is_empty() && !cut {
                     "{}".to_owned()
                 } else {
                     c.arguments
@@ -164,7 +175,7 @@ pub struct CompletionAssembler {
     reasoning: String,
     tools: ToolCallAssembler,
     usage: Option<mpa_protocol::Usage>,
-    finish_reason: Option<String>,
+    finish_reason: Option<FinishReason>,
 }
 
 impl CompletionAssembler {
@@ -201,15 +212,24 @@ impl CompletionAssembler {
                 for call in &delta.tool_calls {
                     self.tools.push(call);
                 }
+                if delta.tool_calls.is_empty()
+                    && let Some(function) = &delta.function_call
+                {
+                    self.tools.push(&ToolCallDelta {
+                        index: None,
+                        id: None,
+                        function: Some(function.clone()),
+                    });
+                }
             }
             if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
-                self.finish_reason = Some(reason.to_owned());
+                self.finish_reason = Some(FinishReason::from_wire(reason));
             }
         }
     }
 
-    pub fn finish_reason(&self) -> Option<&str> {
-        self.finish_reason.as_deref()
+    pub fn finish_reason(&self) -> Option<&FinishReason> {
+        self.finish_reason.as_ref()
     }
 
     /// Whether anything at all has been assembled.
@@ -221,10 +241,11 @@ impl CompletionAssembler {
     }
 
     pub fn finish(self) -> Completion {
+        let cut = self.finish_reason == Some(FinishReason::Length);
         Completion {
             content: self.content,
             reasoning: self.reasoning,
-            tool_calls: self.tools.finish(),
+            tool_calls: self.tools.finish_with(cut),
             usage: self.usage,
             finish_reason: self.finish_reason,
         }
@@ -325,6 +346,64 @@ mod tests {
             d(Some(0), None, None, Some("3}")),
         ]);
         assert_eq!(got, vec![call("a", "f", "{}"), call("b", "g", "{\"k\":3}")]);
+    }
+
+    #[test]
+    fn repeated_index_id_and_name_with_legacy_duplicate_assemble_once() {
+        let chunk = |args: &str| -> ChatChunk {
+            serde_json::from_value(serde_json::json!({"choices": [{"index": 0, "delta": {
+                "role": null, "content": null,
+                "function_call": {"name": "get_weather", "arguments": args},
+                "tool_calls": [{"index": 0, "id": "call__0", "type": "function",
+                    "function": {"name": "get_weather", "arguments": args}}]}}]}))
+            .unwrap()
+        };
+        let mut a = CompletionAssembler::new();
+        for piece in ["{\"", "city", "\":", " \"", "Paris", "\"", " }", ""] {
+            a.apply(&chunk(piece), &mut |_| {});
+        }
+        let c = a.finish();
+        assert_eq!(
+            c.tool_calls,
+            vec![call("call__0", "get_weather", r#"{"city": "Paris" }"#)]
+        );
+    }
+
+    #[test]
+    fn legacy_function_call_alone_is_a_tool_call() {
+        let mut a = CompletionAssembler::new();
+        for d in [
+            serde_json::json!({"function_call": {"name": "f", "arguments": "{\"a\""}}),
+            serde_json::json!({"function_call": {"arguments": ":1}"}}),
+        ] {
+            let chunk: ChatChunk =
+                serde_json::from_value(serde_json::json!({"choices": [{"delta": d}]})).unwrap();
+            a.apply(&chunk, &mut |_| {});
+        }
+        let finish: ChatChunk = serde_json::from_value(
+            serde_json::json!({"choices": [{"delta": {}, "finish_reason": "function_call"}]}),
+        )
+        .unwrap();
+        a.apply(&finish, &mut |_| {});
+        let c = a.finish();
+        assert_eq!(c.tool_calls, vec![call("call_0", "f", r#"{"a":1}"#)]);
+        assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls));
+    }
+
+    #[test]
+    fn a_call_cut_before_its_arguments_keeps_them_empty() {
+        let mut a = CompletionAssembler::new();
+        let chunks = [
+            serde_json::json!({"choices": [{"delta": {"tool_calls": [
+                {"index": 0, "id": "c", "function": {"name": "f", "arguments": ""}}]}}]}),
+            serde_json::json!({"choices": [{"delta": {}, "finish_reason": "length"}]}),
+        ];
+        for c in chunks {
+            a.apply(&serde_json::from_value(c).unwrap(), &mut |_| {});
+        }
+        let c = a.finish();
+        assert_eq!(c.tool_calls, vec![call("c", "f", "")]);
+        assert!(c.has_cut_off_tool_calls());
     }
 
     #[test]

@@ -1,9 +1,16 @@
-//! What is known about common models: context window (input tokens) and image input.
+//! What is known about common models: context window (input tokens), image input, output limit.
 //!
 //! Lookup is lenient: case-insensitive, provider prefixes (`openai/`, `openrouter/anthropic/`,
 //! `meta-llama/`) and tag suffixes (`:7b`, `:free`) are dropped, then the longest catalogue key the
 //! name starts with wins (`gpt-4o-mini-2024-07-18` → `gpt-4o-mini`). Unknown models get `None`s;
-//! the host then falls back to `LLM_MAX_CONTEXT_TOKENS` and `LLM_SUPPORT_IMAGE_INPUT`.
+//! the host then falls back to `LLM_MAX_CONTEXT_TOKENS`, `LLM_SUPPORT_IMAGE_INPUT` and
+//! [`crate::DEFAULT_MAX_OUTPUT_TOKENS`].
+//!
+//! Output limits are the most a model's API accepts as `max_tokens` (a provider rejects a larger
+//! value, so an entry never exceeds the documented limit). Open-weight models have no separate
+//! limit — the server's window bounds prompt plus answer, and some servers (vLLM) reject a request
+//! whose prompt plus `max_tokens` exceeds it — so they get a conservative cap for reasoning models
+//! and none (the default) otherwise.
 
 /// What the catalogue knows about a model; `None` means unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -11,6 +18,8 @@ pub struct ModelProfile {
     /// Maximum input tokens.
     pub context_window_tokens: Option<u64>,
     pub supports_images: Option<bool>,
+    /// Most output tokens one answer may have (`max_tokens`).
+    pub max_output_tokens: Option<u32>,
 }
 
 impl ModelProfile {
@@ -30,114 +39,123 @@ impl ModelProfile {
 
 const K: u64 = 1000;
 
-/// (key, window, images). Keys are lower-case name prefixes after normalisation.
-const CATALOGUE: &[(&str, u64, bool)] = &[
+/// (key, window, images, output limit). Keys are lower-case name prefixes after normalisation.
+const CATALOGUE: &[(&str, u64, bool, Option<u32>)] = &[
     // OpenAI
-    ("gpt-5-chat", 128 * K, true),
-    ("gpt-5", 272 * K, true),
-    ("gpt-4.1", 1_047_576, true),
-    ("gpt-4o", 128 * K, true),
-    ("chatgpt-4o", 128 * K, true),
-    ("gpt-4-turbo", 128 * K, true),
-    ("gpt-4-1106", 128 * K, false),
-    ("gpt-4-0125", 128 * K, false),
-    ("gpt-4-32k", 32_768, false),
-    ("gpt-4", 8_192, false),
-    ("gpt-3.5-turbo", 16_385, false),
-    ("gpt-oss", 131_072, false),
-    ("o1", 200 * K, true),
-    ("o1-mini", 128 * K, false),
-    ("o1-preview", 128 * K, false),
-    ("o3", 200 * K, true),
-    ("o3-mini", 200 * K, false),
-    ("o4-mini", 200 * K, true),
+    ("gpt-5-chat", 128 * K, true, Some(16_384)),
+    ("gpt-5", 272 * K, true, Some(128_000)),
+    ("gpt-4.1", 1_047_576, true, Some(32_768)),
+    ("gpt-4o", 128 * K, true, Some(16_384)),
+    ("gpt-4o-2024-05-13", 128 * K, true, Some(4_096)),
+    ("chatgpt-4o", 128 * K, true, Some(16_384)),
+    ("gpt-4-turbo", 128 * K, true, Some(4_096)),
+    ("gpt-4-1106", 128 * K, false, Some(4_096)),
+    ("gpt-4-0125", 128 * K, false, Some(4_096)),
+    ("gpt-4-32k", 32_768, false, None),
+    ("gpt-4", 8_192, false, Some(8_192)),
+    ("gpt-3.5-turbo", 16_385, false, Some(4_096)),
+    ("gpt-oss", 131_072, false, Some(16_384)),
+    ("o1", 200 * K, true, Some(100_000)),
+    ("o1-mini", 128 * K, false, Some(65_536)),
+    ("o1-preview", 128 * K, false, Some(32_768)),
+    ("o3", 200 * K, true, Some(100_000)),
+    ("o3-mini", 200 * K, false, Some(100_000)),
+    ("o4-mini", 200 * K, true, Some(100_000)),
     // DeepSeek
-    ("deepseek-chat", 128 * K, false),
-    ("deepseek-reasoner", 128 * K, false),
-    ("deepseek-v3", 128 * K, false),
-    ("deepseek-r1", 128 * K, false),
-    ("deepseek-coder", 128 * K, false),
+    ("deepseek-chat", 128 * K, false, Some(8_192)),
+    ("deepseek-reasoner", 128 * K, false, Some(32_768)),
+    ("deepseek-v3", 128 * K, false, Some(8_192)),
+    ("deepseek-r1", 128 * K, false, Some(16_384)),
+    ("deepseek-coder", 128 * K, false, None),
     // Qwen
-    ("qwen2.5", 32_768, false),
-    ("qwen2.5-vl", 128 * K, true),
-    ("qwen2.5vl", 128 * K, true),
-    ("qwen2.5-coder", 32_768, false),
-    ("qwen3", 32_768, false),
-    ("qwen3-vl", 262_144, true),
-    ("qwen3-coder", 262_144, false),
-    ("qwen3-235b-a22b-2507", 262_144, false),
-    ("qwen3-30b-a3b-2507", 262_144, false),
-    ("qwen-max", 32_768, false),
-    ("qwen-plus", 131_072, false),
-    ("qwen-turbo", 1_000_000, false),
-    ("qwen-vl", 32_768, true),
-    ("qwq", 131_072, false),
+    ("qwen2.5", 32_768, false, Some(8_192)),
+    ("qwen2.5-vl", 128 * K, true, Some(8_192)),
+    ("qwen2.5vl", 128 * K, true, Some(8_192)),
+    ("qwen2.5-coder", 32_768, false, Some(8_192)),
+    ("qwen3", 32_768, false, Some(16_384)),
+    ("qwen3-vl", 262_144, true, Some(16_384)),
+    ("qwen3-coder", 262_144, false, Some(65_536)),
+    ("qwen3-235b-a22b-2507", 262_144, false, Some(16_384)),
+    ("qwen3-30b-a3b-2507", 262_144, false, Some(16_384)),
+    ("qwen-max", 32_768, false, Some(8_192)),
+    ("qwen-plus", 131_072, false, Some(8_192)),
+    ("qwen-turbo", 1_000_000, false, Some(8_192)),
+    ("qwen-vl", 32_768, true, None),
+    ("qwq", 131_072, false, Some(16_384)),
     // Meta
-    ("llama3", 8_192, false),
-    ("llama-3", 8_192, false),
-    ("meta-llama-3", 8_192, false),
-    ("llama3.1", 131_072, false),
-    ("llama-3.1", 131_072, false),
-    ("meta-llama-3.1", 131_072, false),
-    ("llama3.2", 131_072, false),
-    ("llama-3.2", 131_072, false),
-    ("llama3.2-vision", 131_072, true),
-    ("llama-3.2-11b-vision", 131_072, true),
-    ("llama-3.2-90b-vision", 131_072, true),
-    ("llama3.3", 131_072, false),
-    ("llama-3.3", 131_072, false),
-    ("llama4", 1_048_576, true),
-    ("llama-4", 1_048_576, true),
+    ("llama3", 8_192, false, None),
+    ("llama-3", 8_192, false, None),
+    ("meta-llama-3", 8_192, false, None),
+    ("llama3.1", 131_072, false, None),
+    ("llama-3.1", 131_072, false, None),
+    ("meta-llama-3.1", 131_072, false, None),
+    ("llama3.2", 131_072, false, None),
+    ("llama-3.2", 131_072, false, None),
+    ("llama3.2-vision", 131_072, true, None),
+    ("llama-3.2-11b-vision", 131_072, true, None),
+    ("llama-3.2-90b-vision", 131_072, true, None),
+    ("llama3.3", 131_072, false, None),
+    ("llama-3.3", 131_072, false, None),
+    ("llama4", 1_048_576, true, None),
+    ("llama-4", 1_048_576, true, None),
     // Anthropic (through OpenAI-compatible gateways)
-    ("claude", 200 * K, true),
-    ("claude-2", 100 * K, false),
-    ("claude-instant", 100 * K, false),
+    ("claude", 200 * K, true, Some(4_096)),
+    ("claude-3-5", 200 * K, true, Some(8_192)),
+    ("claude-3.5", 200 * K, true, Some(8_192)),
+    ("claude-3-7", 200 * K, true, Some(64_000)),
+    ("claude-3.7", 200 * K, true, Some(64_000)),
+    ("claude-sonnet-4", 200 * K, true, Some(64_000)),
+    ("claude-opus-4", 200 * K, true, Some(32_000)),
+    ("claude-haiku-4", 200 * K, true, Some(64_000)),
+    ("claude-2", 100 * K, false, Some(4_096)),
+    ("claude-instant", 100 * K, false, Some(4_096)),
     // Google
-    ("gemini", 1_048_576, true),
-    ("gemini-1.5-pro", 2_097_152, true),
-    ("gemini-1.0", 32_760, false),
-    ("gemini-pro", 32_760, false),
-    ("gemma3", 131_072, true),
-    ("gemma-3", 131_072, true),
-    ("gemma3:1b", 32_768, false),
-    ("gemma-3-1b", 32_768, false),
-    ("gemma2", 8_192, false),
-    ("gemma-2", 8_192, false),
+    ("gemini", 1_048_576, true, Some(8_192)),
+    ("gemini-2.5", 1_048_576, true, Some(65_536)),
+    ("gemini-1.5-pro", 2_097_152, true, Some(8_192)),
+    ("gemini-1.0", 32_760, false, Some(2_048)),
+    ("gemini-pro", 32_760, false, Some(2_048)),
+    ("gemma3", 131_072, true, None),
+    ("gemma-3", 131_072, true, None),
+    ("gemma3:1b", 32_768, false, None),
+    ("gemma-3-1b", 32_768, false, None),
+    ("gemma2", 8_192, false, None),
+    ("gemma-2", 8_192, false, None),
     // Mistral
-    ("mistral-large", 131_072, false),
-    ("mistral-medium", 131_072, true),
-    ("mistral-small", 32_768, false),
-    ("mistral-small3.1", 131_072, true),
-    ("mistral-small-3.1", 131_072, true),
-    ("mistral-small3.2", 131_072, true),
-    ("mistral-small-3.2", 131_072, true),
-    ("mistral-nemo", 131_072, false),
-    ("mistral", 32_768, false),
-    ("mixtral", 32_768, false),
-    ("pixtral", 131_072, true),
-    ("codestral", 256 * K, false),
-    ("ministral", 131_072, false),
+    ("mistral-large", 131_072, false, None),
+    ("mistral-medium", 131_072, true, None),
+    ("mistral-small", 32_768, false, None),
+    ("mistral-small3.1", 131_072, true, None),
+    ("mistral-small-3.1", 131_072, true, None),
+    ("mistral-small3.2", 131_072, true, None),
+    ("mistral-small-3.2", 131_072, true, None),
+    ("mistral-nemo", 131_072, false, None),
+    ("mistral", 32_768, false, None),
+    ("mixtral", 32_768, false, None),
+    ("pixtral", 131_072, true, None),
+    ("codestral", 256 * K, false, None),
+    ("ministral", 131_072, false, None),
     // Others common behind OpenAI-compatible endpoints
-    ("glm-4", 128 * K, false),
-    ("glm-4v", 8 * K, true),
-    ("glm-4.5", 131_072, false),
-    ("glm-4.5v", 65_536, true),
-    ("glm-4.6", 200 * K, false),
-    ("kimi-k2", 131_072, false),
-    ("kimi-k2-0905", 262_144, false),
-    ("moonshot-v1-8k", 8 * K, false),
-    ("moonshot-v1-32k", 32 * K, false),
-    ("moonshot-v1-128k", 128 * K, false),
-    ("grok-2-vision", 32_768, true),
-    ("grok-3", 131_072, false),
-    ("grok-4", 256 * K, true),
-    ("phi3", 131_072, false),
-    ("phi-3", 131_072, false),
-    ("phi4", 16_384, false),
-    ("phi-4", 16_384, false),
-    ("command-r", 128 * K, false),
-    ("llava", 4_096, true),
-    ("minicpm-v", 32_768, true),
+    ("glm-4", 128 * K, false, None),
+    ("glm-4v", 8 * K, true, None),
+    ("glm-4.5", 131_072, false, None),
+    ("glm-4.5v", 65_536, true, None),
+    ("glm-4.6", 200 * K, false, None),
+    ("kimi-k2", 131_072, false, None),
+    ("kimi-k2-0905", 262_144, false, None),
+    ("moonshot-v1-8k", 8 * K, false, None),
+    ("moonshot-v1-32k", 32 * K, false, None),
+    ("moonshot-v1-128k", 128 * K, false, None),
+    ("grok-2-vision", 32_768, true, None),
+    ("grok-3", 131_072, false, None),
+    ("grok-4", 256 * K, true, None),
+    ("phi3", 131_072, false, None),
+    ("phi-3", 131_072, false, None),
+    ("phi4", 16_384, false, None),
+    ("phi-4", 16_384, false, None),
+    ("command-r", 128 * K, false, None),
+    ("llava", 4_096, true, None),
+    ("minicpm-v", 32_768, true, None),
 ];
 
 /// Normalises a configured model name for lookup.
@@ -147,78 +165,102 @@ fn normalise(model_name: &str) -> String {
     base.to_owned()
 }
 
+/// The longest catalogue key `name` (normalised) starts with at a word boundary.
+fn best_key<'k>(keys: impl Iterator<Item = &'k str>, name: &str) -> Option<&'k str> {
+    // Tags usually name a size or a tier (`:7b`, `:free`), but some keys include one (`gemma3:1b`).
+    let untagged = name.split(':').next().unwrap_or(name);
+    keys.filter(|key| {
+        // A key must end at a word boundary, so `o1` does not match `o1x` nor `gpt-4` `gpt-40`.
+        let rest = name
+            .strip_prefix(key)
+            .or_else(|| untagged.strip_prefix(key));
+        rest.is_some_and(|r| r.is_empty() || r.starts_with(['-', ':', '.', '_', '@', ' ']))
+    })
+    .max_by_key(|key| key.len())
+}
+
 /// The catalogue entry for a model name (see the module docs for matching).
 pub fn model_profile(model_name: &str) -> ModelProfile {
     let name = normalise(model_name);
-    // Tags usually name a size or a tier (`:7b`, `:free`), but some keys include one (`gemma3:1b`).
-    let untagged = name.split(':').next().unwrap_or(&name);
-    let best = CATALOGUE
-        .iter()
-        .filter(|(key, _, _)| name.starts_with(key) || untagged.starts_with(key))
-        .filter(|(key, _, _)| {
-            // A key must end at a word boundary, so `o1` does not match `o1x` nor `gpt-4` `gpt-40`.
-            let rest = name
-                .strip_prefix(key)
-                .or_else(|| untagged.strip_prefix(key));
-            rest.is_some_and(|r| r.is_empty() || r.starts_with(['-', ':', '.', '_', '@', ' ']))
-        })
-        .max_by_key(|(key, _, _)| key.len());
+    let best = best_key(CATALOGUE.iter().map(|e| e.0), &name)
+        .and_then(|key| CATALOGUE.iter().find(|e| e.0 == key));
     match best {
-        Some(&(_, window, images)) => ModelProfile {
+        Some(&(_, window, images, output)) => ModelProfile {
             context_window_tokens: Some(window),
             supports_images: Some(images),
+            max_output_tokens: output,
         },
-        None => ModelProfile {
-            context_window_tokens: None,
-            supports_images: (untagged.contains("vision") || untagged.contains("-vl"))
-                .then_some(true),
-        },
+        None => {
+            let untagged = name.split(':').next().unwrap_or(&name);
+            ModelProfile {
+                context_window_tokens: None,
+                supports_images: (untagged.contains("vision") || untagged.contains("-vl"))
+                    .then_some(true),
+                max_output_tokens: None,
+            }
+        }
     }
+}
+
+/// OpenAI's reasoning families refuse `max_tokens` and take `max_completion_tokens` instead;
+/// everyone else (llama.cpp, Ollama, older vLLM, most gateways) knows only `max_tokens`.
+const COMPLETION_TOKENS_FAMILIES: &[&str] = &["o1", "o3", "o4", "gpt-5"];
+
+/// Whether the output limit of `model_name` goes out as `max_completion_tokens`.
+pub(crate) fn takes_max_completion_tokens(model_name: &str) -> bool {
+    let name = normalise(model_name);
+    best_key(COMPLETION_TOKENS_FAMILIES.iter().copied(), &name).is_some()
+        && !name.starts_with("gpt-5-chat")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn p(window: u64, images: bool) -> ModelProfile {
+    fn p(window: u64, images: bool, output: Option<u32>) -> ModelProfile {
         ModelProfile {
             context_window_tokens: Some(window),
             supports_images: Some(images),
+            max_output_tokens: output,
         }
     }
 
     #[test]
     fn lenient_matching() {
-        assert_eq!(model_profile("gpt-4o-mini-2024-07-18"), p(128 * K, true));
-        assert_eq!(model_profile("openai/GPT-4o"), p(128 * K, true));
-        assert_eq!(model_profile("gpt-4"), p(8_192, false));
-        assert_eq!(model_profile("gpt-4.1-mini"), p(1_047_576, true));
-        assert_eq!(model_profile("o3-mini"), p(200 * K, false));
-        assert_eq!(model_profile("o3"), p(200 * K, true));
-        assert_eq!(model_profile("gpt-5-nano"), p(272 * K, true));
-        assert_eq!(model_profile("deepseek-reasoner"), p(128 * K, false));
-        assert_eq!(model_profile("qwen2.5:7b"), p(32_768, false));
-        assert_eq!(model_profile("qwen2.5vl:7b"), p(128 * K, true));
-        assert_eq!(model_profile("Qwen/Qwen3-8B"), p(32_768, false));
-        assert_eq!(
-            model_profile("llama3.1:8b-instruct-q4_K_M"),
-            p(131_072, false)
-        );
-        assert_eq!(
-            model_profile("meta-llama/Llama-3.3-70B-Instruct"),
-            p(131_072, false)
-        );
-        assert_eq!(
-            model_profile("openrouter/anthropic/claude-3.5-sonnet"),
-            p(200 * K, true)
-        );
-        assert_eq!(model_profile("google/gemini-2.5-flash"), p(1_048_576, true));
-        assert_eq!(model_profile("gemma3:1b"), p(32_768, false));
-        assert_eq!(model_profile("gemma3:27b"), p(131_072, true));
-        assert_eq!(
-            model_profile("deepseek/deepseek-chat:free"),
-            p(128 * K, false)
-        );
+        let cases: &[(&str, ModelProfile)] = &[
+            ("gpt-4o-mini-2024-07-18", p(128 * K, true, Some(16_384))),
+            ("openai/GPT-4o", p(128 * K, true, Some(16_384))),
+            ("gpt-4o-2024-05-13", p(128 * K, true, Some(4_096))),
+            ("gpt-4", p(8_192, false, Some(8_192))),
+            ("gpt-4-32k", p(32_768, false, None)),
+            ("gpt-4.1-mini", p(1_047_576, true, Some(32_768))),
+            ("o3-mini", p(200 * K, false, Some(100_000))),
+            ("o3", p(200 * K, true, Some(100_000))),
+            ("gpt-5-nano", p(272 * K, true, Some(128_000))),
+            ("deepseek-reasoner", p(128 * K, false, Some(32_768))),
+            ("qwen2.5:7b", p(32_768, false, Some(8_192))),
+            ("qwen2.5vl:7b", p(128 * K, true, Some(8_192))),
+            ("Qwen/Qwen3-8B", p(32_768, false, Some(16_384))),
+            ("llama3.1:8b-instruct-q4_K_M", p(131_072, false, None)),
+            ("meta-llama/Llama-3.3-70B-Instruct", p(131_072, false, None)),
+            (
+                "openrouter/anthropic/claude-3.5-sonnet",
+                p(200 * K, true, Some(8_192)),
+            ),
+            ("claude-3-opus-20240229", p(200 * K, true, Some(4_096))),
+            ("claude-sonnet-4-5", p(200 * K, true, Some(64_000))),
+            ("google/gemini-2.5-flash", p(1_048_576, true, Some(65_536))),
+            ("gemini-2.0-flash", p(1_048_576, true, Some(8_192))),
+            ("gemma3:1b", p(32_768, false, None)),
+            ("gemma3:27b", p(131_072, true, None)),
+            (
+                "deepseek/deepseek-chat:free",
+                p(128 * K, false, Some(8_192)),
+            ),
+        ];
+        for (name, want) in cases {
+            assert_eq!(model_profile(name), *want, "{name}");
+        }
     }
 
     #[test]
@@ -235,5 +277,32 @@ mod tests {
             Some(true)
         );
         assert!(!model_profile("deepseek-chat").vision_enabled(true));
+        // The GGUF file name llama.cpp reports as the model id.
+        assert_eq!(
+            model_profile("gemma-3-270m-q4_k_m.gguf").max_output_tokens,
+            None
+        );
+    }
+
+    #[test]
+    fn output_limit_parameter_name() {
+        for name in [
+            "o1",
+            "o3-mini",
+            "o4-mini-2025-04-16",
+            "gpt-5",
+            "openai/gpt-5-mini",
+        ] {
+            assert!(takes_max_completion_tokens(name), "{name}");
+        }
+        for name in [
+            "gpt-4o",
+            "gpt-5-chat-latest",
+            "o1x",
+            "qwen3:8b",
+            "deepseek-chat",
+        ] {
+            assert!(!takes_max_completion_tokens(name), "{name}");
+        }
     }
 }

@@ -55,6 +55,10 @@ pub struct Delta {
     pub reasoning: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub tool_calls: Vec<ToolCallDelta>,
+    /// The legacy single-function field. llama-cpp-python repeats every tool-call fragment here
+    /// too, so it counts only when `tool_calls` is absent from the chunk.
+    #[serde(default)]
+    pub function_call: Option<FunctionDelta>,
 }
 
 /// A fragment of a tool call. `index` and `id` are both optional; see [`crate::assembly`].
@@ -202,8 +206,13 @@ impl WireError {
                     Some(Value::String(s)) => s.parse().ok(),
                     _ => None,
                 };
+                let detail_list = || match map.get("detail") {
+                    Some(Value::Array(items)) => crate::classify::summarize_detail_array(items),
+                    _ => None,
+                };
                 let message = text("message")
                     .or_else(|| text("detail"))
+                    .or_else(detail_list)
                     .or_else(|| text("error"))
                     .unwrap_or_else(|| v.to_string());
                 WireError {

@@ -1,9 +1,13 @@
-//! The HTTP side: one POST per attempt, retries before the first streamed byte, cancellation.
+//! The HTTP side: one POST per attempt, retries before the first streamed byte, the non-streamed
+//! fallback for a stream that said nothing, one refit of a refused output limit, cancellation.
 
+use crate::catalogue::takes_max_completion_tokens;
 use crate::classify::{classify_http, parse_retry_after};
 use crate::decoder::{StreamDecoder, decode_completion_json};
 use crate::error::{ModelError, Result, scrub};
-use crate::{ChatRequest, Completion, ModelConfig, StreamEvent, wire};
+use crate::output_limit::{OutputLimit, refit};
+use crate::wire::{BodyOptions, OutputLimitParam};
+use crate::{ChatRequest, Completion, ModelConfig, StreamEvent, effective_max_output_tokens, wire};
 use bytes::Bytes;
 use rand::Rng;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
@@ -47,6 +51,9 @@ enum AttemptError {
     /// Nothing of a 200 stream arrived and the error class allows another try.
     Retry(ModelError),
     Fail(ModelError),
+    /// HTTP 200 and an event stream that ended without a single event: the server told nothing
+    /// (llama-cpp-python answers an over-context request so), and nothing reached the caller.
+    EmptyStream,
 }
 
 impl AttemptError {
@@ -119,11 +126,39 @@ impl ModelClient {
     ///
     /// Retries (up to `max_retries`, jittered exponential backoff or the provider's `Retry-After`)
     /// on rate limits, 5xx and transport failures — but only while no byte of a 200 stream has
-    /// arrived: after that a failure is final, so the caller never sees text twice. A fired
-    /// `cancel` ends the call at once with [`ModelError::Cancelled`].
+    /// arrived: after that a failure is final, so the caller never sees text twice. Never retried:
+    /// context overflow, validation errors, auth (see [`ModelError::is_retryable`]).
+    ///
+    /// A 200 stream that ends without any event is asked again once *without* streaming, to learn
+    /// the real reason (llama-cpp-python then answers 400 `context_length_exceeded`) or to get the
+    /// answer as one JSON body (its text then reaches `on_event` as one event). An output limit the
+    /// server refuses — wrong parameter name, above the model's limit, or no room beside the prompt
+    /// — is refitted from the refusal and sent once more. A fired `cancel` ends the call at once
+    /// with [`ModelError::Cancelled`].
     pub async fn stream_chat(
         &self,
         req: &ChatRequest<'_>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Completion> {
+        self.call(req, true, cancel, on_event).await
+    }
+
+    /// [`ModelClient::stream_chat`] without streaming: one `chat.completion` JSON answer (its text
+    /// reaches `on_event` as one event at the end). Same retries and classification.
+    pub async fn complete_chat(
+        &self,
+        req: &ChatRequest<'_>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Completion> {
+        self.call(req, false, cancel, on_event).await
+    }
+
+    async fn call(
+        &self,
+        req: &ChatRequest<'_>,
+        stream: bool,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Completion> {
@@ -137,16 +172,62 @@ impl ModelClient {
                 message: "no model name configured (LLM_MODEL)".to_owned(),
             });
         }
-        let body = wire::request_body(&cfg.model, cfg.temperature, &req.messages, req.tools)
-            .map_err(|e| ModelError::Config {
-                message: format!("could not serialise the request: {e}"),
-            })?;
-        let body = Bytes::from(body);
+        let mut plan = Plan {
+            stream,
+            limit: OutputLimit {
+                tokens: effective_max_output_tokens(cfg),
+                param: if takes_max_completion_tokens(&cfg.model) {
+                    OutputLimitParam::MaxCompletionTokens
+                } else {
+                    OutputLimitParam::MaxTokens
+                },
+            },
+            fell_back: false,
+            refitted: false,
+        };
+        let mut body = self.body(req, &plan)?;
         let mut retries = 0u32;
         loop {
-            let err = match self.attempt(body.clone(), cancel, on_event).await {
+            let err = match self
+                .attempt(body.clone(), plan.stream, cancel, on_event)
+                .await
+            {
                 Ok(completion) => return Ok(completion),
-                Err(AttemptError::Fail(e)) => return Err(e),
+                Err(AttemptError::EmptyStream) if !plan.fell_back => {
+                    tracing::warn!(
+                        endpoint = %self.inner.endpoint,
+                        "model stream ended without any event; asking again without streaming"
+                    );
+                    plan.stream = false;
+                    plan.fell_back = true;
+                    body = self.body(req, &plan)?;
+                    continue;
+                }
+                Err(AttemptError::EmptyStream) => {
+                    return Err(ModelError::Network {
+                        message: format!(
+                            "{} answered HTTP 200 with nothing in it, streamed and not",
+                            self.inner.endpoint
+                        ),
+                    });
+                }
+                Err(AttemptError::Fail(e)) => {
+                    if !plan.refitted
+                        && let Some(limit) = refit(&e, plan.limit)
+                    {
+                        tracing::warn!(
+                            code = e.code(),
+                            "model refused the output limit; resending with {} = {:?}: {e}",
+                            limit.param.as_str(),
+                            limit.tokens
+                        );
+                        plan.limit = limit;
+                        plan.refitted = true;
+                        body = self.body(req, &plan)?;
+                        continue;
+                    }
+                    return Err(e);
+                }
                 Err(AttemptError::Retry(e)) => e,
             };
             if retries >= cfg.max_retries {
@@ -168,9 +249,26 @@ impl ModelClient {
         }
     }
 
+    fn body(&self, req: &ChatRequest<'_>, plan: &Plan) -> Result<Bytes> {
+        let cfg = &self.inner.cfg;
+        let opts = BodyOptions {
+            model: &cfg.model,
+            temperature: cfg.temperature,
+            max_output_tokens: plan.limit.tokens,
+            output_limit_param: plan.limit.param,
+            stream: plan.stream,
+        };
+        wire::request_body(&opts, req)
+            .map(Bytes::from)
+            .map_err(|e| ModelError::Config {
+                message: format!("could not serialise the request: {e}"),
+            })
+    }
+
     async fn attempt(
         &self,
         body: Bytes,
+        stream: bool,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> std::result::Result<Completion, AttemptError> {
@@ -181,7 +279,14 @@ impl ModelClient {
             .http
             .post(inner.url.clone())
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
+            .header(
+                ACCEPT,
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
             .body(body);
         if let Some(key) = key {
             let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
@@ -245,8 +350,14 @@ impl ModelClient {
                 ),
             }));
         }
-        if content_type.contains("application/json") {
+        // Some servers ignore `stream` either way: the content type decides.
+        if content_type.contains("application/json")
+            || (!stream && !content_type.contains("text/event-stream"))
+        {
             let body = read_capped(&mut resp, cancel, idle, MAX_JSON_BODY).await?;
+            if body.trim().is_empty() {
+                return Err(AttemptError::EmptyStream);
+            }
             return decode_completion_json(&body, key, on_event).map_err(AttemptError::Fail);
         }
         let mut decoder = StreamDecoder::with_api_key(key);
@@ -281,10 +392,12 @@ impl ModelClient {
                     }));
                 }
                 Ok(Ok(None)) => {
-                    if !got_byte {
-                        return Err(AttemptError::Retry(ModelError::Network {
-                            message: format!("empty response body from {}", inner.endpoint),
-                        }));
+                    decoder
+                        .end_of_stream(on_event)
+                        .map_err(AttemptError::Fail)?;
+                    if !decoder.saw_event() {
+                        // Comments and keep-alives at most: nothing reached the caller.
+                        return Err(AttemptError::EmptyStream);
                     }
                     return decoder.finish(on_event).map_err(AttemptError::Fail);
                 }
@@ -331,6 +444,16 @@ impl ModelClient {
         };
         scrub(&message, self.inner.api_key.as_deref())
     }
+}
+
+/// What the next request of one call looks like.
+struct Plan {
+    stream: bool,
+    limit: OutputLimit,
+    /// The non-streamed retry after an empty stream was made.
+    fell_back: bool,
+    /// The output limit was refitted after a refusal.
+    refitted: bool,
 }
 
 /// Reads at most `cap` bytes of a body, honouring cancellation and the idle timeout. A body that

@@ -23,6 +23,8 @@ struct DecodeState {
     api_key: Option<String>,
     /// At end of stream a half-received chunk is expected noise, not a protocol error.
     at_eof: bool,
+    /// `data:` events seen (chunks, `[DONE]`, errors; not comments or keep-alives).
+    events: u64,
 }
 
 impl Default for StreamDecoder {
@@ -70,17 +72,16 @@ impl StreamDecoder {
         !self.state.assembler.is_empty()
     }
 
+    /// Whether any `data:` event at all arrived. A 200 stream that ends without one told nothing
+    /// (llama-cpp-python answers an over-context request so); comments and keep-alives don't count.
+    pub fn saw_event(&self) -> bool {
+        self.state.events > 0
+    }
+
     /// End of the byte stream. A stream is complete with `[DONE]`, or without it when a
     /// `finish_reason` arrived (several local servers close without `[DONE]`).
     pub fn finish(mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Completion> {
-        if !self.state.done {
-            self.state.at_eof = true;
-            let state = &mut self.state;
-            self.sse.finish(&mut |ev| state.handle(ev, on_event));
-            if let Some(e) = self.state.error.take() {
-                return Err(e);
-            }
-        }
+        self.end_of_stream(on_event)?;
         if self.state.done || self.state.assembler.finish_reason().is_some() {
             Ok(self.state.assembler.finish())
         } else {
@@ -89,6 +90,20 @@ impl StreamDecoder {
                     .to_owned(),
             })
         }
+    }
+
+    /// End of the byte stream, before deciding what it amounted to: dispatches a last event that
+    /// lacked its blank line (a half chunk there is tolerated). Idempotent.
+    pub fn end_of_stream(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        if !self.state.done && !self.state.at_eof {
+            self.state.at_eof = true;
+            let state = &mut self.state;
+            self.sse.finish(&mut |ev| state.handle(ev, on_event));
+            if let Some(e) = self.state.error.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// The completion so far, for a caller that stops at `[DONE]` without draining the socket.
@@ -104,6 +119,7 @@ impl DecodeState {
         }
         let data = ev.data.trim();
         if data == "[DONE]" {
+            self.events += 1;
             self.done = true;
             return;
         }
@@ -115,6 +131,7 @@ impl DecodeState {
         if data.is_empty() {
             return;
         }
+        self.events += 1;
         match serde_json::from_str::<ChatChunk>(data) {
             Ok(chunk) => {
                 if let Some(err) = &chunk.error {
@@ -215,8 +232,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            d.finish(&mut |_| {}).unwrap().finish_reason.as_deref(),
-            Some("stop")
+            d.finish(&mut |_| {}).unwrap().finish_reason,
+            Some(crate::FinishReason::Stop)
         );
     }
 

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-/// Longest provider text kept in an error message: enough to say why, short enough for a UI line.
-const SNIPPET_CHARS: usize = 300;
+/// Longest provider text kept in an error message: enough for the reason (a vLLM or pydantic
+/// validation message runs to a few hundred characters once its noise is dropped, see
+/// [`crate::classify`]), short enough for a UI line.
+const SNIPPET_CHARS: usize = 500;
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
@@ -23,9 +25,21 @@ pub enum ModelError {
         retry_after: Option<Duration>,
         message: String,
     },
-    /// The request does not fit the model's context window; retrying the same request cannot help.
-    #[error("model context length exceeded: {message}")]
-    ContextLengthExceeded { message: String },
+    /// The request does not fit the model's context window (any provider's phrasing, see
+    /// [`crate::CONTEXT_EXCEEDED_MARKERS`]); retrying the same request cannot help, a shorter one
+    /// (compaction, a new session) or a larger server context can. `message` is the provider's.
+    #[error("model context length exceeded{}: {message}", status_suffix(*status))]
+    ContextLengthExceeded {
+        status: Option<u16>,
+        message: String,
+    },
+    /// The provider refused the request as invalid (400, 413, 422, or a 5xx whose body is a
+    /// validation error): the same request fails the same way, so it is never retried.
+    #[error("model request rejected{}: {message}", status_suffix(*status))]
+    InvalidRequest {
+        status: Option<u16>,
+        message: String,
+    },
     /// 5xx, or an in-stream server error (then `status` is the provider's numeric code, if any).
     #[error("model server error{}: {message}", status_suffix(*status))]
     Server {
@@ -35,7 +49,7 @@ pub enum ModelError {
     /// Connection failures, timeouts, silence longer than the idle timeout, streams cut short.
     #[error("model network error: {message}")]
     Network { message: String },
-    /// Other 4xx, unparseable chunks, malformed responses.
+    /// Other 4xx (404: no such model or path), unparseable chunks, malformed responses.
     #[error("bad model response{}: {message}", status_suffix(*status))]
     BadResponse {
         status: Option<u16>,
@@ -69,6 +83,7 @@ impl ModelError {
             | ModelError::Network { .. } => true,
             ModelError::Auth { .. }
             | ModelError::ContextLengthExceeded { .. }
+            | ModelError::InvalidRequest { .. }
             | ModelError::BadResponse { .. }
             | ModelError::Cancelled
             | ModelError::Config { .. } => false,
@@ -80,7 +95,8 @@ impl ModelError {
         match self {
             ModelError::Auth { .. } => "model_auth",
             ModelError::RateLimited { .. } => "model_rate_limited",
-            ModelError::ContextLengthExceeded { .. } => "model_context_length_exceeded",
+            ModelError::ContextLengthExceeded { .. } => "model_context_exceeded",
+            ModelError::InvalidRequest { .. } => "model_invalid_request",
             ModelError::Server { .. } => "model_server_error",
             ModelError::Network { .. } => "model_network_error",
             ModelError::BadResponse { .. } => "model_bad_response",
@@ -89,10 +105,34 @@ impl ModelError {
         }
     }
 
+    /// Whether the request did not fit the model's context window (code `model_context_exceeded`):
+    /// the host compacts and retries, or tells the user to start a new session or raise the
+    /// server's context size.
+    pub fn is_context_exceeded(&self) -> bool {
+        matches!(self, ModelError::ContextLengthExceeded { .. })
+    }
+
+    /// The provider's status code, when the error came from an HTTP answer or carried one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ModelError::Auth { status, .. }
+            | ModelError::ContextLengthExceeded { status, .. }
+            | ModelError::InvalidRequest { status, .. }
+            | ModelError::Server { status, .. }
+            | ModelError::BadResponse { status, .. } => *status,
+            ModelError::RateLimited { .. }
+            | ModelError::Network { .. }
+            | ModelError::Cancelled
+            | ModelError::Config { .. } => None,
+        }
+    }
+
     /// Whether the provider refused the request because it carried image input the model cannot
     /// take (the host then retries once in text mode, spec runtime §9.4).
     pub fn is_image_input_rejected(&self) -> bool {
-        let ModelError::BadResponse { message, .. } = self else {
+        let (ModelError::BadResponse { message, .. } | ModelError::InvalidRequest { message, .. }) =
+            self
+        else {
             return false;
         };
         let m = message.to_ascii_lowercase();
@@ -120,30 +160,6 @@ impl ModelError {
             _ => None,
         }
     }
-}
-
-/// Phrases providers use when the prompt exceeds the context window (OpenAI, vLLM, llama.cpp,
-/// Ollama, DeepSeek, OpenRouter, Anthropic via proxies). Matched lower-cased.
-const CONTEXT_MARKERS: &[&str] = &[
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "too many tokens",
-    "prompt is too long",
-    "input is too long",
-    "reduce the length",
-    "exceeds the model",
-    "exceed_context_size",
-    "token limit",
-    "maximum number of tokens",
-    "max_tokens must be",
-    "context size",
-];
-
-pub(crate) fn mentions_context_length(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    CONTEXT_MARKERS.iter().any(|m| lower.contains(m))
 }
 
 /// Removes secrets from provider or transport text and caps it at [`SNIPPET_CHARS`] characters.
@@ -263,18 +279,22 @@ mod tests {
         assert_eq!(e.code(), "model_server_error");
         assert_eq!(e.to_string(), "model server error (HTTP 503): x");
         assert!(!ModelError::Cancelled.is_retryable());
-        let e = ModelError::BadResponse {
+        let e = ModelError::InvalidRequest {
             status: Some(400),
             message: "This model does not support image input".into(),
         };
         assert!(e.is_image_input_rejected());
-    }
-
-    #[test]
-    fn context_markers() {
-        assert!(mentions_context_length(
-            "This model's maximum context length is 8192 tokens"
-        ));
-        assert!(!mentions_context_length("invalid model name"));
+        assert!(!e.is_retryable());
+        assert_eq!(e.code(), "model_invalid_request");
+        let e = ModelError::ContextLengthExceeded {
+            status: Some(400),
+            message: "This model's maximum context length is 2048 tokens.".into(),
+        };
+        assert!(e.is_context_exceeded() && !e.is_retryable());
+        assert_eq!(e.code(), "model_context_exceeded");
+        assert_eq!(
+            e.to_string(),
+            "model context length exceeded (HTTP 400): This model's maximum context length is 2048 tokens."
+        );
     }
 }

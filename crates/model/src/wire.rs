@@ -3,19 +3,81 @@
 //! Only what the model may see goes out: host fields of [`Message`] (`outcome`, `metadata`, the
 //! tool `name`) never do. Image parts are sent only on user messages; other roles send text.
 
-use mpa_protocol::{Content, ContentPart, Message, Role, ToolCall, ToolSpec};
+use crate::{ChatRequest, ToolChoice};
+use mpa_protocol::{Content, ContentPart, Message, Role, ToolCall};
 use serde::Serialize;
+
+/// How the output limit is spelled on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputLimitParam {
+    /// `max_tokens`: llama.cpp, Ollama, vLLM, DeepSeek, most gateways, older OpenAI models.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's reasoning models, which refuse `max_tokens`.
+    MaxCompletionTokens,
+}
+
+impl OutputLimitParam {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputLimitParam::MaxTokens => "max_tokens",
+            OutputLimitParam::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+
+    pub(crate) fn other(self) -> Self {
+        match self {
+            OutputLimitParam::MaxTokens => OutputLimitParam::MaxCompletionTokens,
+            OutputLimitParam::MaxCompletionTokens => OutputLimitParam::MaxTokens,
+        }
+    }
+}
+
+/// Everything of a request body that is not the conversation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BodyOptions<'a> {
+    pub model: &'a str,
+    pub temperature: Option<f32>,
+    /// `None`: no limit is sent.
+    pub max_output_tokens: Option<u32>,
+    pub output_limit_param: OutputLimitParam,
+    /// `false`: one `chat.completion` JSON answer instead of an event stream.
+    pub stream: bool,
+}
 
 #[derive(Serialize)]
 struct RequestBody<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
     stream: bool,
-    stream_options: StreamOptions,
+    /// Only with `stream: true`: OpenAI rejects it otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireFunctionName<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct WireFunctionName<'a> {
+    name: &'a str,
 }
 
 #[derive(Serialize)]
@@ -26,8 +88,10 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    /// `None` serialises as `null`: an assistant message that only calls tools.
-    content: Option<WireContent<'a>>,
+    /// Always present: an assistant message that only calls tools sends `""`. llama-cpp-python
+    /// answers `null` with HTTP 500 (its schema wants a string) and crashes in its chat template
+    /// when the key is missing; every other common server takes `""`.
+    content: WireContent<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,9 +142,8 @@ fn text_content(content: &Content) -> std::borrow::Cow<'_, str> {
 
 fn wire_message(m: &Message) -> WireMessage<'_> {
     let content = match (m.role, &m.content) {
-        (Role::User, Content::Parts(parts)) => Some(WireContent::Parts(parts)),
-        (Role::Assistant, c) if !m.tool_calls.is_empty() && c.text().is_empty() => None,
-        (_, c) => Some(WireContent::Text(text_content(c))),
+        (Role::User, Content::Parts(parts)) => WireContent::Parts(parts),
+        (_, c) => WireContent::Text(text_content(c)),
     };
     let tool_calls = if m.role == Role::Assistant {
         m.tool_calls.iter().map(wire_tool_call).collect()
@@ -116,21 +179,34 @@ fn wire_tool_call(c: &ToolCall) -> WireToolCall<'_> {
     }
 }
 
-/// Serialises the request body.
-pub fn request_body(
-    model: &str,
-    temperature: Option<f32>,
-    messages: &[&Message],
-    tools: &[ToolSpec],
-) -> serde_json::Result<Vec<u8>> {
-    let body = RequestBody {
-        model,
-        messages: messages.iter().map(|m| wire_message(m)).collect(),
-        stream: true,
-        stream_options: StreamOptions {
-            include_usage: true,
+fn wire_tool_choice(choice: Option<&ToolChoice>) -> WireToolChoice<'_> {
+    match choice {
+        None | Some(ToolChoice::Auto) => WireToolChoice::Mode("auto"),
+        Some(ToolChoice::None) => WireToolChoice::Mode("none"),
+        Some(ToolChoice::Required) => WireToolChoice::Mode("required"),
+        Some(ToolChoice::Function(name)) => WireToolChoice::Function {
+            kind: "function",
+            function: WireFunctionName { name },
         },
-        tools: tools
+    }
+}
+
+/// Serialises the request body. `tool_choice` goes out only with tools (OpenAI rejects it
+/// otherwise), and then always: `auto` unless the request names another choice.
+pub fn request_body(opts: &BodyOptions<'_>, req: &ChatRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    let limit = |param: OutputLimitParam| {
+        opts.max_output_tokens
+            .filter(|_| opts.output_limit_param == param)
+    };
+    let body = RequestBody {
+        model: opts.model,
+        messages: req.messages.iter().map(|m| wire_message(m)).collect(),
+        stream: opts.stream,
+        stream_options: opts.stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+        tools: req
+            .tools
             .iter()
             .map(|t| WireTool {
                 kind: "function",
@@ -141,7 +217,10 @@ pub fn request_body(
                 },
             })
             .collect(),
-        temperature,
+        tool_choice: (!req.tools.is_empty()).then(|| wire_tool_choice(req.tool_choice.as_ref())),
+        temperature: opts.temperature,
+        max_tokens: limit(OutputLimitParam::MaxTokens),
+        max_completion_tokens: limit(OutputLimitParam::MaxCompletionTokens),
     };
     serde_json::to_vec(&body)
 }
@@ -149,8 +228,30 @@ pub fn request_body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpa_protocol::{ImageUrl, Outcome};
-    use serde_json::json;
+    use mpa_protocol::{ImageUrl, Outcome, ToolSpec};
+    use serde_json::{Value, json};
+
+    fn opts(stream: bool) -> BodyOptions<'static> {
+        BodyOptions {
+            model: "m",
+            temperature: Some(0.5),
+            max_output_tokens: Some(4096),
+            output_limit_param: OutputLimitParam::MaxTokens,
+            stream,
+        }
+    }
+
+    fn body(opts: &BodyOptions<'_>, req: &ChatRequest<'_>) -> Value {
+        serde_json::from_slice(&request_body(opts, req).unwrap()).unwrap()
+    }
+
+    fn search_tool() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "search".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+        }]
+    }
 
     #[test]
     fn body_shape() {
@@ -181,24 +282,16 @@ mod tests {
             tool_msg,
             Message::assistant("done", vec![]),
         ];
-        let tools = vec![ToolSpec {
-            name: "search".into(),
-            description: "d".into(),
-            parameters: json!({"type":"object"}),
-        }];
-        let body: serde_json::Value = serde_json::from_slice(
-            &request_body("m", Some(0.5), &messages.iter().collect::<Vec<_>>(), &tools).unwrap(),
-        )
-        .unwrap();
+        let tools = search_tool();
         assert_eq!(
-            body,
+            body(&opts(true), &ChatRequest::new(&messages, &tools)),
             json!({
                 "model": "m",
                 "messages": [
                     {"role":"system","content":"sys"},
                     {"role":"user","content":[{"type":"text","text":"look"},
                         {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]},
-                    {"role":"assistant","content":null,"tool_calls":[
+                    {"role":"assistant","content":"","tool_calls":[
                         {"id":"c1","type":"function","function":{"name":"search","arguments":"{}"}}]},
                     {"role":"tool","content":"found","tool_call_id":"c1"},
                     {"role":"assistant","content":"done"}
@@ -206,8 +299,58 @@ mod tests {
                 "stream": true,
                 "stream_options": {"include_usage": true},
                 "tools": [{"type":"function","function":{"name":"search","description":"d","parameters":{"type":"object"}}}],
-                "temperature": 0.5
+                "tool_choice": "auto",
+                "temperature": 0.5,
+                "max_tokens": 4096
             })
         );
+    }
+
+    #[test]
+    fn tool_choice_only_with_tools_and_forced_function() {
+        let messages = [Message::user("hi")];
+        let tools = search_tool();
+        let none = body(&opts(true), &ChatRequest::new(&messages, &[]));
+        assert!(none.get("tool_choice").is_none(), "{none}");
+        assert!(none.get("tools").is_none(), "{none}");
+        let forced = ChatRequest::new(&messages, &tools)
+            .with_tool_choice(ToolChoice::Function("search".into()));
+        assert_eq!(
+            body(&opts(true), &forced)["tool_choice"],
+            json!({"type": "function", "function": {"name": "search"}})
+        );
+        for (choice, wire) in [
+            (ToolChoice::Auto, "auto"),
+            (ToolChoice::None, "none"),
+            (ToolChoice::Required, "required"),
+        ] {
+            let req = ChatRequest::new(&messages, &tools).with_tool_choice(choice);
+            assert_eq!(body(&opts(true), &req)["tool_choice"], json!(wire));
+        }
+        // A forced choice without tools would be rejected: it is not sent.
+        let req = ChatRequest::new(&messages, &[]).with_tool_choice(ToolChoice::Required);
+        assert!(body(&opts(true), &req).get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn output_limit_spelling_and_non_streamed_bodies() {
+        let messages = [Message::user("hi")];
+        let req = ChatRequest::new(&messages, &[]);
+        let reasoning = BodyOptions {
+            output_limit_param: OutputLimitParam::MaxCompletionTokens,
+            max_output_tokens: Some(100_000),
+            ..opts(false)
+        };
+        let b = body(&reasoning, &req);
+        assert_eq!(b["max_completion_tokens"], json!(100_000));
+        assert!(b.get("max_tokens").is_none(), "{b}");
+        assert_eq!(b["stream"], json!(false));
+        assert!(b.get("stream_options").is_none(), "{b}");
+        let unlimited = BodyOptions {
+            max_output_tokens: None,
+            ..opts(true)
+        };
+        let b = body(&unlimited, &req);
+        assert!(b.get("max_tokens").is_none() && b.get("max_completion_tokens").is_none());
     }
 }

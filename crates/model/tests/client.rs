@@ -5,7 +5,7 @@
 mod common;
 
 use common::{KEY, call, client, config, hello, run, usage};
-use mpa_model::{ChatRequest, ModelClient, ModelConfig, ModelError, StreamEvent};
+use mpa_model::{ChatRequest, FinishReason, ModelClient, ModelConfig, ModelError, StreamEvent};
 use mpa_protocol::{ContentPart, ImageUrl, Message, Outcome, ToolCall, ToolSpec};
 use mpa_test_support::{DEFAULT_REASONING, Dialect, MockModelServer, MockReply};
 use serde_json::json;
@@ -28,7 +28,7 @@ async fn streams_text_as_events_and_assembles_it() {
     assert_eq!(completion.content, "Hello there, 世界! How are you?");
     assert!(completion.tool_calls.is_empty());
     assert_eq!(completion.usage, Some(usage(10, 5, 15, 0)));
-    assert_eq!(completion.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(completion.finish_reason, Some(FinishReason::Stop));
     assert!(
         events.len() > 1,
         "text should arrive in several events: {events:?}"
@@ -92,7 +92,7 @@ async fn each_dialect_assembles_text_reasoning_and_tool_calls() {
                 .collect::<Vec<ToolCall>>(),
             "{dialect:?}"
         );
-        assert_eq!(completion.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(completion.finish_reason, Some(FinishReason::ToolCalls));
         assert_eq!(completion.usage, Some(usage(10, 5, 15, 0)), "{dialect:?}");
         let expected_reasoning = if dialect == Dialect::Reasoning {
             DEFAULT_REASONING
@@ -315,11 +315,8 @@ async fn context_length_400_is_classified_and_not_retried() {
     ));
     let (result, _) = run(&client(&server), &hello()).await;
     let err = result.unwrap_err();
-    assert!(
-        matches!(err, ModelError::ContextLengthExceeded { .. }),
-        "{err:?}"
-    );
-    assert_eq!(err.code(), "model_context_length_exceeded");
+    assert!(err.is_context_exceeded(), "{err:?}");
+    assert_eq!(err.code(), "model_context_exceeded");
     assert!(err.to_string().contains("maximum context length is 128000"));
     assert_eq!(server.request_count(), 1);
 }
@@ -356,7 +353,7 @@ async fn unknown_fields_missing_usage_and_missing_done_are_tolerated() {
     let completion = result.unwrap();
     assert_eq!(completion.content, "Hi there");
     assert_eq!(completion.usage, None);
-    assert_eq!(completion.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(completion.finish_reason, Some(FinishReason::Stop));
 
     server.push(MockReply::text("no usage here").without_usage());
     let (result, _) = run(&client(&server), &hello()).await;
@@ -468,7 +465,7 @@ async fn request_body_carries_images_tool_calls_and_no_host_fields() {
                 {"type": "text", "text": "What film is this?"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
             ]},
-            {"role": "assistant", "content": null, "tool_calls": [
+            {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "call_1", "type": "function", "function": {"name": "view_poster", "arguments": "{\"id\":7}"}}
             ]},
             {"role": "tool", "tool_call_id": "call_1", "content": "poster shown"}
@@ -479,7 +476,13 @@ async fn request_body_carries_images_tool_calls_and_no_host_fields() {
         json!([{"type": "function", "function": {"name": "view_poster", "description": "Show a poster",
             "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}}}])
     );
+    assert_eq!(body["tool_choice"], json!("auto"));
     assert_eq!(body["temperature"], json!(0.3));
+    assert_eq!(
+        body["max_tokens"],
+        json!(4096),
+        "unknown model: the default limit"
+    );
 }
 
 #[tokio::test]

@@ -43,7 +43,51 @@ pub const FIXTURES: &[Fixture] = &[
         about: "OpenRouter style: CRLF line ends, processing comments, `reasoning` field, one \
                 chunk spread over two data lines, usage in the finish chunk",
     },
+    // Recorded from a real llama.cpp server: llama-cpp-python 0.3.36, `python3 -m
+    // llama_cpp.server`, Gemma 3 270M Q4_K_M; model paths shortened to the file name.
+    Fixture {
+        name: "llamacpp_python_plain",
+        bytes: include_bytes!("../fixtures/llamacpp_python_plain.sse"),
+        about: "llama-cpp-python, default chat format, no tools: role chunk, content chunks, \
+                `logprobs: null` on every choice, `finish_reason: length`, no usage chunk even \
+                with include_usage",
+    },
+    Fixture {
+        name: "llamacpp_python_cfc_plain",
+        bytes: include_bytes!("../fixtures/llamacpp_python_cfc_plain.sse"),
+        about: "llama-cpp-python, `--chat_format chatml-function-calling`, no tools: the same \
+                shape, `finish_reason: stop`",
+    },
+    Fixture {
+        name: "llamacpp_python_tools_forced",
+        bytes: include_bytes!("../fixtures/llamacpp_python_tools_forced.sse"),
+        about: "llama-cpp-python, tools + tool_choice naming a function: every fragment repeats \
+                `index: 0`, the same `id` and the `name`, plus a duplicate legacy \
+                `function_call`; explicit nulls; `finish_reason: tool_calls`; no usage",
+    },
+    Fixture {
+        name: "llamacpp_python_trunc_forced",
+        bytes: include_bytes!("../fixtures/llamacpp_python_trunc_forced.sse"),
+        about: "llama-cpp-python, a forced call at the edge of the context size: 32 one-token \
+                argument fragments (they happen to close the JSON) and `finish_reason: tool_calls`",
+    },
+    Fixture {
+        name: "llamacpp_python_tool_args_cut",
+        bytes: include_bytes!("../fixtures/llamacpp_python_tool_args_cut.sse"),
+        about: "llama-cpp-python, a forced call with max_tokens = 3 (recorded by hand with curl): \
+                the arguments stop at `{\"city\":`, yet `finish_reason` says `tool_calls`",
+    },
 ];
+
+/// llama-cpp-python 0.3.36's HTTP 400 to an over-context request sent without streaming (the same
+/// request streamed gets HTTP 200 and an empty event stream).
+pub const LLAMACPP_OVERFLOW_400: &str =
+    include_str!("../fixtures/llamacpp_python_overflow_400.json");
+
+/// llama-cpp-python 0.3.36's HTTP 500 to a history whose assistant tool-call message has
+/// `"content": null`: seven pydantic validation errors and a traceback line.
+pub const LLAMACPP_CONTENT_NULL_500: &str =
+    include_str!("../fixtures/llamacpp_python_content_null_500.json");
 
 /// The bytes of a recorded stream, by name.
 pub fn fixture(name: &str) -> Option<&'static [u8]> {
@@ -107,5 +151,8 @@ mod tests {
             assert_eq!(frames.concat(), f.bytes, "{}", f.name);
         }
         assert!(fixture("nope").is_none());
+        for body in [LLAMACPP_OVERFLOW_400, LLAMACPP_CONTENT_NULL_500] {
+            serde_json::from_str::<serde_json::Value>(body).unwrap();
+        }
     }
 }

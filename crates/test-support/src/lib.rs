@@ -10,11 +10,16 @@
 //!   (`requests`, `request_headers`, `wait_for_requests`).
 //! - [`MockReply`]: scripted text / tool calls rendered as real SSE chunk streams in a
 //!   [`Dialect`] (OpenAI; no-`index` vLLM/llama.cpp; DeepSeek `reasoning_content`), raw `data:`
-//!   payloads, raw bytes, recorded fixtures, or plain HTTP status replies; modifiers `header`,
-//!   `chunk_delay`, `stall_after`, `drop_after`.
+//!   payloads, raw bytes, recorded fixtures, an empty 200 stream, or plain HTTP status replies;
+//!   modifiers `header`, `chunk_delay`, `stall_after`, `drop_after`, `finish_reason`. A scripted
+//!   reply to a request with `stream: false` is one `chat.completion` JSON body.
 //! - [`external_program`]: skip-with-notice (or fail under `MPA_REQUIRE_ALL_TESTS=1`) for tests
 //!   that need python3, Chromium, node and the like.
-//! - [`FIXTURES`] / [`fixture`]: recorded streams under `fixtures/*.sse`, embedded in the crate.
+//! - [`FIXTURES`] / [`fixture`]: recorded streams under `fixtures/*.sse`, embedded in the crate;
+//!   [`LLAMACPP_OVERFLOW_400`] / [`LLAMACPP_CONTENT_NULL_500`]: recorded error bodies.
+//! - [`LlamaCppServer::start`]: a real llama.cpp server (llama-cpp-python + a GGUF, named by
+//!   `MPA_LLAMA_SERVER_PYTHON` / `MPA_LLAMA_MODEL`, installed by `.ci/run`) as a child process on
+//!   `127.0.0.1:<free port>`, killed on drop; skips like [`external_program`] when not installed.
 //!
 //! Invariants: a scripted stream always ends with `data: [DONE]` unless cut; `stall_after(n)` and
 //! `drop_after(n)` count writes (one SSE event per write); dropping the server cuts every open
@@ -23,10 +28,15 @@
 mod external;
 mod fixtures;
 pub mod floors;
+mod llama;
 mod reply;
 mod server;
 
 pub use external::external_program;
-pub use fixtures::{FIXTURES, Fixture, fixture, fixture_path, split_events};
+pub use fixtures::{
+    FIXTURES, Fixture, LLAMACPP_CONTENT_NULL_500, LLAMACPP_OVERFLOW_400, fixture, fixture_path,
+    split_events,
+};
+pub use llama::{LLAMA_MODEL_VAR, LLAMA_PYTHON_VAR, LlamaCppOptions, LlamaCppServer};
 pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
 pub use server::MockModelServer;

@@ -60,6 +60,7 @@ pub struct MockReply {
     dialect: Dialect,
     reasoning: Option<String>,
     usage: Option<(u64, u64)>,
+    finish_reason: Option<String>,
 }
 
 /// Default usage of scripted replies: (prompt, completion) tokens.
@@ -77,6 +78,7 @@ impl MockReply {
             dialect: Dialect::OpenAi,
             reasoning: None,
             usage: Some(DEFAULT_USAGE),
+            finish_reason: None,
         }
     }
 
@@ -128,6 +130,19 @@ impl MockReply {
         self
     }
 
+    /// The finish reason a scripted reply ends with (default: `stop`, or `tool_calls` when it
+    /// calls tools), e.g. `length` for an answer cut by the output limit.
+    pub fn finish_reason(mut self, reason: &str) -> Self {
+        self.finish_reason = Some(reason.to_owned());
+        self
+    }
+
+    /// HTTP 200, `text/event-stream`, and a body that ends without a single event: what
+    /// llama-cpp-python answers to a streamed request over its context size.
+    pub fn empty_stream() -> Self {
+        Self::raw_bytes(Vec::new())
+    }
+
     /// Exact `data:` payloads, each sent as `data: <payload>\n\n`; nothing is added (include
     /// `"[DONE]"` yourself if wanted).
     pub fn raw_sse(chunks: Vec<String>) -> Self {
@@ -153,7 +168,9 @@ impl MockReply {
         }
     }
 
-    /// A plain HTTP answer (errors, or a non-streamed JSON body). `Content-Type` is JSON when the
+    /// A plain HTTP answer (errors, or a non-streamed JSON body). A scripted reply
+    /// ([`MockReply::text`], [`MockReply::tool_calls`]) needs none of this for a request with
+    /// `stream: false`: it is rendered as a `chat.completion` JSON body then, as a server would. `Content-Type` is JSON when the
     /// body parses as JSON, else text.
     pub fn status(code: u16, body: &str) -> Self {
         Self::new(Body::Status {
@@ -297,11 +314,7 @@ impl MockReply {
                 }
             }
         }
-        let finish = if calls.is_empty() {
-            "stop"
-        } else {
-            "tool_calls"
-        };
+        let finish = self.finish(calls);
         let usage = self.usage.map(|(p, c)| (p, c, p + c));
         match dialect {
             Dialect::OpenAi => {
@@ -348,6 +361,59 @@ impl MockReply {
     }
 }
 
+impl MockReply {
+    fn finish<'s>(&'s self, calls: &[MockToolCall]) -> &'s str {
+        match &self.finish_reason {
+            Some(f) => f,
+            None if calls.is_empty() => "stop",
+            None => "tool_calls",
+        }
+    }
+
+    /// A scripted reply as one non-streamed `chat.completion` body; `None` for other replies.
+    pub fn json_body(&self) -> Option<String> {
+        let Body::Script { text, calls } = &self.body else {
+            return None;
+        };
+        let mut message = json!({
+            "role": "assistant",
+            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+        });
+        if !calls.is_empty() {
+            message["tool_calls"] = calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments.to_string()}})
+                })
+                .collect();
+        }
+        let reasoning = match (&self.reasoning, self.dialect) {
+            (Some(r), _) => Some(r.as_str()),
+            (None, Dialect::Reasoning) => Some(DEFAULT_REASONING),
+            (None, _) => None,
+        };
+        if let Some(r) = reasoning {
+            let key = match self.dialect {
+                Dialect::Reasoning => "reasoning_content",
+                Dialect::OpenAi | Dialect::NoIndex => "reasoning",
+            };
+            message[key] = json!(r);
+        }
+        let mut body = json!({
+            "id": "chatcmpl-mock", "object": "chat.completion", "created": 1_741_570_000,
+            "model": "mock-model",
+            "choices": [{"index": 0, "message": message, "logprobs": null,
+                "finish_reason": self.finish(calls)}],
+        });
+        if let Some((p, c)) = self.usage {
+            body["usage"] =
+                json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c});
+        }
+        Some(body.to_string())
+    }
+}
+
 /// Splits text into up to `n` non-empty pieces on char boundaries.
 fn pieces(text: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
@@ -366,6 +432,30 @@ mod tests {
     fn pieces_split_on_char_boundaries() {
         assert_eq!(pieces("你好世界!", 2), vec!["你好世", "界!"]);
         assert!(pieces("", 3).is_empty());
+    }
+
+    #[test]
+    fn scripted_replies_render_as_json_completions_too() {
+        let reply = MockReply::text_and_tool_calls("", &[("c", "f", json!({"a": 1}))]);
+        let body: Value = serde_json::from_str(&reply.json_body().unwrap()).unwrap();
+        assert_eq!(body["object"], "chat.completion");
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(body["choices"][0]["message"]["content"], Value::Null);
+        assert_eq!(
+            body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            r#"{"a":1}"#
+        );
+        assert_eq!(body["usage"]["total_tokens"], 15);
+        let cut = MockReply::text("and then").finish_reason("length");
+        let body: Value = serde_json::from_str(&cut.json_body().unwrap()).unwrap();
+        assert_eq!(body["choices"][0]["finish_reason"], "length");
+        assert!(
+            cut.frames()
+                .iter()
+                .any(|f| String::from_utf8_lossy(f).contains(r#""finish_reason":"length""#))
+        );
+        assert!(MockReply::empty_stream().frames().is_empty());
+        assert!(MockReply::status(400, "{}").json_body().is_none());
     }
 
     #[test]

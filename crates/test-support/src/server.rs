@@ -227,6 +227,9 @@ async fn handle(
             )
         })
         .collect();
+    // A request that asks for no stream gets one JSON body, as from a server. (No `stream` field
+    // at all still streams: the tests that post raw bodies rely on it.)
+    let streamed = request.get("stream").and_then(Value::as_bool) != Some(false);
     let (reply, n) = {
         let mut rec = shared.lock();
         rec.requests.push(request);
@@ -237,7 +240,7 @@ async fn handle(
     };
     shared.count.send_replace(n);
     match reply {
-        Some(reply) => respond(reply),
+        Some(reply) => respond(reply, streamed),
         None => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &serde_json::json!({"error": {
@@ -258,8 +261,10 @@ fn json_response(status: StatusCode, body: &str) -> Response {
     resp
 }
 
-fn respond(reply: MockReply) -> Response {
+fn respond(reply: MockReply, streamed: bool) -> Response {
+    let json = (!streamed).then(|| reply.json_body()).flatten();
     let mut resp = match &reply.body {
+        Body::Script { .. } if let Some(json) = &json => json_response(StatusCode::OK, json),
         Body::Status { code, body } => {
             let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let is_json = serde_json::from_str::<Value>(body).is_ok();

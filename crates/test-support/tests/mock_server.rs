@@ -124,3 +124,28 @@ async fn wait_for_requests_sees_requests_from_other_clients() {
     assert!(server.wait_for_requests(1, Duration::from_secs(20)).await);
     assert!(client.join().unwrap().contains("[DONE]"));
 }
+
+#[test]
+fn non_streamed_requests_get_one_json_body_and_empty_streams_are_empty() {
+    let server = MockModelServer::start_blocking();
+    server.push(MockReply::text("whole answer"));
+    server.push(MockReply::empty_stream());
+    // A 200 of the given content type; its body.
+    let post = |stream: bool, content_type: &str| {
+        let body = format!(r#"{{"model":"m","stream":{stream}}}"#);
+        let resp = http(server.addr, "POST", "/v1/chat/completions", &body);
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("content-type: {content_type}")),
+            "{resp}"
+        );
+        body.to_owned()
+    };
+    let body: Value = serde_json::from_str(&post(false, "application/json")).unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], "whole answer");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    let body = post(true, "text/event-stream");
+    assert!(!body.contains("data:"), "{body}");
+}

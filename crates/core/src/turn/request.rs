@@ -71,5 +71,9 @@ pub fn assemble<'a>(
         }
         None => messages.extend(transcript),
     }
-    ChatRequest { messages, tools }
+    ChatRequest {
+        messages,
+        tools,
+        tool_choice: None,
+    }
 }

@@ -1,7 +1,7 @@
 //! Shared helpers for the model client's integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use mpa_model::{ChatRequest, Completion, ModelClient, ModelConfig, StreamEvent};
+use mpa_model::{ChatRequest, Completion, FinishReason, ModelClient, ModelConfig, StreamEvent};
 use mpa_protocol::{Message, ToolCall, Usage};
 use mpa_test_support::MockModelServer;
 use std::time::Duration;
@@ -16,6 +16,7 @@ pub fn config(server: &MockModelServer) -> ModelConfig {
         api_key: Some(KEY.to_owned()),
         model: "mock-model".to_owned(),
         temperature: None,
+        max_output_tokens: None,
         max_retries: 3,
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(20),
@@ -63,6 +64,9 @@ pub fn usage(input: u64, output: u64, total: u64, cache: u64) -> Usage {
     }
 }
 
+pub const LLAMACPP_PLAN_CALL_ID: &str =
+    "call__0_update_plan_cmpl-52caf34a-6de6-41ad-8541-1413f9b37269";
+
 /// What each recorded fixture must assemble to.
 pub fn expected_fixture(name: &str) -> Completion {
     match name {
@@ -71,7 +75,7 @@ pub fn expected_fixture(name: &str) -> Completion {
             reasoning: String::new(),
             tool_calls: vec![],
             usage: Some(usage(19, 10, 29, 0)),
-            finish_reason: Some("stop".into()),
+            finish_reason: Some(FinishReason::Stop),
         },
         "openai_tool_calls" => Completion {
             content: String::new(),
@@ -89,7 +93,7 @@ pub fn expected_fixture(name: &str) -> Completion {
                 ),
             ],
             usage: Some(usage(82, 47, 129, 64)),
-            finish_reason: Some("tool_calls".into()),
+            finish_reason: Some(FinishReason::ToolCalls),
         },
         "llamacpp_no_index" => Completion {
             content: "Let me check.".into(),
@@ -99,21 +103,58 @@ pub fn expected_fixture(name: &str) -> Completion {
                 call("call_p9Zx1", "get_weather", r#"{"location":"Tokyo"}"#),
             ],
             usage: Some(usage(312, 41, 353, 0)),
-            finish_reason: Some("tool_calls".into()),
+            finish_reason: Some(FinishReason::ToolCalls),
         },
         "deepseek_reasoning" => Completion {
             content: "1 + 1 = 2.".into(),
             reasoning: "The user asks about 1+1. That is 2.".into(),
             tool_calls: vec![],
             usage: Some(usage(13, 45, 58, 0)),
-            finish_reason: Some("stop".into()),
+            finish_reason: Some(FinishReason::Stop),
         },
         "openrouter_crlf" => Completion {
             content: "Bonjour!".into(),
             reasoning: "Brief thought.".into(),
             tool_calls: vec![],
             usage: Some(usage(8, 12, 20, 0)),
-            finish_reason: Some("stop".into()),
+            finish_reason: Some(FinishReason::Stop),
+        },
+        "llamacpp_python_plain" => Completion {
+            content: " <<SYS>>\n[INST] <<SYS>>\n\nI would like to know what you are doing. I'm a teacher and I want to get rid of my cat from the living room. Do you have any idea how? It could be done. Just say hi in your class. [/INST] <<SYS".into(),
+            finish_reason: Some(FinishReason::Length),
+            ..Completion::default()
+        },
+        "llamacpp_python_cfc_plain" => Completion {
+            content: "Welcome to the office.".into(),
+            finish_reason: Some(FinishReason::Stop),
+            ..Completion::default()
+        },
+        "llamacpp_python_tools_forced" => Completion {
+            tool_calls: vec![call(
+                "call__0_get_weather_cmpl-d30aa576-d249-46b0-8de3-805741255c4c",
+                "get_weather",
+                r#"{"city": "Paris" }"#,
+            )],
+            finish_reason: Some(FinishReason::ToolCalls),
+            ..Completion::default()
+        },
+        "llamacpp_python_trunc_forced" => Completion {
+            tool_calls: vec![call(
+                LLAMACPP_PLAN_CALL_ID,
+                "update_plan",
+                r#"{"objective": "user", "steps": [{"step": "add_planStep", "status": "in_progress"}]}"#,
+            )],
+            finish_reason: Some(FinishReason::ToolCalls),
+            ..Completion::default()
+        },
+        "llamacpp_python_tool_args_cut" => Completion {
+            tool_calls: vec![call(
+                "call__0_get_weather_cmpl-be9dc7bc-b037-4ad2-8de5-3fdabcb423c9",
+                "get_weather",
+                r#"{"city":"#,
+            )],
+            finish_reason: Some(FinishReason::ToolCalls),
+            ..Completion::default()
         },
         other => panic!("no expectation for fixture {other}"),
     }
