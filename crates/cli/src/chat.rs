@@ -99,7 +99,7 @@ impl Renderer {
 fn exit_code(status: TurnStatus) -> u8 {
     match status {
         TurnStatus::Completed => 0,
-        TurnStatus::Failed | TurnStatus::IterationLimit => 1,
+        TurnStatus::Failed | TurnStatus::IterationLimit | TurnStatus::Partial => 1,
         TurnStatus::Stopped => 130,
     }
 }

@@ -45,6 +45,11 @@ pub struct Config {
     )]
     pub llm_max_context_tokens: u64,
 
+    /// Most tokens one model answer may have (`max_tokens`; 0 = send no limit). Default: the
+    /// model catalogue's output limit, else 4096 — so a model that loops cannot stream for minutes.
+    #[arg(long, env = "LLM_MAX_OUTPUT_TOKENS", global = true)]
+    pub llm_max_output_tokens: Option<u32>,
+
     /// Model calls per turn before the turn stops with an iteration-limit error.
     #[arg(long, env = "LLM_MAX_ITERATIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub llm_max_iterations: u32,
@@ -155,6 +160,7 @@ impl Config {
             api_key: self.llm_api_key.clone().filter(|k| !k.is_empty()),
             model: self.llm_model.clone(),
             temperature: Some(self.llm_temperature),
+            max_output_tokens: self.llm_max_output_tokens,
             ..mpa_model::ModelConfig::default()
         }
     }

@@ -159,14 +159,36 @@ impl Agent {
         text: String,
         images: Vec<String>,
     ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        self.submit_with_context(actor, session_id, channel, text, images, None)
+            .await
+    }
+
+    /// [`Agent::submit`] with a stateless client's earlier conversation, which a session the
+    /// host has not seen takes in before the input (the OpenAI-compatible endpoint).
+    pub async fn submit_with_context(
+        &self,
+        actor: &Actor,
+        session_id: &str,
+        channel: &str,
+        text: String,
+        images: Vec<String>,
+        client_context: Option<mpa_protocol::ClientContext>,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        let op = mpa_protocol::Op::UserInput {
+            text,
+            images,
+            client_context,
+        };
         let handle = self.session(actor, session_id, channel).await?;
-        match handle.submit(actor.clone(), text.clone(), images.clone()) {
+        let first = handle.send(actor, op.clone());
+        let rx = match first {
             Err(CoreError::SessionClosed) if !handle.is_shutting_down() => self
                 .session(actor, session_id, channel)
                 .await?
-                .submit(actor.clone(), text, images),
-            other => other,
-        }
+                .send(actor, op)?,
+            other => other?,
+        };
+        rx.ok_or(CoreError::SessionClosed)
     }
 
     /// Stops the session's running turn (if any); `false` when nothing was running.

@@ -166,6 +166,7 @@ impl WireUsage {
                 .total_tokens
                 .unwrap_or(self.prompt_tokens + self.completion_tokens),
             cache_read_tokens: cache_read,
+            estimated: false,
         }
     }
 }
@@ -279,7 +280,8 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 5,
                 total_tokens: 15,
-                cache_read_tokens: 4
+                cache_read_tokens: 4,
+                estimated: false,
             }
         );
     }

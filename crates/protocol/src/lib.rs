@@ -338,10 +338,14 @@ pub struct Usage {
     pub output_tokens: u64,
     pub total_tokens: u64,
     pub cache_read_tokens: u64,
+    /// The provider reported no usage: these are the host's own estimates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
     pub fn add(&mut self, other: &Usage) {
+        self.estimated |= other.estimated;
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
@@ -399,11 +403,25 @@ pub enum Op {
         text: String,
         #[serde(default)]
         images: Vec<String>,
+        /// What a stateless client (the OpenAI-compatible endpoint) sent along for a session the
+        /// host has not seen: taken into the conversation before this input, once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_context: Option<ClientContext>,
     },
     /// Stop the running turn: cancel the model call, dispatch no further tool call.
     Stop,
     /// Close the session actor after the current turn.
     Close,
+}
+
+/// The conversation a stateless client already had: its own system text (kept as a marked layer
+/// after the host's own) and its earlier user/assistant messages (kept as real messages).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientContext {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<Message>,
 }
 
 /// How a turn ended.
@@ -418,6 +436,8 @@ pub enum TurnStatus {
     Failed,
     /// `LLM_MAX_ITERATIONS` model calls were made without a final answer.
     IterationLimit,
+    /// The answer was cut off by the model's output limit: what arrived is kept, marked as cut.
+    Partial,
 }
 
 /// What a session actor emits. Front ends (SSE, OpenAI endpoint, CLI) only translate these.

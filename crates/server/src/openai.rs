@@ -60,29 +60,38 @@ fn split_content(content: &Value) -> (String, Vec<String>) {
     }
 }
 
-/// `text` prefixed with the request's earlier user/assistant messages, if there are any.
-fn with_earlier_turns(messages: &[Value], text: String) -> String {
-    let Some(last_user) = messages.iter().rposition(|m| m["role"] == "user") else {
-        return text;
-    };
-    let earlier: Vec<String> = messages[..last_user]
+/// What a stateless client sent before its newest user message: its own system text and its
+/// earlier user/assistant turns, as real messages (a session the host has not seen takes them
+/// in once; a known session already has its own history).
+fn client_context(messages: &[Value]) -> Option<mpa_protocol::ClientContext> {
+    let last_user = messages.iter().rposition(|m| m["role"] == "user")?;
+    let system: Vec<String> = messages
         .iter()
-        .filter(|m| m["role"] == "user" || m["role"] == "assistant")
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["role"].as_str().unwrap_or("user"),
-                split_content(&m["content"]).0
-            )
+        .filter(|m| m["role"] == "system" || m["role"] == "developer")
+        .map(|m| split_content(&m["content"]).0)
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    let earlier: Vec<mpa_protocol::Message> = messages[..last_user]
+        .iter()
+        .filter_map(|m| {
+            let (text, _) = split_content(&m["content"]);
+            if text.trim().is_empty() {
+                return None;
+            }
+            match m["role"].as_str() {
+                Some("user") => Some(mpa_protocol::Message::user(text)),
+                Some("assistant") => Some(mpa_protocol::Message::assistant(text, vec![])),
+                _ => None,
+            }
         })
         .collect();
-    if earlier.is_empty() {
-        return text;
+    if system.is_empty() && earlier.is_empty() {
+        return None;
     }
-    format!(
-        "Earlier conversation (as sent by the client):\n{}\n\nCurrent message:\n{text}",
-        earlier.join("\n")
-    )
+    Some(mpa_protocol::ClientContext {
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages: earlier,
+    })
 }
 
 /// The session a request continues: the header names it outright; a `user` value maps to a
@@ -127,22 +136,21 @@ pub async fn completions(
     if text.trim().is_empty() && images.is_empty() {
         return Err(ApiError::bad_request("the last user message is empty"));
     }
-    let model = req
-        .model
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| state.cfg.model_name.clone());
+    // Always the id `/v1/models` lists, whatever the client asked for.
+    let _ = req.model;
+    let model = state.cfg.model_name.clone();
     let session_id = session_for(&actor, &headers, req.user.as_deref());
     // A stateless client resends the whole conversation; a session the agent has never seen gets
     // the earlier turns as context so nothing the client showed the user is lost.
     let is_new = state.agent.check_access(&actor, &session_id).await.is_err();
-    let text = if is_new {
-        with_earlier_turns(&req.messages, text)
+    let context = if is_new {
+        client_context(&req.messages)
     } else {
-        text
+        None
     };
     let events = state
         .agent
-        .submit(&actor, &session_id, OPENAI_CHANNEL, text, images)
+        .submit_with_context(&actor, &session_id, OPENAI_CHANNEL, text, images, context)
         .await?;
     let id = format!("chatcmpl-{}", mpa_core::new_session_id());
     let mut resp = if req.stream {
@@ -163,11 +171,7 @@ pub async fn completions(
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": finish_reason(status),
                 }],
-                "usage": {
-                    "prompt_tokens": usage.input_tokens,
-                    "completion_tokens": usage.output_tokens,
-                    "total_tokens": usage.total_tokens,
-                },
+                "usage": usage_json(&usage),
             }))
             .into_response(),
         }
@@ -192,10 +196,24 @@ fn failure(status: TurnStatus, answered: bool, error: Option<(String, String)>) 
     Some(json!({"error": {"code": code, "message": message, "type": "server_error"}}))
 }
 
+/// The turn's usage as OpenAI spells it; the host's own estimate (the provider reported none)
+/// is marked `estimated: true`.
+fn usage_json(u: &Usage) -> Value {
+    let mut v = json!({
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.total_tokens.max(u.input_tokens + u.output_tokens),
+    });
+    if u.estimated {
+        v["estimated"] = json!(true);
+    }
+    v
+}
+
 fn finish_reason(status: TurnStatus) -> &'static str {
     match status {
         TurnStatus::Completed | TurnStatus::Stopped | TurnStatus::Failed => "stop",
-        TurnStatus::IterationLimit => "length",
+        TurnStatus::IterationLimit | TurnStatus::Partial => "length",
     }
 }
 
@@ -239,8 +257,10 @@ async fn stream_chunks(
     }
     let mut status = TurnStatus::Failed;
     let (mut answered, mut error) = (false, None);
+    let mut usage = Usage::default();
     while let Some(ev) = events.recv().await {
         match ev {
+            Event::Usage { usage: u } => usage.add(&u),
             Event::Delta { content } => {
                 answered |= !content.is_empty();
                 let sent = out.send(chunk(json!({"content": content}), None)).await;
@@ -258,7 +278,15 @@ async fn stream_chunks(
     }
     let last = match failure(status, answered, error) {
         Some(body) => frame(&body),
-        None => chunk(json!({}), Some(finish_reason(status))),
+        None => {
+            let mut last = json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "system_fingerprint": session_id,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(status)}],
+            });
+            last["usage"] = usage_json(&usage);
+            frame(&last)
+        }
     };
     let _ = out.send(last).await;
     let _ = out
@@ -289,20 +317,24 @@ mod tests {
     }
 
     #[test]
-    fn earlier_turns_become_context_only_when_present() {
-        let one = [
-            json!({"role": "system", "content": "s"}),
-            json!({"role": "user", "content": "q"}),
-        ];
-        assert_eq!(with_earlier_turns(&one, "q".into()), "q");
-        let three = [
+    fn earlier_turns_and_system_text_become_real_context() {
+        let one = [json!({"role": "user", "content": "q"})];
+        assert_eq!(client_context(&one), None);
+        let many = [
+            json!({"role": "system", "content": "be brief"}),
             json!({"role": "user", "content": "a"}),
             json!({"role": "assistant", "content": "b"}),
+            json!({"role": "tool", "content": "ignored"}),
             json!({"role": "user", "content": "c"}),
         ];
+        let ctx = client_context(&many).unwrap();
+        assert_eq!(ctx.system.as_deref(), Some("be brief"));
         assert_eq!(
-            with_earlier_turns(&three, "c".into()),
-            "Earlier conversation (as sent by the client):\nuser: a\nassistant: b\n\nCurrent message:\nc"
+            ctx.messages,
+            vec![
+                mpa_protocol::Message::user("a"),
+                mpa_protocol::Message::assistant("b", vec![])
+            ]
         );
     }
 

@@ -415,6 +415,76 @@ async fn openai_endpoint_answers_with_the_final_text_streamed_or_not() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_openai_endpoint_keeps_the_clients_conversation_as_real_messages() {
+    let env = Env::start().await;
+    let token = env.user("alice", "password", false).await;
+    env.mock.push(MockReply::text("Three.").usage(120, 3));
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(
+            &json!({"model": "some-other-name", "user": "conv-ctx", "messages": [
+            {"role": "system", "content": "Answer in one word."},
+            {"role": "user", "content": "one?"},
+            {"role": "assistant", "content": "One."},
+            {"role": "user", "content": "two?"},
+            {"role": "assistant", "content": "Two."},
+            {"role": "user", "content": "three?"},
+            {"role": "assistant", "content": "Three?"},
+            {"role": "user", "content": "and now?"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    // The model id is the one /v1/models lists; usage is the upstream's own.
+    assert_eq!(v["model"], "mpagent");
+    assert_eq!(v["usage"]["prompt_tokens"], 120);
+    assert_eq!(v["usage"]["completion_tokens"], 3);
+    let req = &env.mock.requests()[0];
+    let msgs = req["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ]
+    );
+    assert_eq!(msgs[1]["content"], "one?");
+    assert_eq!(msgs[6]["content"], "Three?");
+    assert!(msgs[7]["content"].as_str().unwrap().starts_with("and now?"));
+    // The client's system text is a marked layer after the host's own, not the host prompt.
+    let sys = msgs[0]["content"].as_str().unwrap();
+    assert!(sys.starts_with("You are the MoviePilot agent"));
+    let client = sys.find("<client_instructions>").unwrap();
+    assert!(sys[client..].contains("Answer in one word."));
+    assert!(!req.to_string().contains("Earlier conversation"));
+    // Without upstream usage the answer carries an estimate marked as such, never 0/0/0.
+    env.mock.push(MockReply::text("Four.").without_usage());
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&json!({"user": "conv-ctx", "messages": [{"role": "user", "content": "four?"}]}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["usage"]["estimated"], true);
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn shutdown_stops_a_running_turn_and_writes_its_snapshot() {
     let env = Env::start().await;
     let token = env.user("alice", "password", false).await;

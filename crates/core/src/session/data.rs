@@ -20,6 +20,10 @@ pub struct PersistedState {
     pub system_prompt: Option<String>,
     #[serde(default)]
     pub review: ReviewCounters,
+    /// A stateless client's own system text (OpenAI-compatible endpoint), a marked layer of the
+    /// frozen system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_system: Option<String>,
 }
 
 impl PersistedState {

@@ -85,9 +85,13 @@ async fn actor_loop(
                 continue;
             }
         };
-        let (actor, text, images, events) = match cmd.op {
-            Op::UserInput { text, images } => match (cmd.actor, cmd.events) {
-                (Some(actor), Some(events)) => (actor, text, images, events),
+        let (actor, text, images, client_context, events) = match cmd.op {
+            Op::UserInput {
+                text,
+                images,
+                client_context,
+            } => match (cmd.actor, cmd.events) {
+                (Some(actor), Some(events)) => (actor, text, images, client_context, events),
                 _ => continue,
             },
             // A stop never waits in the queue (see `SessionHandle::send`).
@@ -124,6 +128,7 @@ async fn actor_loop(
             actor: actor.clone(),
             text,
             images,
+            client_context,
         };
         let closing = Arc::clone(&shared);
         let stop_cause = move || {
@@ -239,8 +244,15 @@ impl SessionHandle {
         text: String,
         images: Vec<String>,
     ) -> Result<mpsc::UnboundedReceiver<Event>> {
-        self.send(&actor, Op::UserInput { text, images })?
-            .ok_or(CoreError::SessionClosed)
+        self.send(
+            &actor,
+            Op::UserInput {
+                text,
+                images,
+                client_context: None,
+            },
+        )?
+        .ok_or(CoreError::SessionClosed)
     }
 
     /// Stops the running turn: its model call is cancelled and no further tool call is dispatched.

@@ -40,6 +40,32 @@ pub fn user_message(services: &Services, text: &str, images: &[String]) -> Messa
     Message::user_parts(parts)
 }
 
+/// Metadata key on messages a stateless client supplied (its earlier turns).
+pub const CLIENT_SUPPLIED_KEY: &str = "client_supplied";
+
+/// A stateless client's conversation, taken in once by a session that has none yet: its earlier
+/// user and assistant messages become real messages (marked), its own system text a marked
+/// layer of the system prompt after the host's own.
+pub fn adopt_client_context(data: &mut SessionData, ctx: mpa_protocol::ClientContext) {
+    if !data.transcript.is_empty() || data.persisted.system_prompt.is_some() {
+        return;
+    }
+    data.persisted.client_system = ctx.system.filter(|s| !s.trim().is_empty());
+    for mut m in ctx.messages {
+        if !matches!(
+            m.role,
+            mpa_protocol::Role::User | mpa_protocol::Role::Assistant
+        ) || (m.text().trim().is_empty() && m.tool_calls.is_empty())
+        {
+            continue;
+        }
+        m.tool_calls.clear();
+        m.metadata
+            .insert(CLIENT_SUPPLIED_KEY.into(), serde_json::Value::Bool(true));
+        data.transcript.push(m);
+    }
+}
+
 /// The session's system message: frozen at its first turn and persisted with the chat, so every
 /// model call of the session — and its background review — starts with the same bytes.
 pub async fn system_message(services: &Services, actor: &Actor, data: &mut SessionData) -> Message {
@@ -75,10 +101,12 @@ pub async fn system_message(services: &Services, actor: &Actor, data: &mut Sessi
     if services.caps.history.is_some() {
         extra.push(mpa_history::RECALL_RULES.to_string());
     }
+
     let prompt = system_prompt(&PromptLayers {
         actor,
         started: data.created_at,
         extra: &extra,
+        client: data.persisted.client_system.as_deref(),
     });
     data.persisted.system_prompt = Some(prompt.clone());
     Message::system(prompt)

@@ -33,7 +33,7 @@ pub async fn finish(
              \"result unknown\".]",
             error.unwrap_or("unknown error")
         )),
-        TurnStatus::Completed | TurnStatus::IterationLimit => None,
+        TurnStatus::Completed | TurnStatus::IterationLimit | TurnStatus::Partial => None,
     };
     if let Some(text) = notice {
         let mut m = Message::assistant(text, vec![]);

@@ -33,6 +33,8 @@ pub struct TurnInput {
     pub actor: Actor,
     pub text: String,
     pub images: Vec<String>,
+    /// A stateless client's earlier conversation, for a session the host has not seen.
+    pub client_context: Option<mpa_protocol::ClientContext>,
 }
 
 /// Why a stopped turn stopped (the notice the next turn reads says which).
@@ -100,6 +102,9 @@ pub async fn run_turn(
     let sink = EventSink::new(events);
     let actor = input.actor;
     begin::restore_plan(data);
+    if let Some(ctx) = input.client_context {
+        begin::adopt_client_context(data, ctx);
+    }
     let turn_start = data.transcript.len();
     data.transcript
         .push(begin::user_message(services, &input.text, &input.images));

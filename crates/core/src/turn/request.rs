@@ -16,6 +16,8 @@ use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
 pub struct Tail {
     /// The final transcript message with the plan block appended.
     last: Option<Message>,
+    /// A host continuation after the transcript (outbound only, never saved).
+    continuation: Option<Message>,
 }
 
 impl Tail {
@@ -38,7 +40,15 @@ impl Tail {
             }
             _ => None,
         };
-        Self { last }
+        Self {
+            last,
+            continuation: None,
+        }
+    }
+
+    /// Asks the model to continue (after an empty answer); sent once, never saved.
+    pub fn continuation(&mut self, text: &str) {
+        self.continuation = Some(Message::user(text));
     }
 }
 
@@ -70,6 +80,9 @@ pub fn assemble<'a>(
             messages.push(last);
         }
         None => messages.extend(transcript),
+    }
+    if let Some(c) = &tail.continuation {
+        messages.push(c);
     }
     ChatRequest {
         messages,

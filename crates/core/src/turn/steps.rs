@@ -11,8 +11,9 @@ use super::tool_calls::{self, ToolStage};
 use crate::tools::SessionState;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
+use mpa_model::ArgumentsStatus;
 use mpa_model::ModelClient;
-use mpa_protocol::{Message, ToolCall, ToolSpec, TurnStatus, Usage};
+use mpa_protocol::{Event, Message, ToolCall, ToolSpec, TurnStatus, Usage};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -67,6 +68,7 @@ pub async fn run(
     sink: &EventSink<'_>,
     cancel: &CancellationToken,
 ) -> LoopEnd {
+    let mut empty_answers = 0u32;
     let mut end = LoopEnd {
         status: TurnStatus::IterationLimit,
         final_text: String::new(),
@@ -103,11 +105,14 @@ pub async fn run(
         // Slot: steering (queued user messages join the transcript here, never between a tool
         // call and its result), then compaction when the request is over budget.
         let plan = plan_of(setup.tools.state);
-        let tail = Tail::new(
+        let mut tail = Tail::new(
             transcript.messages(),
             plan.as_ref(),
             setup.acting_note.as_deref(),
         );
+        if empty_answers > 0 {
+            tail.continuation(EMPTY_ANSWER_NUDGE);
+        }
         // Slot: vision projection of tool images (outbound copy only).
         let req = assemble(setup.system, transcript.messages(), &tail, setup.specs);
         let estimate = mpa_model::estimate_tokens(req.messages.iter().copied(), req.tools);
@@ -131,43 +136,146 @@ pub async fn run(
                 hooks.after_step(transcript).await;
                 end.usage.input_tokens += estimate;
                 end.status = TurnStatus::Failed;
+                // Slot: compaction retries a context overflow once it can shrink the request.
+                let message = if code == "model_context_exceeded" {
+                    format!("{message}. {CONTEXT_EXCEEDED_HELP}")
+                } else {
+                    message
+                };
                 end.error = Some((code, message));
                 break;
             }
         };
-        match completion.usage {
-            Some(u) if u.input_tokens > 0 => end.usage.add(&u),
-            Some(u) => {
-                end.usage.add(&u);
-                end.usage.input_tokens += estimate;
+        end.usage.add(&usage_of(&completion, estimate, sink));
+        if completion.is_empty_answer() {
+            // An empty answer is never saved (and so never resent); the model gets one host
+            // continuation, then the turn fails saying so.
+            if empty_answers == 0 {
+                empty_answers += 1;
+                continue;
             }
-            None => end.usage.input_tokens += estimate,
+            end.status = TurnStatus::Failed;
+            end.error = Some(("model_empty_answer".into(), EMPTY_ANSWER_FAILED.into()));
+            break;
         }
+        empty_answers = 0;
+        let truncated = completion.finish_reason == Some(mpa_model::FinishReason::Length);
+        let statuses: Vec<ArgumentsStatus> =
+            completion.tool_call_statuses().map(|(_, s)| s).collect();
         let calls = completion.tool_calls;
-        transcript.push(Message::assistant(
-            completion.content.clone(),
-            calls.clone(),
-        ));
+        let mut answer = Message::assistant(completion.content.clone(), calls.clone());
+        if truncated {
+            answer
+                .metadata
+                .insert("truncated".into(), serde_json::Value::Bool(true));
+        }
+        transcript.push(answer);
         hooks.after_step(transcript).await;
         if calls.is_empty() {
             // Slot: the continuation nudge (an answer that stops short of the task).
             end.final_text = completion.content;
-            end.status = TurnStatus::Completed;
+            if truncated {
+                end.status = TurnStatus::Partial;
+                end.error = Some(("output_truncated".into(), OUTPUT_TRUNCATED.into()));
+            } else {
+                end.status = TurnStatus::Completed;
+            }
             break;
         }
         hooks.on_tool_calls(&calls);
+        // Calls whose arguments were cut off are answered, never dispatched: `finish_reason:
+        // "tool_calls"` alone proves nothing (llama.cpp reports it for cut-off calls too).
+        let runnable: Vec<ToolCall> = calls
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| **s != ArgumentsStatus::CutOff)
+            .map(|(c, _)| c.clone())
+            .collect();
         // Slots inside the tool stage's call path: guardrail pre-check, ledger claim for writes.
-        let results = tool_calls::run(&setup.tools, &calls, sink, cancel).await;
-        for (m, full) in results.results {
-            transcript.push_with_full(m, full);
+        let done = tool_calls::run(&setup.tools, &runnable, sink, cancel).await;
+        let stopped = done.stopped;
+        let mut results = done.results.into_iter();
+        for (call, status) in calls.iter().zip(&statuses) {
+            if *status == ArgumentsStatus::CutOff {
+                let (m, full) = cut_off_result(call, sink);
+                transcript.push_with_full(m, full);
+            } else if let Some((m, full)) = results.next() {
+                transcript.push_with_full(m, full);
+            }
         }
         hooks.after_step(transcript).await;
-        if results.stopped {
+        if stopped {
             end.status = TurnStatus::Stopped;
             break;
         }
     }
     end
+}
+
+const EMPTY_ANSWER_NUDGE: &str = "[Host note: your last answer was empty. Continue the task: call a \
+tool, or give the final answer to the user.]";
+
+const EMPTY_ANSWER_FAILED: &str = "the model returned an empty answer twice (no text and no tool call); \
+nothing was done after that — try again, or use a more capable model";
+
+const OUTPUT_TRUNCATED: &str = "the answer was cut off by the model's output limit \
+(LLM_MAX_OUTPUT_TOKENS); ask to continue, or raise the limit";
+
+const CONTEXT_EXCEEDED_HELP: &str = "The conversation no longer fits the model's context window: start \
+a new session, or raise the model server's context size (and LLM_MAX_CONTEXT_TOKENS)";
+
+/// What the provider reported, or — marked as such — the host's estimate when it reported
+/// nothing (llama.cpp sends no usage chunk), so usage is never silently zero.
+fn usage_of(c: &mpa_model::Completion, estimate: u64, sink: &EventSink<'_>) -> Usage {
+    match c.usage {
+        Some(u) if u.input_tokens > 0 => u,
+        Some(mut u) => {
+            u.input_tokens = estimate;
+            u.total_tokens = u.input_tokens + u.output_tokens;
+            u.estimated = true;
+            u
+        }
+        None => {
+            let output = mpa_model::estimate_text_tokens(&c.content)
+                + c.tool_calls
+                    .iter()
+                    .map(|t| mpa_model::estimate_text_tokens(&t.arguments))
+                    .sum::<u64>();
+            let u = Usage {
+                input_tokens: estimate,
+                output_tokens: output,
+                total_tokens: estimate + output,
+                cache_read_tokens: 0,
+                estimated: true,
+            };
+            sink.emit(Event::Usage { usage: u });
+            u
+        }
+    }
+}
+
+/// The answer for a call whose arguments the output limit cut off.
+fn cut_off_result(call: &ToolCall, sink: &EventSink<'_>) -> (Message, Option<String>) {
+    let out = crate::tools::ToolOutput::failure(
+        "arguments_cut_off",
+        "arguments were cut off by the output limit; not executed. Send the call again with shorter \
+         arguments, or split the work.",
+    );
+    sink.emit(Event::ToolStarted {
+        tool_id: call.id.clone(),
+        name: call.name.clone(),
+        message: format!("{}(…)", call.name),
+    });
+    sink.emit(Event::ToolFinished {
+        tool_id: call.id.clone(),
+        name: call.name.clone(),
+        outcome: out.outcome,
+        message: crate::tools::invoke::summary_line(&out.content),
+    });
+    (
+        Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome),
+        None,
+    )
 }
 
 /// Text streamed before a stop or a broken stream is kept, marked as interrupted.
