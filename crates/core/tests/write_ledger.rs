@@ -8,9 +8,9 @@
 
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, WorldState};
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
+use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
 use mpa_protocol::{Actor, EffectClass, Event, Message, Outcome, Role, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -31,13 +31,8 @@ struct Env {
 }
 
 fn world() -> WorldState {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../eval/worlds/demo.json"
-    ))
-    .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    WorldState::from_value(v["state"].clone()).unwrap()
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/worlds/demo.json");
+    StateFile::load(std::path::Path::new(demo)).unwrap().state
 }
 
 async fn env() -> Env {
@@ -228,7 +223,9 @@ async fn a_lost_receipt_is_unknown_and_the_retry_in_the_same_request_is_answered
         "moviepilot_api",
         download_add(),
     )]));
-    e.mock.push(MockReply::text("the download may or may not have been added"));
+    e.mock.push(MockReply::text(
+        "the download may or may not have been added",
+    ));
     e.turn(&e.alice, "lost", "download Three Body S01").await;
     assert_eq!(e.sent("download.add"), 1, "the retry was not sent");
     let first = e.tool_message(&e.alice, "lost", "call_1").await;
@@ -276,7 +273,8 @@ fn setting_update(body: Value) -> Value {
 async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_succeeded() {
     let e = env().await;
     // The write lands, its reply is lost: the read-back sees the value → succeeded, reconciled.
-    e.fake.add_fault(fault(json!({"operation": "config.system.update",
+    e.fake
+        .add_fault(fault(json!({"operation": "config.system.update",
         "action": {"kind": "drop"}, "nth": 1})));
     let (v, _) = e
         .tool(
@@ -301,7 +299,8 @@ async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_suc
     assert_eq!(e.fake.snapshot().settings["SUBSCRIBE_SEARCH"], json!(false));
 
     // The connection drops before MoviePilot applied it: the read shows the old value → unknown.
-    e.fake.add_fault(fault(json!({"operation": "config.system.update",
+    e.fake
+        .add_fault(fault(json!({"operation": "config.system.update",
         "action": {"kind": "drop", "after_effect": false}, "nth": 1})));
     let (v, _) = e
         .tool(
@@ -325,10 +324,16 @@ async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_suc
         json!({"setting_key": "MediaServers", "operation": "upsert_list_item",
                "value": {"name": "Jellyfin", "type": "jellyfin", "enabled": false}}),
     ] {
-        e.fake.add_fault(fault(json!({"operation": "config.system.update",
+        e.fake
+            .add_fault(fault(json!({"operation": "config.system.update",
             "action": {"kind": "drop"}, "nth": 1})));
         let (v, _) = e
-            .tool(&e.admin, "cfg", "moviepilot_api", setting_update(body.clone()))
+            .tool(
+                &e.admin,
+                "cfg",
+                "moviepilot_api",
+                setting_update(body.clone()),
+            )
             .await;
         assert_eq!(v["execution_outcome"], "unknown", "{body}: {v}");
         assert!(v.get("reconciled").is_none(), "{body}: {v}");
@@ -393,8 +398,7 @@ async fn the_same_call_id_with_changed_arguments_is_failed_and_not_executed() {
     });
     // One call at a time, so which of two clashing calls comes first is fixed.
     cfg.max_parallel_tools = 1;
-    let agent =
-        mpa_core::Agent::new(cfg, store, tools, mpa_core::Capabilities::default()).unwrap();
+    let agent = mpa_core::Agent::new(cfg, store, tools, mpa_core::Capabilities::default()).unwrap();
     let turn = |text: &'static str| {
         let (agent, kim) = (agent.clone(), kim.clone());
         async move {
@@ -449,10 +453,7 @@ async fn the_same_call_id_with_changed_arguments_is_failed_and_not_executed() {
     mock.push(MockReply::text("noted too"));
     let results = turn("one more").await;
     assert_eq!(results[4]["_tool_execution"]["outcome"], "succeeded");
-    assert_eq!(
-        *notes.lock().unwrap(),
-        ["first", "twice", "next request"]
-    );
+    assert_eq!(*notes.lock().unwrap(), ["first", "twice", "next request"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -548,7 +549,13 @@ async fn a_running_turn_keeps_a_recovery_snapshot_with_the_call_marked_result_un
     let mut rx = e
         .host
         .agent()
-        .submit(&e.alice, "midturn", "web", "download Three Body S01".into(), vec![])
+        .submit(
+            &e.alice,
+            "midturn",
+            "web",
+            "download Three Body S01".into(),
+            vec![],
+        )
         .await
         .unwrap();
     while let Some(ev) = rx.recv().await {
@@ -573,14 +580,21 @@ async fn a_running_turn_keeps_a_recovery_snapshot_with_the_call_marked_result_un
         "{m:#?}"
     );
     assert_eq!(m[0].text(), "download Three Body S01");
-    assert_eq!(m[2].outcome, Some(Outcome::Succeeded), "the plan result arrived");
+    assert_eq!(
+        m[2].outcome,
+        Some(Outcome::Succeeded),
+        "the plan result arrived"
+    );
     assert_eq!(m[3].text(), "Adding it now.");
     assert_eq!(m[4].tool_call_id.as_deref(), Some("call_dl"));
     assert_eq!(m[4].outcome, Some(Outcome::Unknown));
     assert!(m[4].text().contains("result unknown"), "{}", m[4].text());
     assert!(m[5].metadata.contains_key("moviepilot_recovery"));
     assert!(m[5].text().contains("get_tool_execution"));
-    let plan = m[5].metadata.get("moviepilot_task_plan").expect("plan attached");
+    let plan = m[5]
+        .metadata
+        .get("moviepilot_task_plan")
+        .expect("plan attached");
     assert_eq!(plan["objective"], "Download Three Body S01");
     let shown = chat.display_messages.as_array().unwrap();
     assert!(

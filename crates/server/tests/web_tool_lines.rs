@@ -28,7 +28,12 @@ fn tool_lines_show_the_outcome_word_in_english_and_chinese_and_unknown_is_not_a_
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no report: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no report: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     assert_eq!(report["ok"], true, "{report:#}");
     assert!(out.status.success());
     let line = |k: &str| report["lines"][k].clone();

@@ -33,7 +33,8 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn claim_and_finish(store: &Store, session: &str) {
-    let Claim::Acquired { id, claim_token } = store.ledger_claim(key(session)).await.unwrap() else {
+    let Claim::Acquired { id, claim_token } = store.ledger_claim(key(session)).await.unwrap()
+    else {
         panic!("a fresh identity is acquired");
     };
     assert!(

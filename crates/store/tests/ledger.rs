@@ -263,7 +263,11 @@ async fn open_rows_of_a_session_are_listed_newest_first_and_only_for_that_user()
         [("c", LedgerStatus::Running), ("a", LedgerStatus::Unknown)]
     );
     assert_eq!(
-        store.ledger_open_in_session("u1", "s1", 1).await.unwrap().len(),
+        store
+            .ledger_open_in_session("u1", "s1", 1)
+            .await
+            .unwrap()
+            .len(),
         1
     );
     assert!(

@@ -36,8 +36,10 @@ pub async fn annotate(store: &Store, actor: &Actor, data: &mut SessionData) {
         return;
     };
     // Listed once: the note is part of the conversation from now on.
-    last.metadata
-        .insert(RECOVERY_KEY.into(), serde_json::Value::String("listed".into()));
+    last.metadata.insert(
+        RECOVERY_KEY.into(),
+        serde_json::Value::String("listed".into()),
+    );
     if rows.is_empty() {
         return;
     }

@@ -40,7 +40,12 @@ pub fn unanswered_result(call: &ToolCall) -> Message {
         "result unknown: the host stopped before this call reported a result; its effects may or may \
          not have happened — verify the current state read-only before retrying",
     );
-    let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, Outcome::Unknown);
+    let mut m = Message::tool(
+        call.id.clone(),
+        call.name.clone(),
+        out.content,
+        Outcome::Unknown,
+    );
     m.metadata = out.metadata;
     m
 }
@@ -320,6 +325,54 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "moviepilot_api".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn unanswered_calls_get_result_unknown_right_after_the_results_that_arrived() {
+        let mut t = Transcript::restored(vec![Message::user("earlier")]);
+        t.push(Message::user("add both"));
+        t.push(Message::assistant(
+            "",
+            vec![call("a"), call("b"), call("c")],
+        ));
+        t.push(Message::tool(
+            "b",
+            "moviepilot_api",
+            "{}",
+            Outcome::Succeeded,
+        ));
+        let m = recovery_messages(&t, 1, Some(serde_json::json!({"objective": "x"})));
+        let shape: Vec<(Role, Option<&str>, Option<Outcome>)> = m
+            .iter()
+            .map(|m| (m.role, m.tool_call_id.as_deref(), m.outcome))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (Role::User, None, None),
+                (Role::User, None, None),
+                (Role::Assistant, None, None),
+                (Role::Tool, Some("b"), Some(Outcome::Succeeded)),
+                (Role::Tool, Some("a"), Some(Outcome::Unknown)),
+                (Role::Tool, Some("c"), Some(Outcome::Unknown)),
+                (Role::Assistant, None, None),
+            ]
+        );
+        assert!(m[4].text().contains("result unknown"));
+        let last = m.last().unwrap();
+        assert_eq!(last.text(), RECOVERY_NOTICE);
+        assert_eq!(last.metadata[RECOVERY_KEY], true);
+        assert_eq!(last.metadata[PLAN_METADATA_KEY]["objective"], "x");
+        // The live transcript is untouched.
+        assert_eq!(t.len(), 4);
+    }
 
     #[test]
     fn titles_are_bounded() {
