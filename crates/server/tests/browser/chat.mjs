@@ -107,6 +107,7 @@ try {
   expect((await page.textContent('.tool.outcome-succeeded .outcome')) === '成功', 'tool lines say 成功 in Chinese');
   expect((await page.textContent('.tool.outcome-unknown .outcome')).startsWith('结果未知'),
     'an unknown call says 结果未知 in Chinese');
+  await page.screenshot({ path: shot.replace(/\.png$/, '-outcomes-zh.png'), fullPage: false });
 
   expect(consoleErrors.length === 0, 'no console errors: ' + consoleErrors.join(' | '));
   result.ok = true;
