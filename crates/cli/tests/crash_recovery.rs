@@ -278,6 +278,12 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
         "the host prompt says how to handle a missing receipt"
     );
 
+    // The recovery form is history now: continued, no longer hidden from a running turn's page.
+    let saved = chat_messages(data, "crash");
+    assert_eq!(saved[2]["metadata"]["moviepilot_recovery"], "continued");
+    assert_eq!(saved[3]["metadata"]["moviepilot_recovery"], "continued");
+    assert!(text_of(&saved[3]).contains(&invocation_id));
+
     // The receipt stays unknown (the model cannot resolve it by retrying).
     let last = rows(data, "crash");
     assert_eq!(last.len(), 1, "{last:?}");

@@ -597,12 +597,14 @@ async fn a_running_turn_keeps_a_recovery_snapshot_with_the_call_marked_result_un
         .expect("plan attached");
     assert_eq!(plan["objective"], "Download Three Body S01");
     let shown = chat.display_messages.as_array().unwrap();
+    // The page shows the unknown line only if the turn is not running any more.
     assert!(
         shown
             .iter()
-            .any(|d| d["role"] == "tool" && d["outcome"] == "unknown"),
+            .any(|d| d["role"] == "tool" && d["outcome"] == "unknown" && d["recovery"] == true),
         "{shown:#?}"
     );
+    assert_eq!(shown.last().unwrap()["recovery"], true);
     // The turn then ends normally and the real snapshot replaces the recovery form.
     while let Some(ev) = rx.recv().await {
         if matches!(ev, Event::TurnEnded { .. }) {

@@ -268,9 +268,12 @@ function addTool(status, name, message, outcome) {
   return el;
 }
 
-function renderHistory(messages) {
+// While the turn still runs, the saved chat is its recovery form (written after every step in
+// case the process dies): its "result unknown" lines and notice are not shown then.
+function renderHistory(messages, processing) {
   clearMessages();
   for (const m of messages || []) {
+    if (processing && m.recovery) continue;
     if (m.role === 'user') addUser(m.content);
     else if (m.role === 'assistant') addAssistant(m.content, m.notice);
     else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
@@ -286,7 +289,7 @@ async function openSession(id) {
   location.hash = '#/s/' + encodeURIComponent(id);
   $('chat-title').textContent = s.title || t('untitled');
   $('delete-chat').hidden = false;
-  renderHistory(s.display_messages);
+  renderHistory(s.display_messages, s.is_processing);
   if (s.is_processing) {
     addTool('running', t('appName'), t('stillRunning'));
     state.poll = setTimeout(() => openSession(id), 1500);

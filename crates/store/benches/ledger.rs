@@ -87,3 +87,53 @@ fn hundred_concurrent_sessions(b: Bencher) {
         assert_eq!((rows, distinct), (batches * 100, batches * 100));
     });
 }
+
+/// The recovery snapshot written after every step of a turn: one chat upsert of a conversation
+/// of `n` messages (user, assistant with a tool call, ~1.5 KB tool result, repeated).
+#[divan::bench(args = [30, 150], sample_count = 200)]
+fn chat_snapshot_per_step(b: Bencher, n: usize) {
+    use mpa_protocol::{Message, Outcome, ToolCall};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let rt = runtime();
+    let user = rt.block_on(store.ensure_local_user("kim")).unwrap();
+    let result = serde_json::json!({"success": true, "data": (0..12).map(|i| serde_json::json!({
+        "id": i, "title": "三体 The Three-Body Problem S01E0", "state": "downloading", "progress": 0.42}))
+        .collect::<Vec<_>>()})
+    .to_string();
+    let messages: Vec<Message> = (0..n)
+        .map(|i| match i % 3 {
+            0 => Message::user("看看下载队列里还有什么"),
+            1 => Message::assistant(
+                "",
+                vec![ToolCall {
+                    id: format!("call_{i}"),
+                    name: "moviepilot_api".into(),
+                    arguments: r#"{"operation_id":"download.list"}"#.into(),
+                }],
+            ),
+            _ => Message::tool(
+                format!("call_{}", i - 1),
+                "moviepilot_api",
+                &*result,
+                Outcome::Succeeded,
+            ),
+        })
+        .collect();
+    let display = serde_json::to_value(&messages).unwrap();
+    b.bench_local(|| {
+        rt.block_on(store.save_chat(mpa_store::Chat {
+            session_id: "bench".into(),
+            user_id: user.id.clone(),
+            channel: "web".into(),
+            title: "下载队列".into(),
+            agent_messages: messages.clone(),
+            display_messages: display.clone(),
+            message_count: n as i64,
+            session_state: serde_json::json!({}),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }))
+        .unwrap()
+    });
+}

@@ -5,7 +5,7 @@
 //! read-only before retrying anything. Nothing is replayed.
 
 use crate::session::SessionData;
-use crate::turn::end::RECOVERY_KEY;
+use crate::turn::end::{RECOVERY_KEY, is_recovery_form};
 use mpa_protocol::{Actor, Content, ContentPart};
 use mpa_store::Store;
 
@@ -18,7 +18,7 @@ pub async fn annotate(store: &Store, actor: &Actor, data: &mut SessionData) {
         .transcript
         .messages()
         .last()
-        .is_some_and(|m| m.metadata.get(RECOVERY_KEY) == Some(&serde_json::Value::Bool(true)));
+        .is_some_and(is_recovery_form);
     if !pending {
         return;
     }
@@ -32,14 +32,18 @@ pub async fn annotate(store: &Store, actor: &Actor, data: &mut SessionData) {
             return;
         }
     };
+    // Continued once: from now on the recovery form is part of the conversation's history.
+    for m in data.transcript.tail_mut(0) {
+        if is_recovery_form(m) {
+            m.metadata.insert(
+                RECOVERY_KEY.into(),
+                serde_json::Value::String("continued".into()),
+            );
+        }
+    }
     let Some(last) = data.transcript.tail_mut(0).last_mut() else {
         return;
     };
-    // Listed once: the note is part of the conversation from now on.
-    last.metadata.insert(
-        RECOVERY_KEY.into(),
-        serde_json::Value::String("listed".into()),
-    );
     if rows.is_empty() {
         return;
     }

@@ -47,7 +47,15 @@ pub fn unanswered_result(call: &ToolCall) -> Message {
         Outcome::Unknown,
     );
     m.metadata = out.metadata;
+    m.metadata
+        .insert(RECOVERY_KEY.into(), serde_json::Value::Bool(true));
     m
+}
+
+/// Whether a message belongs to the recovery form of a turn not yet continued (a running turn's
+/// snapshot, or one a killed process left): the web page hides these while the turn still runs.
+pub fn is_recovery_form(m: &Message) -> bool {
+    m.metadata.get(RECOVERY_KEY) == Some(&serde_json::Value::Bool(true))
 }
 
 fn notice(text: String, recovery: bool) -> Message {
@@ -302,19 +310,26 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
                     if m.metadata.contains_key(INTERRUPTION_KEY) {
                         v["notice"] = serde_json::Value::Bool(true);
                     }
+                    if is_recovery_form(m) {
+                        v["recovery"] = serde_json::Value::Bool(true);
+                    }
                     out.push(v);
                 }
             }
             Role::Tool => {
                 let outcome = m.outcome.unwrap_or(mpa_protocol::Outcome::Unknown);
-                out.push(serde_json::json!({
+                let mut v = serde_json::json!({
                     "role": "tool",
                     "tool_id": m.tool_call_id,
                     "name": m.name,
                     "outcome": outcome.as_str(),
                     "status": if outcome.is_error() { "error" } else { "done" },
                     "message": crate::tools::invoke::summary_line(&m.text()),
-                }));
+                });
+                if is_recovery_form(m) {
+                    v["recovery"] = serde_json::Value::Bool(true);
+                }
+                out.push(v);
             }
             Role::System => {}
         }

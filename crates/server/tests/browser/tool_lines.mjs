@@ -19,7 +19,10 @@ function expect(cond, what) {
 }
 
 class El {
-  constructor(tag) { this.tagName = tag; this.children = []; this.dataset = {}; this.className = ''; this.title = ''; this._text = ''; }
+  constructor(tag) {
+    this.tagName = tag; this.children = []; this.dataset = {}; this.className = ''; this.title = ''; this._text = '';
+    this.classList = { add() {}, remove() {} };
+  }
   set textContent(v) { this._text = String(v); this.children = []; }
   get textContent() { return this._text + this.children.map((c) => c.textContent).join(''); }
   append(...cs) { this.children.push(...cs); }
@@ -27,6 +30,7 @@ class El {
 }
 
 const storage = new Map();
+const byId = new Map();
 const context = vm.createContext({
   console,
   localStorage: { getItem: (k) => storage.get(k) ?? null, setItem: (k, v) => storage.set(k, v) },
@@ -36,7 +40,7 @@ const context = vm.createContext({
   document: {
     addEventListener() {},
     createElement: (tag) => new El(tag),
-    getElementById: () => new El('div'),
+    getElementById: (id) => byId.get(id) || byId.set(id, new El('div')).get(id),
     querySelectorAll: () => [],
     documentElement: {},
   },
@@ -79,6 +83,27 @@ try {
   }
   expect(render('en', 'running', undefined).word === 'running', 'a running line says running');
   expect(render('zh', 'running', undefined).word === '进行中', 'a running line says 进行中 in Chinese');
+  // History: while the turn still runs, the recovery form of its snapshot is not shown.
+  const history = [
+    { role: 'user', content: 'download it' },
+    { role: 'tool', name: 'moviepilot_api', status: 'done', outcome: 'succeeded', message: 'plan saved' },
+    { role: 'tool', name: 'moviepilot_api', status: 'error', outcome: 'unknown', message: 'result unknown', recovery: true },
+    { role: 'assistant', content: '[The previous turn did not finish…]', notice: true, recovery: true },
+  ];
+  const shown = (processing) => {
+    context.__history = { history, processing };
+    return vm.runInContext(`(() => {
+      renderHistory(__history.history, __history.processing);
+      return $('messages').children.filter((c) => c !== emptyNode).map((c) => c.className);
+    })()`, context);
+  };
+  const running = shown(true);
+  const after = shown(false);
+  result.history = { running, after };
+  expect(running.length === 2 && !running.some((c) => c.includes('outcome-unknown')),
+    'a running turn hides its recovery form');
+  expect(after.length === 4 && after.some((c) => c.includes('outcome-unknown')),
+    'a turn that died shows its result unknown line and notice');
   // The stylesheet gives unknown its own colour and border, different from success.
   const rule = (sel) => (css.match(new RegExp(sel.replace(/[.]/g, '\\.') + '\\s*\\{([^}]*)\\}')) || [])[1] || '';
   const unknownIcon = rule('.tool.outcome-unknown .icon');
