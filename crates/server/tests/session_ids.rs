@@ -596,3 +596,29 @@ async fn live_tool_frames_are_redacted_like_the_stored_result() {
     );
     env.shutdown().await;
 }
+
+/// Issue 12, item 2: the per-user prefix does not shorten what a client may send — an id of the
+/// full 128 characters still works everywhere, a longer one is refused as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_id_of_128_characters_still_works() {
+    let env = Env::start().await;
+    let alice = env.user("alice", "password-a", false).await;
+    let long = "L".repeat(mpa_core::MAX_CLIENT_SESSION_ID);
+    env.mock.push(MockReply::text("fits"));
+    let frames = stream_turn(&env, &alice, json!({"text": "hi", "session_id": long})).await;
+    assert_eq!(frames[0]["session_id"], long.as_str());
+    let detail = env.wait_idle(&alice, &long).await;
+    assert_eq!(detail["session_id"], long.as_str());
+    let r = env
+        .stream(
+            &alice,
+            json!({"text": "hi", "session_id": format!("{long}L")}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_session_id"
+    );
+    env.shutdown().await;
+}
