@@ -35,7 +35,10 @@ pub mod transcript;
 pub mod turn;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
-pub use agent::{Agent, new_session_id, valid_session_id};
+pub use agent::{
+    Agent, MAX_CLIENT_SESSION_ID, SessionRef, SessionScope, client_session_id, new_session_id,
+    server_session_id, valid_session_id,
+};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use host::{Host, HostConfig, MoviePilotHostConfig};
