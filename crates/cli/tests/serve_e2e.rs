@@ -89,7 +89,10 @@ async fn sigterm_during_a_turn_exits_and_snapshots_received_and_unknown() {
         "the stream was closed with done"
     );
 
-    let msgs = chat_messages(dir.path(), "term");
+    // Stored under the id derived for the static admin token's user (issue 12, item 2).
+    let stored_id =
+        mpa_core::server_session_id(&mpa_protocol::UserId("admin-token".into()), "term");
+    let msgs = chat_messages(dir.path(), &stored_id);
     let outcome = |id: &str| {
         msgs.iter()
             .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
@@ -97,6 +100,13 @@ async fn sigterm_during_a_turn_exits_and_snapshots_received_and_unknown() {
     };
     assert_eq!(outcome("call_echo"), Some(json!("succeeded")), "{msgs:#?}");
     assert_eq!(outcome("call_sleep"), Some(json!("unknown")), "{msgs:#?}");
+    // Regression (issue 12, item 6): the interruption notice names the shutdown, not the user.
+    let notice = msgs.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("stopped because the host was shutting down"),
+        "{msgs:#?}"
+    );
+    assert!(!notice.contains("by the user"), "{notice}");
     let log = srv.stderr.lock().unwrap().clone();
     assert!(log.contains("request"), "request logs present: {log}");
     assert!(

@@ -32,7 +32,8 @@ const $ = (id) => document.getElementById(id);
 const state = {
   lang: localStorage.getItem('mpa.lang') || (/^zh/i.test(navigator.language) ? 'zh' : 'en'),
   token: localStorage.getItem('mpa.token'),
-  me: null, sessionId: null, busy: false, sessions: [], poll: null,
+  // owner: set when an admin continues another user's chat (the explicit admin continuation).
+  me: null, sessionId: null, owner: null, busy: false, sessions: [], poll: null,
 };
 const t = (k) => (I18N[state.lang] && I18N[state.lang][k]) || I18N.en[k] || k;
 
@@ -138,8 +139,8 @@ async function signedIn() {
   $('app-view').hidden = false;
   $('who').textContent = state.me.name + (state.me.is_admin ? ' · ' + t('admin') : '');
   await loadSessions();
-  const m = /^#\/s\/(.+)$/.exec(location.hash);
-  if (m) await openSession(decodeURIComponent(m[1]));
+  const m = /^#\/s\/([^?]+)(?:\?user_id=(.+))?$/.exec(location.hash);
+  if (m) await openSession(decodeURIComponent(m[1]), m[2] ? decodeURIComponent(m[2]) : null);
   else newChat();
 }
 
@@ -280,19 +281,26 @@ function renderHistory(messages, processing) {
   }
 }
 
-async function openSession(id) {
+// The session's address for the routes and the URL: its id, plus its owner when an admin
+// continues another user's chat.
+function sessionPath(id, owner) {
+  return encodeURIComponent(id) + (owner ? '?user_id=' + encodeURIComponent(owner) : '');
+}
+
+async function openSession(id, owner = null) {
   stopPolling();
-  const r = await api('GET', '/api/v1/agent/sessions/' + encodeURIComponent(id));
+  const r = await api('GET', '/api/v1/agent/sessions/' + sessionPath(id, owner));
   if (!r.ok) { newChat(); return; }
   const s = await r.json();
   state.sessionId = id;
-  location.hash = '#/s/' + encodeURIComponent(id);
+  state.owner = owner && owner !== state.me.id ? owner : null;
+  location.hash = '#/s/' + sessionPath(id, state.owner);
   $('chat-title').textContent = s.title || t('untitled');
   $('delete-chat').hidden = false;
   renderHistory(s.display_messages, s.is_processing);
   if (s.is_processing) {
     addTool('running', t('appName'), t('stillRunning'));
-    state.poll = setTimeout(() => openSession(id), 1500);
+    state.poll = setTimeout(() => openSession(id, state.owner), 1500);
   }
   renderSessions();
 }
@@ -305,6 +313,7 @@ function stopPolling() {
 function newChat() {
   stopPolling();
   state.sessionId = null;
+  state.owner = null;
   history.replaceState(null, '', location.pathname);
   $('chat-title').textContent = t('newChat');
   $('delete-chat').hidden = true;
@@ -334,6 +343,7 @@ async function send(text) {
   try {
     const body = { text };
     if (state.sessionId) body.session_id = state.sessionId;
+    if (state.owner) body.user_id = state.owner;
     const r = await api('POST', '/api/v1/agent/stream', body);
     if (!r.ok) {
       const e = await r.json().catch(() => ({}));
@@ -358,7 +368,7 @@ async function send(text) {
         if (f.type === 'start') {
           const fresh = state.sessionId !== f.session_id;
           state.sessionId = f.session_id;
-          history.replaceState(null, '', '#/s/' + encodeURIComponent(f.session_id));
+          history.replaceState(null, '', '#/s/' + sessionPath(f.session_id, state.owner));
           $('delete-chat').hidden = false;
           if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
         } else if (f.type === 'delta') {
@@ -436,7 +446,7 @@ function init() {
     ev.target.style.height = Math.min(ev.target.scrollHeight + 2, window.innerHeight * 0.4) + 'px';
   });
   $('stop').addEventListener('click', () => {
-    if (state.sessionId) api('POST', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId) + '/stop').catch(() => {});
+    if (state.sessionId) api('POST', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId) + '/stop' + (state.owner ? '?user_id=' + encodeURIComponent(state.owner) : '')).catch(() => {});
   });
   $('new-chat').addEventListener('click', () => {
     if (!state.busy) newChat();
@@ -444,7 +454,7 @@ function init() {
   });
   $('delete-chat').addEventListener('click', async () => {
     if (!state.sessionId || !confirm(t('confirmDelete'))) return;
-    await api('DELETE', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId)).catch(() => {});
+    await api('DELETE', '/api/v1/agent/sessions/' + sessionPath(state.sessionId, state.owner)).catch(() => {});
     newChat();
     loadSessions();
   });
