@@ -128,7 +128,7 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
 
     // alice, linked to the fake's user 2.
     common::add_user(mpagent(data, &mock, &fake), "alice", PASSWORD).await;
-    {
+    let alice_id = {
         let store = mpa_store::Store::open_in(data).unwrap();
         let alice = store.user_by_name("alice").await.unwrap().unwrap();
         store
@@ -141,7 +141,10 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
             )
             .await
             .unwrap();
-    }
+        alice.id
+    };
+    // The chat and its receipts live under the id derived for alice's "crash".
+    let crash = mpa_core::server_session_id(&alice_id, "crash");
 
     let mut srv = serve(data, &mock, &fake).await;
     let token = login(&srv.addr).await;
@@ -170,11 +173,11 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
     drop(r);
 
     // What the killed process left: a running claim, and the snapshot written before the call.
-    let before = rows(data, "crash");
+    let before = rows(data, &crash);
     assert_eq!(before.len(), 1, "{before:?}");
     let (invocation_id, status, old_token) = before[0].clone();
     assert_eq!(status, "running");
-    let msgs = chat_messages(data, "crash");
+    let msgs = chat_messages(data, &crash);
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(
         roles,
@@ -203,7 +206,7 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
         "The earlier download may or may not have been added; I did not add it again.",
     ));
     let mut srv = serve(data, &mock, &fake).await;
-    let after = rows(data, "crash");
+    let after = rows(data, &crash);
     assert_eq!(after.len(), 1);
     assert_eq!(after[0].0, invocation_id);
     assert_eq!(after[0].1, "unknown");
@@ -224,7 +227,7 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
         "--user",
         "alice",
         "--session",
-        "crash",
+        &crash,
         "--args",
         &json!({"invocation_id": invocation_id}).to_string(),
     ]);
@@ -279,13 +282,13 @@ async fn kill_9_during_an_in_flight_write_leaves_unknown_and_nothing_is_resent()
     );
 
     // The recovery form is history now: continued, no longer hidden from a running turn's page.
-    let saved = chat_messages(data, "crash");
+    let saved = chat_messages(data, &crash);
     assert_eq!(saved[2]["metadata"]["moviepilot_recovery"], "continued");
     assert_eq!(saved[3]["metadata"]["moviepilot_recovery"], "continued");
     assert!(text_of(&saved[3]).contains(&invocation_id));
 
     // The receipt stays unknown (the model cannot resolve it by retrying).
-    let last = rows(data, "crash");
+    let last = rows(data, &crash);
     assert_eq!(last.len(), 1, "{last:?}");
     assert_eq!(last[0].1, "unknown");
     srv.child.start_kill().unwrap();
