@@ -69,12 +69,26 @@ pub struct TurnOutcome {
     pub review: Option<ReviewStart>,
 }
 
-/// A turn's step hooks: evidence capture after every step, the skill-review counter per tool
-/// response.
+/// A turn's step hooks: evidence capture and the recovery snapshot after every step, the
+/// skill-review counter per tool response.
 struct TurnHooks<'a> {
     capture: Option<capture::CaptureTarget<'a>>,
+    checkpoint: end::Checkpoint,
     review: &'a mut crate::review::ReviewCounters,
     services: &'a Services,
+}
+
+impl TurnHooks<'_> {
+    /// The chat snapshot as of now, in its recovery form (overwritten when the turn ends).
+    async fn checkpoint(&self, transcript: &Transcript) {
+        end::checkpoint(
+            &self.services.store,
+            &self.checkpoint,
+            self.review,
+            transcript,
+        )
+        .await;
+    }
 }
 
 #[async_trait]
@@ -88,6 +102,8 @@ impl StepHooks for TurnHooks<'_> {
         if let Some(target) = &self.capture {
             capture::flush(target, transcript).await;
         }
+        // So does the chat: a process killed now leaves the conversation up to this step.
+        self.checkpoint(transcript).await;
     }
 }
 
@@ -165,15 +181,19 @@ pub async fn run_turn(
                 },
                 acting_note,
             };
+            let checkpoint = end::Checkpoint::of(data, turn_start);
             let mut hooks = TurnHooks {
                 capture: capture::CaptureTarget::for_session(
                     services.caps.history.as_ref(),
                     data,
                     &services.cfg.model.model,
                 ),
+                checkpoint,
                 review: &mut data.persisted.review,
                 services,
             };
+            // The request is kept even if the process dies during the first model call.
+            hooks.checkpoint(&data.transcript).await;
             let end = steps::run(&setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
             system = Some(sys);
             end
