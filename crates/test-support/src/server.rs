@@ -194,7 +194,11 @@ fn serve_on_own_runtime(
                 return;
             }
         }
-        let app = axum::Router::new().fallback(handle).with_state(shared);
+        // No body limit: the host benchmarks send requests of many megabytes.
+        let app = axum::Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(shared);
         tokio::select! {
             _ = axum::serve(listener, app) => {}
             _ = shutdown => {}
