@@ -6,7 +6,8 @@
 //! chat snapshot or evidence.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use mpa_eval::{Attempt, FakeConfig, FakeHandle, FakeMoviePilot, WorldState};
+use common::demo_world as world;
+use mpa_eval::{Attempt, FakeConfig, FakeHandle, FakeMoviePilot};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -19,16 +20,6 @@ mod common;
 
 const SECRET: &str = "fake-moviepilot-secret-for-tests";
 const WAIT: Duration = Duration::from_secs(60);
-
-fn world() -> WorldState {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../eval/worlds/demo.json"
-    ))
-    .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    WorldState::from_value(v["state"].clone()).unwrap()
-}
 
 async fn fake(token_ttl: Duration) -> FakeHandle {
     let mut cfg = FakeConfig::new(SECRET);
