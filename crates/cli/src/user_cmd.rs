@@ -122,6 +122,12 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             if let Some(id) = moviepilot_user {
                 println!("{name} acts as MoviePilot user {id}");
             }
+            if accounts.signs_in_with_moviepilot() && pw.is_some() {
+                eprintln!(
+                    "note: with MPA_AUTH=moviepilot the web page checks logins at MoviePilot, so this \
+                     password is not used there / MPA_AUTH=moviepilot 时网页登录使用 MoviePilot 账户"
+                );
+            }
         }
         UserCommand::List => {
             for u in accounts.list().await? {
