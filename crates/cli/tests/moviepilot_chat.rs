@@ -72,9 +72,17 @@ impl Env {
 
     /// One turn as `user`; returns the JSON events.
     async fn chat(&self, user: &str, text: &str) -> Vec<Value> {
-        let r = self
-            .run(&["chat", "--user", user, "--output", "jsonl", text])
-            .await;
+        self.chat_in(user, None, text).await
+    }
+
+    /// One turn as `user`, in `session` (default: a new one).
+    async fn chat_in(&self, user: &str, session: Option<&str>, text: &str) -> Vec<Value> {
+        let mut args = vec!["chat", "--user", user, "--output", "jsonl"];
+        if let Some(s) = session {
+            args.extend(["--session", s]);
+        }
+        args.push(text);
+        let r = self.run(&args).await;
         assert_eq!(r.code, 0, "{}", r.stderr);
         r.stdout
             .lines()
@@ -93,6 +101,24 @@ impl Env {
             }
         }
         panic!("the model never saw the result of {id}");
+    }
+
+    /// The result of tool call `id` in the chat snapshot of `session`.
+    fn saved_result(&self, session: &str, id: &str) -> Value {
+        let c = rusqlite::Connection::open(self.data.join("agent.db")).unwrap();
+        let text: String = c
+            .query_row(
+                "SELECT agent_messages FROM chats WHERE session_id = ?1",
+                [session],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let messages: Vec<Value> = serde_json::from_str(&text).unwrap();
+        let m = messages
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no result of {id} in {text}"));
+        serde_json::from_str(m["content"].as_str().unwrap()).unwrap()
     }
 
     fn operations(&self) -> Vec<String> {
@@ -442,4 +468,111 @@ async fn moviepilot_sign_in_needs_a_moviepilot_url() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("set MOVIEPILOT_URL"), "{err}");
+}
+
+/// Spec §11.4: a response asking for secret values runs none of its calls and the host asks;
+/// `确认` from the same user runs that one read and shows its values to the user only — never
+/// to the model, the chat snapshot or the evidence — and answers once; `取消` sends nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_read_waits_for_confirmation_and_its_values_reach_only_the_user() {
+    let e = Env::start().await;
+    e.linked_user("admin", true, "1").await;
+    let secret_args = json!({"operation_id": "config.system.get",
+        "query": {"setting_key": "TMDB_API_KEY", "include_values": true, "show_secrets": true}});
+    e.mock.push(MockReply::tool_calls(&[
+        ("c_secret", "moviepilot_api", secret_args.clone()),
+        (
+            "c_other",
+            "moviepilot_api",
+            json!({"operation_id": "subscription.list"}),
+        ),
+    ]));
+    let events = e
+        .chat_in("admin", Some("s-secret"), "看看 TMDB 的 API key")
+        .await;
+    assert_eq!(
+        finished(&events),
+        [
+            ("c_secret".to_string(), "failed".to_string()),
+            ("c_other".into(), "failed".into())
+        ]
+    );
+    assert_eq!(
+        e.saved_result("s-secret", "c_secret")["error"],
+        "secret_read_confirmation_required"
+    );
+    assert!(
+        e.saved_result("s-secret", "c_other")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("paused, nothing executed")
+    );
+    let (status, question) = turn_end(&events);
+    assert_eq!(status, "completed");
+    assert!(
+        question.contains("确认") && question.contains("取消"),
+        "{question}"
+    );
+    assert!(e.operations().is_empty(), "nothing was sent");
+    assert_eq!(e.mock.request_count(), 1, "the host asked, not the model");
+
+    // 确认: the host runs the read itself; the value goes to the protected channel only.
+    let events = e.chat_in("admin", Some("s-secret"), "确认").await;
+    assert_eq!(e.mock.request_count(), 1, "the model saw nothing of it");
+    let protected: Vec<&Value> = events
+        .iter()
+        .filter(|ev| ev["type"] == "protected")
+        .collect();
+    assert_eq!(protected.len(), 1, "{events:?}");
+    assert!(
+        protected[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("demo-tmdb-key"),
+        "{protected:?}"
+    );
+    assert_eq!(e.operations(), ["config.system.get"]);
+    let (status, reply) = turn_end(&events);
+    assert_eq!(status, "completed");
+    assert!(!reply.contains("demo-tmdb-key"), "{reply}");
+    // The value is in no file of the data directory (snapshot, evidence, logs).
+    let mut stack = vec![e.data.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !bytes.windows(13).any(|w| w == b"demo-tmdb-key"),
+                    "the secret is in {}",
+                    p.display()
+                );
+            }
+        }
+    }
+
+    // The question was answered once: another 确认 is an ordinary message for the model.
+    e.mock.push(MockReply::text("没有待确认的操作。"));
+    let events = e.chat_in("admin", Some("s-secret"), "确认").await;
+    assert_eq!(e.mock.request_count(), 2);
+    assert!(events.iter().all(|ev| ev["type"] != "protected"));
+    assert_eq!(e.operations(), ["config.system.get"]);
+
+    // 取消: nothing is sent.
+    e.mock.push(call("c_secret2", secret_args));
+    e.chat_in("admin", Some("s-secret"), "再看一次 TMDB key")
+        .await;
+    let events = e.chat_in("admin", Some("s-secret"), "取消").await;
+    assert!(
+        turn_end(&events)
+            .1
+            .contains("Cancelled; nothing was executed")
+    );
+    assert_eq!(
+        e.operations(),
+        ["config.system.get"],
+        "nothing more was sent"
+    );
 }

@@ -59,6 +59,9 @@ fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
             json!({"type": "error", "code": code, "message": message})
         }
         Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
+        Event::Protected { content } => {
+            json!({"type": "interaction-protected", "content": content})
+        }
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }
