@@ -4,7 +4,8 @@
 //! Public API ([`Accounts`], built from the agent's [`Store`]; one per process, clones share
 //! state): [`Accounts::create`], [`Accounts::list`], [`Accounts::find`], [`Accounts::rename`],
 //! [`Accounts::set_password`] (revoking the user's tokens unless [`Tokens::Keep`]),
-//! [`Accounts::delete`], [`Accounts::revoke_tokens`] for administration; [`Accounts::login`]
+//! [`Accounts::delete`], [`Accounts::revoke_tokens`], [`Accounts::link_moviepilot`] /
+//! [`Accounts::moviepilot_link`] for administration; [`Accounts::login`]
 //! (returns an [`IssuedToken`]), [`Accounts::authenticate`] and [`Accounts::logout`] for bearer
 //! tokens.
 //!
@@ -210,9 +211,10 @@ impl Accounts {
         self.inner.moviepilot.get().is_some()
     }
 
-    /// Links the account `name` to MoviePilot user `mp_user_id` (decimal), or unlinks it with
-    /// `None`; the host then mints tokens for that user (`MOVIEPILOT_SECRET_KEY`). One MoviePilot
-    /// user links to one account. `mp_user_name` defaults to the account's name.
+    /// Links the account `name` to a MoviePilot user — `mp_user` is its decimal id and, optionally,
+    /// its MoviePilot name (default: the account's) — or unlinks it with `None`; the host then
+    /// mints tokens for that user (`MOVIEPILOT_SECRET_KEY`). One MoviePilot user links to one
+    /// account.
     pub async fn link_moviepilot(
         &self,
         name: &str,
