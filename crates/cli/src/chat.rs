@@ -146,6 +146,10 @@ impl Renderer {
                     eprintln!("(stopped)");
                 }
             }
+            Event::Protected { content } => {
+                self.break_line(&mut out);
+                let _ = writeln!(out, "[protected — shown only to you, not kept]\n{content}");
+            }
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }

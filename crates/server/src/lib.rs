@@ -12,7 +12,8 @@
 //! - [`router`]: the routes, for embedding.
 //!
 //! Routes: `GET /healthz`; `POST /api/v1/login`, `POST /api/v1/logout`, `GET /api/v1/me`;
-//! `POST /api/v1/agent/stream` (SSE: `start`, `delta`, `tool`, `error`, `heartbeat`, `done`);
+//! `POST /api/v1/agent/stream` (SSE: `start`, `delta`, `tool`, `error`, `heartbeat`, `done`, and
+//! `interaction-protected` for a confirmed secret read);
 //! `GET /api/v1/agent/sessions?page&count[&all]`, `GET|DELETE /api/v1/agent/sessions/{id}`,
 //! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
 //! `/` and `/assets/*` (the page).

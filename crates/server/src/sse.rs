@@ -62,6 +62,9 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
             json!({"type": "error", "code": code, "message": message})
         }
         Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
+        Event::Protected { content } => {
+            json!({"type": "interaction-protected", "content": content})
+        }
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }

@@ -380,6 +380,13 @@ async function send(text) {
           const el = tools.get(f.tool_id);
           if (el) toolLine(el, f.status, f.name, f.message, f.outcome);
           else tools.set(f.tool_id, addTool(f.status, f.name, f.message, f.outcome));
+        } else if (f.type === 'interaction-protected') {
+          // A confirmed secret read: shown here only, never stored in the chat history.
+          endSegment();
+          const b = bubble('assistant');
+          b.classList.add('notice');
+          b.textContent = f.content;
+          scrollDown();
         } else if (f.type === 'error') {
           endSegment();
           addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);

@@ -158,3 +158,30 @@ pub async fn add_user(mut cmd: Command, name: &str, password: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// What a finished `mpagent` run left: exit code and output.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` to completion (60 s at most).
+pub async fn run(mut cmd: Command) -> Run {
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        .await
+        .expect("mpagent did not finish in 60 s")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The fake MoviePilot's demo world (`eval/worlds/demo.json`).
+pub fn demo_world() -> mpa_eval::WorldState {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/worlds/demo.json");
+    let (_, world) = mpa_eval::load_state_file(&path, "127.0.0.1:0".parse().unwrap()).unwrap();
+    world
+}

@@ -24,6 +24,9 @@ pub struct PersistedState {
     /// frozen system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_system: Option<String>,
+    /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,
 }
 
 impl PersistedState {

@@ -112,6 +112,10 @@ pub struct SessionState {
     /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
     /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
+    /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
+    pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,
+    /// Set by the host for the one confirmed secret read; consumed by that call.
+    pub secret_read_confirmed: bool,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.

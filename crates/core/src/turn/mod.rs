@@ -131,7 +131,26 @@ pub async fn run_turn(
 
     let mut memory_due = false;
     let mut system = None;
-    let end = match host_command::answer(services, &actor, &input.text).await {
+    let confirmation = crate::moviepilot::secret_read::answer(
+        services,
+        &actor,
+        &data.session_id,
+        &data.channel,
+        &mut data.persisted.pending_secret_read,
+        &data.tools,
+        &input.text,
+    )
+    .await;
+    let host_reply = match confirmation {
+        Some(a) => {
+            if let Some(content) = a.protected {
+                sink.emit(Event::Protected { content });
+            }
+            Some(a.reply)
+        }
+        None => host_command::answer(services, &actor, &input.text).await,
+    };
+    let end = match host_reply {
         Some(reply) => {
             sink.emit(Event::Delta {
                 content: reply.clone(),
@@ -199,6 +218,15 @@ pub async fn run_turn(
             end
         }
     };
+    // A question the host asked during the loop is kept with the session.
+    if let Some(p) = data
+        .tools
+        .lock()
+        .ok()
+        .and_then(|mut s| s.pending_secret_read.take())
+    {
+        data.persisted.pending_secret_read = Some(p);
+    }
     if let Some((code, message)) = &end.error {
         sink.emit(Event::Error {
             code: code.clone(),

@@ -8,6 +8,7 @@ use super::EventSink;
 use super::model_call::{self, ModelCallEnd};
 use super::request::{Tail, assemble};
 use super::tool_calls::{self, ToolStage};
+use crate::moviepilot::secret_read;
 use crate::tools::SessionState;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
@@ -183,6 +184,37 @@ pub async fn run(
             break;
         }
         hooks.on_tool_calls(&calls);
+        // (Settings are administrators' operations: anyone else is refused by the policy.)
+        if setup.tools.origin == crate::tools::policy::Origin::Turn
+            && setup.tools.actor.is_admin
+            && let Some(secret) = calls.iter().find(|c| secret_read::requests_secrets(c))
+        {
+            // Spec §11.4: none of this response's calls runs; the host asks the user.
+            let interactive = secret_read::interactive(setup.tools.channel);
+            for call in &calls {
+                let out = secret_read::paused(interactive);
+                let (m, full) = answered_without_running(call, out, sink);
+                transcript.push_with_full(m, full);
+            }
+            hooks.after_step(transcript).await;
+            if interactive {
+                secret_read::ask(
+                    setup.tools.state,
+                    secret,
+                    setup.tools.actor,
+                    setup.tools.channel,
+                );
+                sink.emit(Event::Delta {
+                    content: secret_read::QUESTION.to_string(),
+                });
+                transcript.push(Message::assistant(secret_read::QUESTION, vec![]));
+                hooks.after_step(transcript).await;
+                end.final_text = secret_read::QUESTION.to_string();
+                end.status = TurnStatus::Completed;
+                break;
+            }
+            continue;
+        }
         // Calls whose arguments were cut off are answered, never dispatched: `finish_reason:
         // "tool_calls"` alone proves nothing (llama.cpp reports it for cut-off calls too).
         let runnable: Vec<ToolCall> = calls
@@ -261,6 +293,15 @@ fn cut_off_result(call: &ToolCall, sink: &EventSink<'_>) -> (Message, Option<Str
         "arguments were cut off by the output limit; not executed. Send the call again with shorter \
          arguments, or split the work.",
     );
+    answered_without_running(call, out, sink)
+}
+
+/// A call answered by the host with `out`, never dispatched (its events still shown).
+fn answered_without_running(
+    call: &ToolCall,
+    out: crate::tools::ToolOutput,
+    sink: &EventSink<'_>,
+) -> (Message, Option<String>) {
     sink.emit(Event::ToolStarted {
         tool_id: call.id.clone(),
         name: call.name.clone(),
