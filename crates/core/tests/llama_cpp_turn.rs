@@ -5,7 +5,6 @@
 //! request the host builds after a tool result is answered by the real server.
 //!
 //! Skips with a notice when the server is not installed; fails under `MPA_REQUIRE_ALL_TESTS=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, Outcome, Role, TurnStatus};
