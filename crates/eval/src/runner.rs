@@ -149,6 +149,10 @@ pub struct RunReport {
     /// Host time for the run without the model's (replay: the scripted model's serving time
     /// is subtracted; tool run time is included).
     pub host_overhead_ms: Option<f64>,
+    /// Opening and closing the host (outside the turn).
+    pub host_setup_ms: f64,
+    /// The turn itself, model time included.
+    pub turn_ms: f64,
     pub metrics: Metrics,
     pub tool_trace: Vec<TraceCall>,
     pub world_attempts: Vec<AttemptSummary>,
@@ -291,6 +295,8 @@ pub async fn run_scenario<S: Subject>(
         timed_out: trace.timed_out,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         host_overhead_ms,
+        host_setup_ms: trace.setup.as_secs_f64() * 1000.0,
+        turn_ms: trace.turn.as_secs_f64() * 1000.0,
         metrics: verdict.metrics,
         tool_trace: trace.calls,
         world_attempts: ledger.attempts.iter().map(summary).collect(),

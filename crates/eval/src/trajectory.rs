@@ -166,6 +166,11 @@ impl Trajectory {
     }
 }
 
+/// The JSON Schema of trajectory files (what `eval/trajectory.schema.json` holds).
+pub fn json_schema() -> Value {
+    serde_json::to_value(schemars::schema_for!(Trajectory)).unwrap_or(Value::Null)
+}
+
 /// The value of `key` in `v`, searched depth-first.
 pub fn find_key<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
     match v {
