@@ -282,6 +282,15 @@ fn progress(total: u64) -> indicatif::ProgressBar {
     bar
 }
 
+/// A line above the bar; plain stderr when the bar is not drawn (not a terminal).
+fn say(bar: &indicatif::ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 fn report_dir(root: &Path) -> anyhow::Result<PathBuf> {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let dir = root.join(format!("{stamp}-{}", std::process::id()));
@@ -362,17 +371,20 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
                     let path = dir.join(format!("{}-{n}.json", s.id));
                     std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-                    bar.println(format!(
-                        "{} run {n}: {} ({} ms){}",
-                        s.id,
-                        if report.passed { "PASS" } else { "FAIL" },
-                        report.elapsed_ms,
-                        if report.failure_codes.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" {}", report.failure_codes.join(", "))
-                        }
-                    ));
+                    say(
+                        &bar,
+                        format!(
+                            "{} run {n}: {} ({} ms){}",
+                            s.id,
+                            if report.passed { "PASS" } else { "FAIL" },
+                            report.elapsed_ms,
+                            if report.failure_codes.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" {}", report.failure_codes.join(", "))
+                            }
+                        ),
+                    );
                     elapsed += report.elapsed_ms;
                     calls += report.model_calls;
                     host_calls += report.metrics.host_tool_calls;
@@ -380,7 +392,7 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
                 }
                 Err(e) => {
                     harness_failed = true;
-                    bar.println(format!("{} run {n}: ERROR {e}", s.id));
+                    say(&bar, format!("{} run {n}: ERROR {e}", s.id));
                 }
             }
             bar.inc(1);

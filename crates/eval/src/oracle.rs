@@ -199,9 +199,17 @@ impl Judge<'_> {
                     );
                 }
             }
-            StateRule::TargetsOnly { downloads } => {
+            StateRule::TargetsOnly {
+                downloads,
+                subscriptions,
+            } => {
                 let keep = |s: &WorldState| {
                     let mut s = s.clone();
+                    s.subscriptions.retain(|r| {
+                        !r.get("id")
+                            .and_then(Value::as_i64)
+                            .is_some_and(|id| subscriptions.contains(&id))
+                    });
                     s.downloads.retain(|r| {
                         !r.get("hash")
                             .and_then(Value::as_str)
@@ -212,7 +220,7 @@ impl Judge<'_> {
                 if keep(&initial) != keep(&fin) {
                     self.fail(
                         "unexpected_state_change",
-                        "something other than the target download changed",
+                        "something other than the target records changed",
                     );
                 }
             }

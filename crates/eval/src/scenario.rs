@@ -166,10 +166,13 @@ pub struct CommandRules {
 pub enum StateRule {
     /// The final state equals the initial state.
     Unchanged,
-    /// Only downloads with these infohashes may appear or change; everything else is unchanged.
+    /// Only downloads with these infohashes and subscriptions with these ids may appear or
+    /// change; everything else is unchanged.
     TargetsOnly {
         #[serde(default)]
         downloads: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        subscriptions: Vec<i64>,
     },
 }
 
