@@ -319,7 +319,7 @@ fn short_codes(codes: &std::collections::BTreeMap<String, u32>) -> String {
 async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCode> {
     let mode = match (&args.replay, args.live) {
         (Some(path), false) => match Trajectory::load(path) {
-            Ok(t) => Mode::Replay(t),
+            Ok(t) => Mode::Replay(Box::new(t)),
             Err(e) => return Ok(invalid(e)),
         },
         (None, true) => Mode::Live(ModelEndpoint {

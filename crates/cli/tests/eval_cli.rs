@@ -510,3 +510,37 @@ async fn the_live_model_call_budget_stops_a_model_that_never_answers() {
     assert_eq!(mock.request_count(), 2, "no call beyond the budget");
     assert!(codes(&report).contains(&"invalid_final_report".to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_timeout_stops_the_turn_and_still_writes_a_report() {
+    let mock = MockModelServer::start().await;
+    // The model sends one chunk and then nothing: only the wall-clock budget ends the run.
+    mock.set_default(MockReply::text("thinking").stall_after(1));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_MODEL", "stalling-model")
+        .args([
+            "eval",
+            "run",
+            "command_execution",
+            "--live",
+            "--timeout-seconds",
+            "5",
+        ])
+        .args(["--output"])
+        .arg(dir.path());
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let [report] = reports(dir.path()).try_into().unwrap();
+    assert_eq!(report["timed_out"], true);
+    assert_eq!(report["turn_status"], "stopped");
+    assert!(codes(&report).contains(&"invalid_final_report".to_string()));
+}

@@ -247,18 +247,16 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         turn_time: Duration::ZERO,
         setup_time: Duration::ZERO,
     };
-    let deadline = tokio::time::Instant::now() + task.timeout;
+    let mut deadline = tokio::time::Instant::now() + task.timeout;
     loop {
         let ev = match tokio::time::timeout_at(deadline, events.recv()).await {
             Ok(ev) => ev,
             Err(_) if !out.timed_out => {
                 out.timed_out = true;
                 agent.stop(&session_id);
-                // The stop ends the turn promptly; wait for its end event a little.
-                match tokio::time::timeout(Duration::from_secs(10), events.recv()).await {
-                    Ok(ev) => ev,
-                    Err(_) => None,
-                }
+                // The stop ends the turn promptly; give its last events a little time.
+                deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                continue;
             }
             Err(_) => None,
         };

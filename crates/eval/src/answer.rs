@@ -122,7 +122,8 @@ pub fn check(contract: Contract, obj: Map<String, Value>) -> Result<Answer, Stri
     if let Some(both) = completed.intersection(&unresolved).next() {
         return Err(format!("{both:?} is both completed and unresolved"));
     }
-    let typed: &[(&str, fn(&Value) -> bool)] = match contract {
+    type FieldCheck = (&'static str, fn(&Value) -> bool);
+    let typed: &[FieldCheck] = match contract {
         Contract::Command => &[
             ("command_output", Value::is_string),
             ("command_exit_code", |v| v.is_i64() || v.is_null()),

@@ -174,8 +174,7 @@ fn last_line(output: &str) -> Option<&str> {
     output
         .lines()
         .map(str::trim_end)
-        .filter(|l| !l.is_empty() && !(l.starts_with('[') && l.ends_with(']')))
-        .next_back()
+        .rfind(|l| !(l.is_empty() || (l.starts_with('[') && l.ends_with(']'))))
 }
 
 fn receipt_str<'v>(e: &'v ToolEvent, key: &str) -> Option<&'v str> {

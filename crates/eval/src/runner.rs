@@ -58,7 +58,7 @@ impl Default for Budgets {
 /// How the model is driven.
 #[derive(Debug, Clone)]
 pub enum Mode {
-    Replay(Trajectory),
+    Replay(Box<Trajectory>),
     Live(ModelEndpoint),
 }
 
