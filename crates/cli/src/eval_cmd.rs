@@ -163,7 +163,7 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         } else {
             writeln!(
                 out,
-                "{:<28} {:<20} {:<9} {}",
+                "{:<28} {:<26} {:<9} {}",
                 s.id,
                 status_of(&s),
                 contract,
@@ -414,23 +414,20 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:<24} {:<6} {:>6} {:>6} {:>6} {:>6} {:>8}  failure codes",
-        "scenario", "mode", "runs", "passed", "rate", "calls", "ms"
+        "{:<24} {:<6} {:>4} {:>6} {:>5} {:>6} {:>6} {:>8}  failure codes",
+        "scenario", "mode", "runs", "passed", "rate", "model", "tools", "ms"
     )?;
     for (agg, (_, ms, calls, host_calls)) in aggregates.iter().zip(&rows) {
         writeln!(
             out,
-            "{:<24} {:<6} {:>6} {:>6} {:>5.0}% {:>6} {:>8}  {}",
+            "{:<24} {:<6} {:>4} {:>6} {:>4.0}% {:>6} {:>6} {:>8}  {}",
             agg.scenario,
             mode_name,
             agg.runs,
             agg.passed,
             agg.pass_rate * 100.0,
-            if mode_name == "live" {
-                u64::from(*calls)
-            } else {
-                *host_calls as u64
-            },
+            calls,
+            host_calls,
             ms,
             short_codes(&agg.failure_codes)
         )?;

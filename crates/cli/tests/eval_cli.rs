@@ -544,3 +544,46 @@ async fn the_live_timeout_stops_the_turn_and_still_writes_a_report() {
     assert_eq!(report["turn_status"], "stopped");
     assert!(codes(&report).contains(&"invalid_final_report".to_string()));
 }
+
+#[test]
+fn dev_fake_moviepilot_serves_a_world_file() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .current_dir(repo())
+        .args(["dev", "fake-moviepilot", "--state", "eval/worlds/demo.json"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut answered = None;
+    while started.elapsed() < Duration::from_secs(20) {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            s.write_all(b"GET /api/v1/subscribe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).unwrap();
+            answered = Some(reply);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reply = answered.expect("the fake never listened");
+    assert!(
+        reply.starts_with("HTTP/1.1 401"),
+        "no bearer, like MoviePilot: {reply}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .current_dir(repo())
+        .args(["dev", "fake-moviepilot", "--state", "no/such/world.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
