@@ -186,6 +186,8 @@ fn resolve(arg: &str, dir: &Path) -> PathBuf {
 /// The host under evaluation: a fresh `mpa-core` host per run.
 struct HostSubject {
     agent: mpa_core::AgentConfig,
+    /// The operation skills, installed once per invocation and copied into each run's host.
+    skills: tempfile::TempDir,
 }
 
 struct GuardAdapter(Arc<mpa_eval::guard::CommandGuard>);
@@ -218,6 +220,7 @@ impl mpa_core::eval::CommandGuard for GuardAdapter {
 impl Subject for HostSubject {
     fn run(&self, run: SubjectRun) -> impl Future<Output = Result<SubjectTrace, String>> + Send {
         let mut agent = self.agent.clone();
+        let skills = self.skills.path().to_path_buf();
         async move {
             agent.model.base_url = run.model.base_url;
             agent.model.api_key = run.model.api_key;
@@ -234,6 +237,7 @@ impl Subject for HostSubject {
                 moviepilot_user: run.moviepilot_user,
                 guard: Arc::new(GuardAdapter(run.guard)),
                 text: run.task_text,
+                skills_template: Some(skills),
             })
             .await
             .map_err(|e| format!("the host could not run the task: {e}"))?;
@@ -353,6 +357,7 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
     let dir = report_dir(&args.output)?;
     let subject = HostSubject {
         agent: config.agent_config(),
+        skills: tempfile::tempdir()?,
     };
     let total = u64::from(args.repeat) * scenarios.len() as u64;
     let bar = progress(total);

@@ -19,7 +19,7 @@ use crate::tools::{PreparedCall, Tool, ToolContext, ToolMeta, ToolOutput};
 use async_trait::async_trait;
 use mpa_protocol::{Actor, EffectClass, Event, Outcome, Role, ToolSpec, TurnStatus, Usage};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,6 +136,47 @@ pub struct EvalTask {
     pub guard: Arc<dyn CommandGuard>,
     /// The only text the model gets as the user's message.
     pub text: String,
+    /// A directory kept across runs where the MoviePilot operation skills are installed once
+    /// and copied from (a fresh host would otherwise write and sync each skill file per run).
+    pub skills_template: Option<PathBuf>,
+}
+
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    private_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the shipped operation skills into `data_dir` from `template` (installing them there
+/// first if needed); the host's own install then finds them current and writes only its
+/// manifest.
+fn seed_skills(template: &Path, data_dir: &Path) -> std::io::Result<()> {
+    use crate::moviepilot::guides;
+    let source = template.join(guides::CATEGORY_DIR);
+    if !source.is_dir() {
+        private_dir(template)?;
+        guides::install(template, mpa_gateway::catalogue())?;
+    }
+    copy_tree(
+        &source,
+        &data_dir.join("agent/skills").join(guides::CATEGORY_DIR),
+    )
 }
 
 /// One tool call as the host ran it.
@@ -195,6 +236,11 @@ fn trace(messages: &[mpa_protocol::Message]) -> Vec<EvalCall> {
 /// Runs the task's turn on a fresh host and returns what the host did.
 pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     let setup = Instant::now();
+    if let Some(template) = &task.skills_template
+        && let Err(e) = seed_skills(template, &task.data_dir)
+    {
+        tracing::warn!(error = %e, "operation skills not copied from the template; the host installs them");
+    }
     let mut agent_cfg = task.agent;
     agent_cfg.max_iterations = task.max_model_calls.max(1);
     agent_cfg.model.max_retries = 0;
