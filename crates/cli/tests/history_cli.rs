@@ -258,7 +258,7 @@ fn killed_import_resumes_without_loss_or_duplicates() {
         )
         .unwrap();
     assert_eq!((total, distinct), (lines.len() as i64, lines.len() as i64));
-    mpa_history::store::integrity_check(&db).unwrap();
+    mpa_history::integrity_check(&db).unwrap();
 }
 
 #[test]

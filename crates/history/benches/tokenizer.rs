@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use divan::counter::BytesCount;
-use mpa_history::tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
+use mpa_history::{TokenizeReason, register_cjk_tokenizer, tokenize};
 use rusqlite::Connection;
 
 fn main() {

@@ -3,7 +3,7 @@
 //! Hermes `state.db` into this host's per-user stores.
 //!
 //! Public API: [`import_hermes`], [`MoviePilotSource`] + [`import_moviepilot`],
-//! [`legacy_import_state`], [`ImportSummary`], [`ImportProgress`], [`legacy_identity`].
+//! [`legacy_import_pending`], [`ImportSummary`], [`ImportProgress`], [`legacy_identity`].
 //!
 //! Invariants:
 //! - Every imported row is `provenance = legacy_snapshot`. A source timestamp is kept as is;
@@ -18,13 +18,13 @@
 //! - Source databases are opened read-only and never written.
 //! - Cursor files: `<history>/users/<key>/import-hermes-cursor.json` (per user) and
 //!   `<history>/import-moviepilot-cursor.json` (one MoviePilot import spans many users). While
-//!   one of them says `complete: false`, [`legacy_import_state`] reports the import unfinished.
+//!   one of them says `complete: false`, [`legacy_import_pending`] reports the import unfinished.
 //!
 //! Source reads are short synchronous page reads on the calling task; every write goes through
-//! [`HistoryHub`] (validation, redaction, its blocking pool).
+//! [`History`] (validation, redaction, its blocking pool).
 
 use crate::error::{HistoryError, Result, io_err};
-use crate::{CapturedMessage, HistoryHub, Provenance, Role, SessionMeta, store};
+use crate::{CapturedMessage, History, Provenance, Role, SessionMeta, store};
 use mpa_protocol::UserKey;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
@@ -42,11 +42,6 @@ const SNAPSHOT_PAGE: i64 = 20;
 const HERMES_JSON_SENTINEL: &str = "\u{0}json:";
 const HERMES_CURSOR: &str = "import-hermes-cursor.json";
 const MOVIEPILOT_CURSOR: &str = "import-moviepilot-cursor.json";
-
-/// Shown with `legacy_import{complete:false}` while an import is unfinished.
-pub const LEGACY_INCOMPLETE_NOTE: &str = "A legacy history import is unfinished: misses are \
-inconclusive while incomplete. Only surviving legacy records can be imported; messages \
-discarded earlier are unavailable.";
 
 /// What one import run did. `skipped` maps a reason to a count of source messages (or, for
 /// `unmapped_user_dir`, of directories).
@@ -165,7 +160,7 @@ fn ensure_private_dir(dir: &Path) -> Result<()> {
 
 /// `{complete:false, note}` while an import that can affect `user` is unfinished (a cursor file
 /// present and not complete, or unreadable); `None` when there is nothing to report.
-pub fn legacy_import_state(data_dir: &Path, user: &UserKey) -> Option<Value> {
+pub fn legacy_import_pending(data_dir: &Path, user: &UserKey) -> bool {
     let mut files = vec![history_root(data_dir).join(MOVIEPILOT_CURSOR)];
     let user_dir = store::users_root(data_dir).join(user.as_str());
     if let Ok(entries) = std::fs::read_dir(&user_dir) {
@@ -177,13 +172,12 @@ pub fn legacy_import_state(data_dir: &Path, user: &UserKey) -> Option<Value> {
             }
         }
     }
-    let unfinished = files.iter().filter(|p| p.is_file()).any(|p| {
+    files.iter().filter(|p| p.is_file()).any(|p| {
         std::fs::read(p)
             .ok()
             .and_then(|b| serde_json::from_slice::<CursorFile>(&b).ok())
             .is_none_or(|c| !c.complete)
-    });
-    unfinished.then(|| serde_json::json!({"complete": false, "note": LEGACY_INCOMPLETE_NOTE}))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,7 +569,7 @@ impl RunState {
 /// Group messages into per-session batches of at most [`store::MAX_BATCH`] (source order kept)
 /// and append them in one transaction; account for the outcome.
 async fn append_grouped(
-    hub: &HistoryHub,
+    hub: &History,
     user: &UserKey,
     items: Vec<(SessionMeta, CapturedMessage)>,
     run: &mut RunState,
@@ -613,7 +607,7 @@ async fn append_grouped(
 /// Drain one state.db from `cursor` into `user`, saving the cursor after every page.
 #[allow(clippy::too_many_arguments)]
 async fn import_state_db(
-    hub: &HistoryHub,
+    hub: &History,
     user: &UserKey,
     reader: &StateDbReader,
     dialect: Dialect,
@@ -701,7 +695,7 @@ fn mark_started(cursor: &mut CursorFile, keys: &[String]) {
 /// display rows and rewound rows are skipped (with reasons); compacted rows stay searchable
 /// archives; sessions' end reasons are carried over.
 pub async fn import_hermes(
-    hub: &HistoryHub,
+    hub: &History,
     state_db: &Path,
     user: &UserKey,
     progress: &mut dyn FnMut(ImportProgress),
@@ -1080,7 +1074,7 @@ fn convert_lc(
 /// reason. Messages MoviePilot already migrated from a snapshot into its state.db dedupe by
 /// id. Snapshots of sessions deleted in MoviePilot's state.db are not resurrected.
 pub async fn import_moviepilot(
-    hub: &HistoryHub,
+    hub: &History,
     src: &MoviePilotSource,
     users: &HashMap<String, UserKey>,
     progress: &mut dyn FnMut(ImportProgress),
@@ -1189,7 +1183,7 @@ pub async fn import_moviepilot(
 }
 
 async fn import_snapshot(
-    hub: &HistoryHub,
+    hub: &History,
     src: &MoviePilotSource,
     users: &HashMap<String, UserKey>,
     deleted: &HashSet<(String, String)>,

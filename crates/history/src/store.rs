@@ -793,7 +793,7 @@ pub fn integrity_check(db: &Path) -> Result<()> {
     )?;
     crate::tokenizer::register_cjk_tokenizer(&conn)?;
     for t in FTS_TABLES {
-        crate::check::fts_integrity(&conn, t, true)?;
+        crate::integrity::fts_integrity(&conn, t, true)?;
     }
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if ok != "ok" {

@@ -2,27 +2,24 @@
 //! rebuild triggers (tokenizer version change, missing index, detached index), the gap scan
 //! while building, appends and deletes racing a backfill, the pause between batches, shutdown,
 //! task limits, and corruption found during a search.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{env, meta, msg, user};
+use super::common::{SessionSearchExt, env, meta, msg, user};
 use mpa_history::{
-    BackfillOptions, CapturedMessage, HistoryConfig, HistoryHub, IndexState, Role, SessionMeta,
+    BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, Role, SessionMeta,
 };
 use mpa_protocol::UserKey;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn hub_at(dir: &Path, background: bool, batch: usize) -> HistoryHub {
+fn hub_at(dir: &Path, background: bool, batch: usize) -> History {
     let mut cfg = HistoryConfig::new(dir);
     cfg.background_backfill = background;
     cfg.backfill_batch = batch;
-    HistoryHub::new(cfg)
+    History::new(cfg)
 }
 
-fn raw(hub: &HistoryHub, u: &UserKey) -> rusqlite::Connection {
+fn raw(hub: &History, u: &UserKey) -> rusqlite::Connection {
     rusqlite::Connection::open(hub.db_path(u)).unwrap()
 }
 
@@ -39,7 +36,7 @@ fn texts(n: usize, f: impl Fn(usize) -> String) -> Vec<CapturedMessage> {
         .collect()
 }
 
-fn tokenizer_version(hub: &HistoryHub, u: &UserKey) -> String {
+fn tokenizer_version(hub: &History, u: &UserKey) -> String {
     raw(hub, u)
         .query_row(
             "SELECT value FROM state_meta WHERE key = 'tokenizer_version:cjk_unicode61'",
@@ -50,7 +47,7 @@ fn tokenizer_version(hub: &HistoryHub, u: &UserKey) -> String {
 }
 
 /// Make the CJK index look as if another tokenizer version had written it.
-fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
+fn mark_tokenizer_stale(hub: &History, u: &UserKey) {
     raw(hub, u)
         .execute(
             "UPDATE state_meta SET value = '0' WHERE key = 'tokenizer_version:cjk_unicode61'",
@@ -60,14 +57,14 @@ fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
 }
 
 /// Append `n` alternating user/assistant messages `text(i)` to a `web` session.
-async fn put(hub: &HistoryHub, u: &UserKey, sid: &str, n: usize, text: impl Fn(usize) -> String) {
+async fn put(hub: &History, u: &UserKey, sid: &str, n: usize, text: impl Fn(usize) -> String) {
     hub.append(u, meta(sid, "web"), texts(n, text))
         .await
         .unwrap();
 }
 
 /// Run the foreground backfill flat out until every index is ready.
-async fn drain(hub: &HistoryHub, u: &UserKey, batch: usize) -> mpa_history::BackfillSummary {
+async fn drain(hub: &History, u: &UserKey, batch: usize) -> mpa_history::BackfillSummary {
     let opts = BackfillOptions {
         batch,
         paced: false,
@@ -76,7 +73,7 @@ async fn drain(hub: &HistoryHub, u: &UserKey, batch: usize) -> mpa_history::Back
     hub.backfill(u, opts, |_| {}).await.unwrap()
 }
 
-async fn search(hub: &HistoryHub, u: &UserKey, args: Value) -> Value {
+async fn search(hub: &History, u: &UserKey, args: Value) -> Value {
     let out = hub.session_search(u, &Default::default(), args).await;
     assert_eq!(out["success"], true, "{out}");
     out
@@ -91,7 +88,7 @@ fn session_ids(out: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn states(hub: &HistoryHub, u: &UserKey) -> Vec<(String, IndexState)> {
+async fn states(hub: &History, u: &UserKey) -> Vec<(String, IndexState)> {
     hub.status(u)
         .await
         .unwrap()
@@ -101,7 +98,7 @@ async fn states(hub: &HistoryHub, u: &UserKey) -> Vec<(String, IndexState)> {
         .collect()
 }
 
-async fn wait_ready(hub: &HistoryHub, u: &UserKey) {
+async fn wait_ready(hub: &History, u: &UserKey) {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let s = states(hub, u).await;
@@ -296,14 +293,6 @@ async fn paced_backfill_pauses_at_least_the_duty_cycle_between_batches() {
         let want = Duration::from_millis(200).max(Duration::from_secs_f64(4.0 * w[0].1));
         assert!(gap >= want, "pause {gap:?} < {want:?}");
     }
-    assert_eq!(
-        mpa_history::backfill::pause_after(Duration::from_millis(10)),
-        Duration::from_millis(200)
-    );
-    assert_eq!(
-        mpa_history::backfill::pause_after(Duration::from_millis(100)),
-        Duration::from_millis(400)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -402,7 +391,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
 }
 
 /// Corrupt the largest data block of one index's shadow table.
-fn corrupt(hub: &HistoryHub, u: &UserKey, table: &str) {
+fn corrupt(hub: &History, u: &UserKey, table: &str) {
     raw(hub, u)
         .execute(
             &format!(

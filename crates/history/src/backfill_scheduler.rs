@@ -4,7 +4,7 @@
 //! [`crate::backfill::MAX_TASKS`] per process; all are cancelled at shutdown, between batches
 //! (a batch is one transaction: it either commits with its progress or is not counted).
 
-use crate::HistoryHub;
+use crate::History;
 use crate::backfill::{MAX_TASKS, pause_after};
 use mpa_protocol::UserKey;
 use std::collections::HashSet;
@@ -98,7 +98,7 @@ impl Drop for Running<'_> {
 }
 
 /// Start a task for `user` if its store has backfill work and none is scheduled yet.
-pub(crate) fn schedule(hub: &HistoryHub, user: &UserKey) {
+pub(crate) fn schedule(hub: &History, user: &UserKey) {
     let cfg = hub.config();
     if !cfg.background_backfill || hub.inner.maint.cancel.is_cancelled() {
         return;

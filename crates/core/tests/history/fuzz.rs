@@ -1,9 +1,6 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Property test: arbitrary query text never causes an SQL error, a panic or a non-JSON result.
 
-mod common;
-
-use common::*;
+use super::common::*;
 use proptest::prelude::*;
 use serde_json::json;
 use std::sync::OnceLock;
