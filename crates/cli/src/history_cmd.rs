@@ -355,6 +355,10 @@ pub struct BenchHistoryArgs {
     /// Keep the work directory.
     #[arg(long)]
     keep: bool,
+    /// Reuse the database a `--keep` run left in `--dir` (generated corpus): time the searches
+    /// only.
+    #[arg(long, requires = "dir")]
+    reuse: bool,
 }
 
 /// Progress of the benchmark on stderr: one bar per phase, notes as lines.
@@ -400,6 +404,7 @@ pub async fn bench(args: BenchHistoryArgs, _ctx: &CliContext) -> anyhow::Result<
                 like_iterations: args.like_iterations,
                 backfill_batch: args.backfill_batch,
                 dir: dir.clone(),
+                reuse: args.reuse,
             };
             bench::synthetic(&opts, &report).await
         }

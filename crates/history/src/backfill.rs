@@ -14,7 +14,7 @@
 //! never counts it. The message rows are never modified here.
 
 use crate::error::{HistoryError, Result};
-use crate::store::{FTS_DEFS, FtsDef};
+use crate::store::schema::{FTS_DEFS, FtsDef};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::time::Duration;

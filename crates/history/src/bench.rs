@@ -48,6 +48,9 @@ pub struct SyntheticOptions {
     pub backfill_batch: usize,
     /// Work directory (corpus file and data directory).
     pub dir: PathBuf,
+    /// Reuse the database a kept earlier run left in `dir` (same size and seed): skip the
+    /// corpus, the import and the backfill, and time the searches only.
+    pub reuse: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -229,11 +232,13 @@ async fn import_file(
     Ok((stats, summary))
 }
 
-/// The synthetic benchmark (see the module docs).
-pub async fn synthetic(
+/// Generate the corpus, import it and rebuild every index (the measured phases).
+async fn prepare(
     opts: &SyntheticOptions,
+    hub: &History,
+    key: &UserKey,
     report: &(dyn Fn(BenchEvent) + Send + Sync),
-) -> Result<Value> {
+) -> Result<(usize, u64, Value, u64, Value, Value)> {
     let dir = &opts.dir;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let corpus_path = dir.join("corpus.jsonl");
@@ -287,13 +292,11 @@ pub async fn synthetic(
     };
     let redact_cpu = (pass(true)? - pass(false)?).max(0.0);
     let load_start = load_average();
-    let hub = quiet_history(dir.join("data"));
-    let key = bench_user();
-    let (stats, mut import_summary) = import_file(&hub, &key, &corpus_path, report).await?;
+    let (stats, mut import_summary) = import_file(hub, key, &corpus_path, report).await?;
     let import_cpu = import_summary["cpu_seconds"].as_f64().unwrap_or(0.0);
     import_summary["redaction_cpu_seconds"] = json!(redact_cpu);
     import_summary["redaction_share_of_import_cpu"] = json!(redact_cpu / import_cpu.max(1e-9));
-    let db_bytes = db_bytes(&hub, &key);
+    let db_bytes = db_bytes(hub, key);
 
     // Backfill of all three indexes from the message rows (what a tokenizer upgrade, a repair
     // or a first start on an old file does), flat out: the host-idle rate.
@@ -306,7 +309,7 @@ pub async fn synthetic(
             rebuild: true,
         };
         let sum = hub
-            .backfill(&key, bopts, |p| {
+            .backfill(key, bopts, |p| {
                 report(BenchEvent::Progress {
                     phase: "backfill",
                     done: p.done,
@@ -336,6 +339,38 @@ pub async fn synthetic(
         })
     };
 
+    Ok((
+        sessions,
+        corpus_bytes,
+        import_summary,
+        db_bytes,
+        backfill,
+        load_start,
+    ))
+}
+
+/// The synthetic benchmark (see the module docs).
+pub async fn synthetic(
+    opts: &SyntheticOptions,
+    report: &(dyn Fn(BenchEvent) + Send + Sync),
+) -> Result<Value> {
+    let dir = &opts.dir;
+    let hub = quiet_history(dir.join("data"));
+    let key = bench_user();
+    let (sessions, corpus_bytes, import_summary, db_bytes, backfill, load_start) =
+        if opts.reuse && hub.db_path(&key).is_file() {
+            let status = hub.status(&key).await?;
+            let sessions = usize::try_from(status.sessions).unwrap_or(0);
+            report(BenchEvent::Note(format!(
+                "reusing {}: {} messages, {sessions} sessions",
+                hub.db_path(&key).display(),
+                status.messages
+            )));
+            let db = db_bytes(&hub, &key);
+            (sessions, 0, Value::Null, db, Value::Null, load_average())
+        } else {
+            prepare(opts, &hub, &key, report).await?
+        };
     // Warm up, and collect scroll anchors from real hits.
     let sctx = SearchContext::default();
     let mut anchors: Vec<(String, i64)> = Vec::new();

@@ -55,7 +55,9 @@ pub use mpa_protocol::Role;
 pub use query::MAX_QUERY_CHARS;
 pub use recall::{SearchRequest, SearchResponse};
 pub use redact::redact;
-pub use store::{MAX_SESSION_ID_CHARS, SCHEMA_VERSION, integrity_check};
+pub use store::integrity_check;
+pub use store::schema::SCHEMA_VERSION;
+pub use store::write::MAX_SESSION_ID_CHARS;
 /// The CJK tokenizer, for code that opens a store's file itself (tests, benchmarks): register it
 /// on the connection before touching `messages_fts_cjk`.
 pub use tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
