@@ -178,6 +178,9 @@ pub struct CleanupReport {
     pub cutoff: Option<f64>,
     pub sessions_expired: usize,
     pub messages_deleted: usize,
+    /// Tombstones of sessions deleted before the cutoff (a late append for a session whose own
+    /// activity is older than the retention period would be expired again anyway).
+    pub tombstones_removed: usize,
 }
 
 /// Which indexes are ready (complete); `false` while building or detached.

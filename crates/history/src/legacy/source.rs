@@ -425,7 +425,10 @@ pub(crate) async fn append_grouped(
 }
 
 /// Drain one state.db from `cursor` into `user`, saving the cursor after every page.
-#[expect(clippy::too_many_arguments, reason = "one row of the source schema per argument")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one row of the source schema per argument"
+)]
 pub(crate) async fn import_state_db(
     hub: &History,
     user: &UserKey,

@@ -57,6 +57,14 @@ impl UserStore {
         let db = prepare_files(data_dir, user)?;
         let busy = deadline.max(Duration::from_secs(3));
         let mut conn = open_connection(&db, busy)?;
+        let has_filter_index: bool = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'messages_filter'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_filter_index {
+            conn.execute_batch(ADDITIVE_SQL)?;
+        }
         tighten_sidecars(&db)?;
         // Missing, detached or tokenizer-stale indexes start their rebuild here (a read first,
         // so opening a healthy store writes nothing).

@@ -121,6 +121,7 @@ pub(crate) fn schema_sql() -> String {
            UNIQUE (session_id, message_uid)
          );
          CREATE INDEX messages_session ON messages(session_id, id);
+         CREATE INDEX messages_filter ON messages(id, role, active, compacted, timestamp, session_id);
          -- Only compacted/rewound rows: keeps status counts off a full scan of the bodies.
          CREATE INDEX messages_inactive ON messages(compacted) WHERE active = 0;
          CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -145,6 +146,12 @@ pub(crate) fn schema_sql() -> String {
     ));
     s
 }
+
+/// Additions to schema version 1 that older binaries ignore safely, applied once per process
+/// when a store is opened: the covering index ranked searches check their filters through
+/// (row flags sit after the message body, which may span overflow pages).
+pub(crate) const ADDITIVE_SQL: &str = "CREATE INDEX IF NOT EXISTS messages_filter \
+    ON messages(id, role, active, compacted, timestamp, session_id);";
 
 pub(crate) fn migrate(conn: &Connection, from: i64) -> Result<()> {
     if from == 0 {

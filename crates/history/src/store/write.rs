@@ -264,6 +264,7 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
             cutoff: None,
             sessions_expired: 0,
             messages_deleted: 0,
+            tombstones_removed: 0,
         });
     }
     let cutoff = now_epoch() - f64::from(older_than_days) * 86400.0;
@@ -272,6 +273,7 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
         cutoff: Some(cutoff),
         sessions_expired: 0,
         messages_deleted: 0,
+        tombstones_removed: 0,
     };
     loop {
         let (s, m) = store.write(|c| expire_batch(c, cutoff))?;
@@ -281,5 +283,11 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
             break;
         }
     }
+    report.tombstones_removed = store.write(|c| {
+        Ok(c.execute(
+            "DELETE FROM deleted_sessions WHERE deleted_at < ?1",
+            [cutoff],
+        )?)
+    })?;
     Ok(report)
 }

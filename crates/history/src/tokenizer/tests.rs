@@ -1,4 +1,3 @@
-
 use super::fts5_ffi::*;
 use super::*;
 
