@@ -392,9 +392,21 @@ fn backfill_help_and_bad_input() {
 fn bench_history_on_your_own_corpus_reports_recall_and_latency_per_kind() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus.jsonl");
-    let mut lines = vec![line("dune", "m1", "user", "subscribe to Dune Part Two in 4K", 1)];
+    let mut lines = vec![line(
+        "dune",
+        "m1",
+        "user",
+        "subscribe to Dune Part Two in 4K",
+        1,
+    )];
     lines.push(line("dune", "m2", "assistant", "Subscribed to Dune.", 2));
-    lines.push(line("vpn", "m1", "user", "the tracker times out behind the VPN", 3));
+    lines.push(line(
+        "vpn",
+        "m1",
+        "user",
+        "the tracker times out behind the VPN",
+        3,
+    ));
     lines.push(line("订阅", "m1", "user", "帮我订阅三体", 4));
     std::fs::write(&corpus, lines.join("\n")).unwrap();
     let queries = dir.path().join("queries.jsonl");
@@ -426,7 +438,11 @@ fn bench_history_on_your_own_corpus_reports_recall_and_latency_per_kind() {
         work.to_str().unwrap(),
     ];
     let out = mpagent(dir.path(), &args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_out(&out);
     assert_eq!(v["messages"], 4);
     assert_eq!(v["k"], 3);
@@ -441,7 +457,10 @@ fn bench_history_on_your_own_corpus_reports_recall_and_latency_per_kind() {
         .collect();
     assert_eq!(kinds, ["cjk", "paraphrase", "title"]);
     let para = &v["per_kind"][1];
-    assert_eq!((para["queries"].clone(), para["calls"].clone()), (json!(2), json!(4)));
+    assert_eq!(
+        (para["queries"].clone(), para["calls"].clone()),
+        (json!(2), json!(4))
+    );
     assert_eq!(para["recall_at_3"], 0.5);
     assert!(para["p95_ms"].as_f64().unwrap() >= para["p50_ms"].as_f64().unwrap());
     assert_eq!(v["first_misses"][0]["query"], "absent words");

@@ -145,15 +145,18 @@ fn fts_query(
     } else {
         expr.to_owned()
     };
-    if sort == Sort::Relevance {
+    // A time-bounded search filters in SQL: walking the ranked list could visit many rows
+    // outside a narrow range before finding enough inside it.
+    if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() {
         return ranked(conn, table, &expr, f, limit);
     }
     let mut params = vec![Value::Text(expr)];
     let filters = filter_sql(f, &mut params);
     // Time orders tie-break on id, not rank: a rank key would be computed for every match.
     let order = match sort {
-        Sort::Newest => "m.timestamp DESC, m.id DESC",
-        _ => "m.timestamp ASC, m.id ASC",
+        Sort::Relevance => format!("{table}.rank"),
+        Sort::Newest => "m.timestamp DESC, m.id DESC".to_owned(),
+        Sort::Oldest => "m.timestamp ASC, m.id ASC".to_owned(),
     };
     let sql = format!(
         "SELECT {COLS} FROM {table} JOIN messages m ON m.id = {table}.rowid \
@@ -165,7 +168,7 @@ fn fts_query(
 
 /// Relevance: every match is ranked by BM25 (FTS5 sorts the whole match set once), then the
 /// ranked rowids are walked best first and each is checked against the filters (role,
-/// visibility, hidden source, time, session) until `limit` rows pass. So no filtered row can
+/// visibility, hidden source, session) until `limit` rows pass. So no filtered row can
 /// crowd a better one out, and no match is left unranked however old it is; only the rows
 /// actually walked pay for the join (through the `messages_filter` covering index).
 fn ranked(

@@ -91,7 +91,10 @@ fn h_session(
     .unwrap();
 }
 
-#[expect(clippy::too_many_arguments, reason = "one row of the source schema per argument")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one row of the source schema per argument"
+)]
 fn h_msg(
     c: &Connection,
     sid: &str,
