@@ -186,14 +186,35 @@ fn ranked(
         n = params.len() + 1
     );
     let mut check = conn.prepare(&check_sql)?;
-    let mut ranked = conn.prepare(&format!(
-        "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rank"
-    ))?;
-    let mut rows = ranked.query([expr])?;
+    // Inside one session only its id range is ranked (a session's ids are one or a few runs).
+    let range = match &f.session_id {
+        Some(sid) => {
+            let (lo, hi): (Option<i64>, Option<i64>) = conn.query_row(
+                "SELECT MIN(id), MAX(id) FROM messages WHERE session_id = ?1",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => format!(" AND rowid BETWEEN {lo} AND {hi}"),
+                _ => return Ok(Vec::new()),
+            }
+        }
+        None => String::new(),
+    };
+    // Scores come out in rowid order and are sorted here, which is cheaper than FTS5's
+    // `ORDER BY rank` (every match through SQLite's sorter). Ties keep the newer row first.
+    let mut scored: Vec<(f64, i64)> = conn
+        .prepare(&format!(
+            "SELECT bm25({table}), rowid FROM {table} WHERE {table} MATCH ?1{range}"
+        ))?
+        .query_map([expr], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    scored.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
     let mut out = Vec::with_capacity(limit.min(64));
-    while out.len() < limit {
-        let Some(row) = rows.next()? else { break };
-        let id: i64 = row.get(0)?;
+    for &(_, id) in &scored {
+        if out.len() >= limit {
+            break;
+        }
         let mut p = params.clone();
         p.push(Value::Integer(id));
         let mut hit = check.query_map(rusqlite::params_from_iter(p), candidate)?;
