@@ -48,7 +48,7 @@ pub(crate) mod store;
 pub(crate) mod tokenizer;
 
 pub use backfill::{IndexProgress, IndexState};
-pub use backfill_scheduler::MaintenanceStats;
+pub use backfill_scheduler::SchedulerStats;
 pub use error::{FailureClass, HistoryError, Result};
 pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
@@ -275,7 +275,7 @@ struct Inner {
     cfg: HistoryConfig,
     stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
     permits: Arc<Semaphore>,
-    maint: backfill_scheduler::Maintenance,
+    maint: backfill_scheduler::BackfillScheduler,
 }
 
 impl Inner {
@@ -316,7 +316,7 @@ impl History {
                 cfg,
                 stores: Mutex::new(HashMap::new()),
                 permits,
-                maint: backfill_scheduler::Maintenance::new(),
+                maint: backfill_scheduler::BackfillScheduler::new(),
             }),
         }
     }
@@ -549,7 +549,7 @@ impl History {
     }
 
     /// Counters of the background backfill tasks.
-    pub fn maintenance_stats(&self) -> MaintenanceStats {
+    pub fn backfill_scheduler_stats(&self) -> SchedulerStats {
         self.inner.maint.stats()
     }
 

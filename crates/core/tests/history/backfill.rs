@@ -235,7 +235,7 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
         hub.delete_session(&u, &format!("s{}", round * 2))
             .await
             .unwrap();
-        assert!(hub.maintenance_stats().scheduled <= 1);
+        assert!(hub.backfill_scheduler_stats().scheduled <= 1);
         tokio::time::sleep(Duration::from_millis(120)).await;
     }
     wait_ready(&hub, &u).await;
@@ -323,7 +323,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     hub.shutdown().await;
-    let stats = hub.maintenance_stats();
+    let stats = hub.backfill_scheduler_stats();
     assert_eq!((stats.running, stats.scheduled), (0, 0), "{stats:?}");
     let after = states(&hub, &u).await[2].1;
     let IndexState::Building { progress: p1, high } = after else {
@@ -339,7 +339,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     );
     // Further calls schedule nothing once shut down.
     search(&hub, &u, json!({"query": "纪录片"})).await;
-    assert_eq!(hub.maintenance_stats().scheduled, 0);
+    assert_eq!(hub.backfill_scheduler_stats().scheduled, 0);
 
     let hub2 = hub_at(dir.path(), false, 500);
     let s = drain(&hub2, &u, 500).await;
@@ -366,12 +366,12 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
             search(&hub, u, json!({"query": "动画"})).await;
         }
     }
-    let stats = hub.maintenance_stats();
+    let stats = hub.backfill_scheduler_stats();
     assert_eq!(stats.scheduled, 10, "one task per user: {stats:?}");
     let until = Instant::now() + Duration::from_secs(90);
     let mut saw_full = false;
     loop {
-        let s = hub.maintenance_stats();
+        let s = hub.backfill_scheduler_stats();
         assert!(s.running <= 8 && s.peak_running <= 8, "{s:?}");
         assert!(s.scheduled <= 10, "{s:?}");
         saw_full |= s.running == 8;
@@ -382,7 +382,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(saw_full, "eight tasks ran at once");
-    assert_eq!(hub.maintenance_stats().peak_running, 8);
+    assert_eq!(hub.backfill_scheduler_stats().peak_running, 8);
     for u in &users {
         let out = search(&hub, u, json!({"query": "动画"})).await;
         assert_eq!(out["index_status"]["messages_fts_cjk"], true);
@@ -678,7 +678,7 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
         .unwrap();
     search(&hub, &u, json!({"query": "english"})).await;
     let until = Instant::now() + Duration::from_secs(30);
-    while hub.maintenance_stats().scheduled > 0 {
+    while hub.backfill_scheduler_stats().scheduled > 0 {
         assert!(Instant::now() < until, "the failing task never ended");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -686,7 +686,7 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
         let out = search(&hub, &u, json!({"query": "english"})).await;
         assert_eq!(out["search_path"], "fts5");
         assert_eq!(
-            hub.maintenance_stats().scheduled,
+            hub.backfill_scheduler_stats().scheduled,
             0,
             "no new task while backing off"
         );
