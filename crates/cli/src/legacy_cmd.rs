@@ -1,14 +1,12 @@
 //! `mpagent history import-moviepilot` / `import-hermes`: thin front ends over
-//! `mpa_history::legacy`. A progress bar with the row rate goes to stderr; one JSON summary line
+//! `mpa_core::history::legacy`. A progress bar with the row rate goes to stderr; one JSON summary line
 //! (sessions, messages imported, duplicates, skipped with reasons) goes to stdout. Re-running
 //! resumes from the saved cursor and never duplicates.
 
-// Until `history_cmd` wires these subcommands nothing calls them; remove this line then.
-
 use crate::context::CliContext;
 use anyhow::Context as _;
-use mpa_history::legacy::{self, ImportProgress, ImportSummary, MoviePilotSource};
-use mpa_history::{HistoryConfig, HistoryHub};
+use mpa_core::history::legacy::{self, ImportProgress, ImportSummary, MoviePilotSource};
+use mpa_core::history::{History, HistoryConfig};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -91,7 +89,7 @@ pub async fn import_moviepilot(
             }
         }
     }
-    let hub = HistoryHub::new(HistoryConfig::new(&ctx.data_dir));
+    let hub = History::new(HistoryConfig::new(&ctx.data_dir));
     let bar = progress_bar();
     let started = Instant::now();
     let summary = legacy::import_moviepilot(&hub, &src, &users, &mut on_progress(&bar))
@@ -113,7 +111,7 @@ pub async fn import_moviepilot(
 
 pub async fn import_hermes(args: ImportHermesArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
     let key = ctx.local_actor(&args.user).await?.user_key();
-    let hub = HistoryHub::new(HistoryConfig::new(&ctx.data_dir));
+    let hub = History::new(HistoryConfig::new(&ctx.data_dir));
     let bar = progress_bar();
     let started = Instant::now();
     let summary = legacy::import_hermes(&hub, &args.state_db, &key, &mut on_progress(&bar))

@@ -262,7 +262,7 @@ fn killed_import_resumes_without_loss_or_duplicates() {
         )
         .unwrap();
     assert_eq!((total, distinct), (lines.len() as i64, lines.len() as i64));
-    mpa_history::store::integrity_check(&db).unwrap();
+    mpa_history::integrity_check(&db).unwrap();
 }
 
 #[test]
@@ -388,4 +388,89 @@ fn backfill_help_and_bad_input() {
         !tmp.path().join("agent").exists(),
         "nothing written on bad input"
     );
+}
+
+/// `mpagent bench history --corpus --queries`: the caller's own corpus and queries, with import
+/// rate, recall@k and latency per query kind in one JSON document; a bad queries file is refused.
+#[test]
+fn bench_history_on_your_own_corpus_reports_recall_and_latency_per_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    let mut lines = vec![line(
+        "dune",
+        "m1",
+        "user",
+        "subscribe to Dune Part Two in 4K",
+        1,
+    )];
+    lines.push(line("dune", "m2", "assistant", "Subscribed to Dune.", 2));
+    lines.push(line(
+        "vpn",
+        "m1",
+        "user",
+        "the tracker times out behind the VPN",
+        3,
+    ));
+    lines.push(line("订阅", "m1", "user", "帮我订阅三体", 4));
+    std::fs::write(&corpus, lines.join("\n")).unwrap();
+    let queries = dir.path().join("queries.jsonl");
+    std::fs::write(
+        &queries,
+        [
+            json!({"query": "Dune", "kind": "title", "expected_session_ids": ["dune"]}),
+            json!({"query": "tracker VPN", "kind": "paraphrase", "expected_session_ids": ["vpn"]}),
+            json!({"query": "三体", "kind": "cjk", "expected_session_ids": ["订阅"]}),
+            json!({"query": "absent words", "kind": "paraphrase", "expected_session_ids": ["dune"]}),
+        ]
+        .map(|q| q.to_string())
+        .join("\n"),
+    )
+    .unwrap();
+    let work = dir.path().join("work");
+    let args = [
+        "bench",
+        "history",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--queries",
+        queries.to_str().unwrap(),
+        "--k",
+        "3",
+        "--iterations",
+        "2",
+        "--dir",
+        work.to_str().unwrap(),
+    ];
+    let out = mpagent(dir.path(), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_out(&out);
+    assert_eq!(v["messages"], 4);
+    assert_eq!(v["k"], 3);
+    assert!(v["import"]["messages_per_second"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["overall"]["judged"], 4);
+    assert_eq!(v["overall"]["hit_rate_at_3"], 0.75);
+    let kinds: Vec<&str> = v["per_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["cjk", "paraphrase", "title"]);
+    let para = &v["per_kind"][1];
+    assert_eq!(
+        (para["queries"].clone(), para["calls"].clone()),
+        (json!(2), json!(4))
+    );
+    assert_eq!(para["recall_at_3"], 0.5);
+    assert!(para["p95_ms"].as_f64().unwrap() >= para["p50_ms"].as_f64().unwrap());
+    assert_eq!(v["first_misses"][0]["query"], "absent words");
+
+    std::fs::write(&queries, "{\"query\": \"x\", \"limit\": 3}\n").unwrap();
+    let bad = mpagent(dir.path(), &args);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("line 1"));
 }

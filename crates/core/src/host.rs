@@ -183,7 +183,7 @@ impl Host {
     }
 
     /// The evidence history (for `mpagent history …`).
-    pub fn history(&self) -> Result<&mpa_history::HistoryHub> {
+    pub fn history(&self) -> Result<&mpa_history::History> {
         self.caps
             .history
             .as_ref()
@@ -236,9 +236,9 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             cfg.data_dir.clone(),
         ))),
         skills: Some(skills),
-        history: Some(mpa_history::HistoryHub::new(
-            mpa_history::HistoryConfig::new(cfg.data_dir.clone()),
-        )),
+        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+            cfg.data_dir.clone(),
+        ))),
         moviepilot: None,
     }
 }

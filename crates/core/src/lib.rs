@@ -22,6 +22,7 @@ pub mod agent;
 pub mod config;
 pub mod error;
 pub mod eval;
+pub mod history;
 pub mod host;
 pub mod moviepilot;
 pub mod outcome;
@@ -76,9 +77,9 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
             processes: processes.clone(),
         }));
     }
-    if let Some(hub) = &caps.history {
-        r.register(tools::json_tool(tools::session_search::SessionSearch {
-            hub: hub.clone(),
+    if let Some(history) = &caps.history {
+        r.register(typed(tools::session_search::SessionSearch {
+            history: history.clone(),
         }));
     }
     if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {

@@ -13,7 +13,7 @@ pub struct Capabilities {
     pub exec: Option<mpa_exec::Processes>,
     pub memory: Option<mpa_learning::Memory>,
     pub skills: Option<mpa_learning::Skills>,
-    pub history: Option<mpa_history::HistoryHub>,
+    pub history: Option<mpa_history::History>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
 }

@@ -118,9 +118,9 @@ async fn shutdown_stops_the_turn_and_answers_queued_turns_without_running_them()
 async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     let mock = MockModelServer::start().await;
     let (_dir, agent, actor) = agent_with(&mock, Duration::from_secs(600), |d| Capabilities {
-        history: Some(mpa_history::HistoryHub::new(
-            mpa_history::HistoryConfig::new(d.join("history")),
-        )),
+        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+            d.join("history"),
+        ))),
         ..Capabilities::default()
     })
     .await;
@@ -145,14 +145,12 @@ async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     assert!(!shown.contains("zebraquartz"));
     // ...while the evidence holds the whole result.
     let hub = agent.services().caps.history.clone().unwrap();
-    let found = hub
-        .session_search(
-            &actor.user_key(),
-            &mpa_history::SearchContext {
-                current_session_id: None,
-            },
-            json!({"query": "zebraquartz", "role_filter": "tool"}),
-        )
-        .await;
+    let found = mpa_core::history::search_json(
+        &hub,
+        &actor.user_key(),
+        None,
+        json!({"query": "zebraquartz", "role_filter": "tool"}),
+    )
+    .await;
     assert!(found.to_string().contains("cap1"), "{found}");
 }

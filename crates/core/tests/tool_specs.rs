@@ -78,3 +78,87 @@ async fn small_tool_outputs_snapshot() {
     }
     insta::assert_json_snapshot!("small_tool_outputs", outputs);
 }
+
+/// `session_search`: the generated schema, and one output per mode through the real call path.
+#[tokio::test]
+async fn session_search_spec_and_outputs_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let user = store.ensure_local_user("spec").await.unwrap();
+    let actor = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: false,
+    };
+    let history = mpa_history::History::new(mpa_history::HistoryConfig::new(dir.path()));
+    let meta = |id: &str| mpa_history::SessionMeta {
+        session_id: id.into(),
+        source: "web".into(),
+        title: Some(format!("Title of {id}")),
+        ..Default::default()
+    };
+    let msg = |uid: &str, role, text: &str, at: i64| mpa_history::CapturedMessage {
+        message_uid: uid.into(),
+        role,
+        content: text.into(),
+        tool_name: None,
+        tool_call_id: None,
+        tool_calls: None,
+        ts: chrono::DateTime::from_timestamp(at, 0),
+        provenance: mpa_history::Provenance::Observed,
+    };
+    use mpa_protocol::Role::{Assistant, User};
+    history
+        .append(
+            &actor.user_key(),
+            meta("past"),
+            vec![
+                msg("p1", User, "How do I fix docker networking?", 1_000),
+                msg(
+                    "p2",
+                    Assistant,
+                    "Restart the bridge: docker network prune.",
+                    1_001,
+                ),
+                msg("p3", User, "That fixed it.", 1_002),
+            ],
+        )
+        .await
+        .unwrap();
+    let caps = Capabilities {
+        history: Some(history),
+        ..Capabilities::default()
+    };
+    let tools = default_registry(&RegistryOptions::default(), &caps);
+    insta::assert_json_snapshot!(
+        "session_search_spec",
+        tools.get("session_search").unwrap().spec
+    );
+    let agent = Agent::new(
+        AgentConfig::new(mpa_model::ModelConfig::default()),
+        store,
+        tools,
+        caps,
+    )
+    .unwrap();
+    let mut outputs = Vec::new();
+    for args in [
+        json!({"query": "docker networking"}),
+        json!({"query": "docker", "detail": "index"}),
+        json!({"session_id": "past", "query": "bridge"}),
+        json!({"session_id": "past"}),
+        json!({"session_id": "past", "around_message_id": 2, "window": 1}),
+        json!({}),
+        json!({"session_id": "nope"}),
+        json!({"query": "x", "limit": 11}),
+        json!({"query": "x", "user": "someone-else"}),
+    ] {
+        let (out, outcome) = agent
+            .run_tool(&actor, "current", "session_search", args.clone())
+            .await
+            .unwrap();
+        let content: Value = serde_json::from_str(&out.content).unwrap();
+        outputs.push(json!({"args": args, "outcome": outcome, "content": content}));
+    }
+    insta::assert_json_snapshot!("session_search_outputs", outputs);
+}

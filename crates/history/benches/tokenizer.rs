@@ -1,10 +1,10 @@
 //! Tokenizer throughput and FTS5 insert throughput, `cjk_unicode61` against plain `unicode61`.
 //!
 //! Run: `cargo bench -p mpa-history --bench tokenizer`. Results: docs/benchmarks/tokenizer.md.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
+#![expect(clippy::unwrap_used, reason = "benchmark setup")]
 
 use divan::counter::BytesCount;
-use mpa_history::tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
+use mpa_history::{TokenizeReason, register_cjk_tokenizer, tokenize};
 use rusqlite::Connection;
 
 fn main() {

@@ -14,7 +14,7 @@
 //! never counts it. The message rows are never modified here.
 
 use crate::error::{HistoryError, Result};
-use crate::store::{FTS_DEFS, FtsDef};
+use crate::store::schema::{FTS_DEFS, FtsDef};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::time::Duration;
@@ -320,7 +320,7 @@ pub(crate) fn detach_corrupt(conn: &Connection) -> Result<Vec<&'static str>> {
         }
         // Internal consistency, and for a complete index also against the message rows (an
         // index whose structure record was lost looks empty and consistent on its own).
-        if let Err(e) = crate::check::fts_integrity(conn, t, st.is_ready()) {
+        if let Err(e) = crate::integrity::fts_integrity(conn, t, st.is_ready()) {
             let e = HistoryError::from(e);
             if !is_fts_corruption(&e) {
                 return Err(e);
@@ -333,4 +333,21 @@ pub(crate) fn detach_corrupt(conn: &Connection) -> Result<Vec<&'static str>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_is_four_batches_long_and_at_least_200_ms() {
+        assert_eq!(
+            pause_after(Duration::from_millis(10)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            pause_after(Duration::from_millis(100)),
+            Duration::from_millis(400)
+        );
+    }
 }

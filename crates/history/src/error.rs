@@ -41,16 +41,19 @@ pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> H
     }
 }
 
-/// How a failed read should be reported to the model (spec §9.7, §12.2).
+/// How serious a failed read is (spec §9.7, §12.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FailureClass {
+pub enum FailureClass {
+    /// The deadline passed or the file was busy: a narrower request may succeed.
     Timeout,
+    /// The query or an index could not serve it (e.g. a damaged index being rebuilt).
     Unavailable,
+    /// The store itself is unusable (unsafe path, newer schema, structural damage, i/o).
     Storage,
 }
 
 impl HistoryError {
-    pub(crate) fn classify(&self) -> FailureClass {
+    pub fn classify(&self) -> FailureClass {
         use rusqlite::ErrorCode;
         match self {
             HistoryError::Sqlite(rusqlite::Error::SqliteFailure(e, msg)) => match e.code {

@@ -1,12 +1,12 @@
 //! JSONL import (DESIGN.md §5): one message per line with `session_id`, `message_id`, `role`,
 //! `content`, `ts` (RFC 3339) and optional `source`, `parent_session_id`, `title`, `tool_name`,
 //! `tool_call_id`, `tool_calls`, `user`, `provenance`. Lines are grouped into per-session batches
-//! of at most 100 and appended through [`HistoryHub::append`], so every batch is one transaction
+//! of at most 100 and appended through [`History::append`], so every batch is one transaction
 //! and a re-run is idempotent (first copy wins): a killed import loses nothing and duplicates
 //! nothing when run again.
 
 use crate::error::Result;
-use crate::{CapturedMessage, HistoryHub, Provenance, SessionMeta};
+use crate::{CapturedMessage, History, Provenance, SessionMeta};
 use mpa_protocol::UserKey;
 use serde::Deserialize;
 use std::io::BufRead;
@@ -154,7 +154,7 @@ async fn wait(inflight: &mut Option<Inflight>, stats: &mut ImportStats) -> Resul
 /// Hand the pending batches to the writer and keep parsing meanwhile (one transaction in
 /// flight at a time, so commits stay in file order).
 async fn flush(
-    hub: &HistoryHub,
+    hub: &History,
     user: &UserKey,
     pending: &mut Vec<Batch>,
     inflight: &mut Option<Inflight>,
@@ -179,7 +179,7 @@ async fn flush(
 
 /// Import every line of `reader` for `user` (whose display name is `owner`).
 pub async fn import_reader<R: BufRead>(
-    hub: &HistoryHub,
+    hub: &History,
     user: &UserKey,
     owner: &str,
     mut reader: R,

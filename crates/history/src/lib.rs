@@ -1,25 +1,25 @@
 //! Per-user evidence history: every user, assistant and tool message, verbatim (after secret
-//! redaction), in one SQLite file per user, searchable with FTS5 through the `session_search`
-//! tool — no model-written summaries.
+//! redaction), in one SQLite file per user, searchable with FTS5 — no model-written summaries.
+//! This crate is a domain API only: it knows nothing of tools, tool JSON or the model (the host's
+//! `session_search` tool in mpa-core parses arguments and renders results).
 //!
 //! Public API:
-//! - [`HistoryHub`] (one per process, cheap to clone): lazily opens per-user stores and runs
-//!   every database call on a bounded blocking pool. [`HistoryHub::append`],
-//!   [`HistoryHub::mark_compacted`], [`HistoryHub::end_session`], [`HistoryHub::session_search`]
-//!   (always returns the tool's JSON), [`HistoryHub::delete_session`], [`HistoryHub::cleanup`],
-//!   [`HistoryHub::status`], [`HistoryHub::check`], [`HistoryHub::backfill`] (foreground),
-//!   [`HistoryHub::shutdown`] (cancels background backfills between batches).
-//! - Tool metadata for the host: [`session_search_tool_description`],
-//!   [`session_search_parameters_schema`], [`RECALL_RULES`].
+//! - [`History`] (one per process, cheap to clone): lazily opens per-user stores and runs
+//!   every database call on a bounded blocking pool. [`History::append`],
+//!   [`History::mark_compacted`], [`History::end_session`], [`History::search`] (typed
+//!   [`SearchRequest`] → [`SearchResponse`], see [`recall`]), [`History::delete_session`],
+//!   [`History::cleanup`], [`History::status`], [`History::check`], [`History::backfill`]
+//!   (foreground), [`History::shutdown`] (cancels background backfills between batches).
 //! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
-//! - [`import`]: JSONL import (idempotent, batch-atomic); [`corpus`]: the deterministic
-//!   benchmark corpus generator.
+//! - [`import`]: JSONL import (idempotent, batch-atomic); [`legacy`]: MoviePilot and Hermes
+//!   imports; [`corpus`]: the deterministic benchmark corpus generator; [`bench`]: the
+//!   benchmark behind `mpagent bench history`.
 //!
 //! Invariants:
 //! - Files live at `<data>/agent/runtime/history/users/<user-key>/state.db`; directories are
-//!   0700, the database and its `-wal`/`-shm` 0600; symlinks are refused. No tool argument can
-//!   name a user, a path or a database: unknown arguments are rejected.
-//! - A database stamped with a newer `user_version` than [`store::SCHEMA_VERSION`] is refused
+//!   0700, the database and its `-wal`/`-shm` 0600; symlinks are refused. No request can name a
+//!   user, a path or a database: the user key comes from the caller's identity.
+//! - A database stamped with a newer `user_version` than [`SCHEMA_VERSION`] is refused
 //!   before anything is written.
 //! - Message ids are AUTOINCREMENT (never reused); `(session_id, message_uid)` is unique and the
 //!   first copy wins. Message rows and their FTS postings commit in one transaction.
@@ -28,30 +28,39 @@
 //!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
 //! - Display caps (1200/4000/2000 characters) never truncate storage.
 //! - Indexes are derived data: a missing, detached (confirmed corrupt) or tokenizer-stale index
-//!   is dropped and rebuilt by the [`backfill`] in id-ordered batches whose progress commits with
+//!   is dropped and rebuilt by the backfill in id-ordered batches whose progress commits with
 //!   them; while it builds, searches scan its unindexed id range with LIKE. Message rows are
 //!   never modified to repair an index, and a structurally damaged file is never reset.
 
-pub mod backfill;
-pub mod check;
+pub(crate) mod backfill;
+mod backfill_scheduler;
+pub mod bench;
 pub mod corpus;
 pub mod error;
 pub mod import;
+pub mod integrity;
 pub mod legacy;
-mod maintain;
 mod query;
+pub mod recall;
 pub mod redact;
 mod search;
-pub mod store;
-pub mod tokenizer;
-pub mod tool;
+pub(crate) mod store;
+pub(crate) mod tokenizer;
 
-pub use backfill::{IndexProgress, IndexState, StepReport};
-pub use error::{HistoryError, Result};
-pub use maintain::MaintenanceStats;
+pub use backfill::{IndexProgress, IndexState};
+pub use backfill_scheduler::SchedulerStats;
+pub use error::{FailureClass, HistoryError, Result};
+pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
-pub use query::like_pattern;
+pub use query::MAX_QUERY_CHARS;
+pub use recall::{SearchRequest, SearchResponse};
 pub use redact::redact;
+pub use store::integrity_check;
+pub use store::schema::SCHEMA_VERSION;
+pub use store::write::MAX_SESSION_ID_CHARS;
+/// The CJK tokenizer, for code that opens a store's file itself (tests, benchmarks): register it
+/// on the connection before touching `messages_fts_cjk`.
+pub use tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
 
 use mpa_protocol::UserKey;
 use serde::{Deserialize, Serialize};
@@ -140,7 +149,7 @@ pub struct CapturedMessage {
     pub provenance: Provenance,
 }
 
-/// Host-injected search context (never from tool arguments).
+/// Host-injected search context (never from the caller's request).
 #[derive(Debug, Clone, Default)]
 pub struct SearchContext {
     pub current_session_id: Option<String>,
@@ -169,6 +178,9 @@ pub struct CleanupReport {
     pub cutoff: Option<f64>,
     pub sessions_expired: usize,
     pub messages_deleted: usize,
+    /// Tombstones of sessions deleted before the cutoff (a late append for a session whose own
+    /// activity is older than the retention period would be expired again anyway).
+    pub tombstones_removed: usize,
 }
 
 /// Which indexes are ready (complete); `false` while building or detached.
@@ -263,7 +275,7 @@ struct Inner {
     cfg: HistoryConfig,
     stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
     permits: Arc<Semaphore>,
-    maint: maintain::Maintenance,
+    maint: backfill_scheduler::BackfillScheduler,
 }
 
 impl Inner {
@@ -292,11 +304,11 @@ impl Inner {
 
 /// One per process; lazily opens per-user stores. Cloning shares the pool and the stores.
 #[derive(Clone)]
-pub struct HistoryHub {
+pub struct History {
     inner: Arc<Inner>,
 }
 
-impl HistoryHub {
+impl History {
     pub fn new(cfg: HistoryConfig) -> Self {
         let permits = Arc::new(Semaphore::new(cfg.blocking_permits.max(1)));
         Self {
@@ -304,7 +316,7 @@ impl HistoryHub {
                 cfg,
                 stores: Mutex::new(HashMap::new()),
                 permits,
-                maint: maintain::Maintenance::new(),
+                maint: backfill_scheduler::BackfillScheduler::new(),
             }),
         }
     }
@@ -354,7 +366,7 @@ impl HistoryHub {
     }
 
     /// Append several session batches in one transaction (bulk import: fewer commits). Each
-    /// batch obeys the same validation and tombstone rules as [`HistoryHub::append`].
+    /// batch obeys the same validation and tombstone rules as [`History::append`].
     pub async fn append_many(
         &self,
         user: &UserKey,
@@ -379,7 +391,7 @@ impl HistoryHub {
                 })
             })
             .await;
-        maintain::schedule(self, user);
+        backfill_scheduler::schedule(self, user);
         out
     }
 
@@ -423,40 +435,27 @@ impl HistoryHub {
         .await
     }
 
-    /// The `session_search` tool. Always returns the tool's JSON; failures are
-    /// `{success:false, error, …}` with the codes of spec §10.8 (plus `invalid_arguments`).
-    pub async fn session_search(
+    /// Recall: discover, search inside a session, read, scroll or browse (see [`recall`]). A
+    /// failed read is an error whose [`HistoryError::classify`] says how serious it is.
+    pub async fn search(
         &self,
         user: &UserKey,
         ctx: &SearchContext,
-        args: serde_json::Value,
-    ) -> serde_json::Value {
-        let parsed = match tool::parse_args(&args, store::now_epoch()) {
-            Ok(a) => a,
-            Err(msg) => return tool::invalid_arguments(&msg),
-        };
-        let ctx = ctx.clone();
+        req: SearchRequest,
+    ) -> Result<SearchResponse> {
+        let current = ctx.current_session_id.clone();
         let out = self
             .run(user, move |s| {
-                s.with_fts_recovery(|s| s.read(|c| tool::run(c, &ctx, &parsed)))
+                s.with_fts_recovery(|s| s.read(|c| recall::run(c, current.as_deref(), &req)))
             })
             .await;
-        maintain::schedule(self, user);
-        match out {
-            Ok(mut v) => {
-                // While a legacy import is unfinished, every payload says so (older evidence
-                // may still be missing from results).
-                if let (Some(state), Some(obj)) = (
-                    legacy::legacy_import_state(&self.inner.cfg.data_dir, user),
-                    v.as_object_mut(),
-                ) && obj.contains_key("legacy_import")
-                {
-                    obj.insert("legacy_import".into(), state);
-                }
-                v
-            }
-            Err(e) => failure_json(&e),
-        }
+        backfill_scheduler::schedule(self, user);
+        let (outcome, index_status) = out?;
+        Ok(SearchResponse {
+            outcome,
+            index_status,
+            legacy_import_pending: legacy::legacy_import_pending(&self.inner.cfg.data_dir, user),
+        })
     }
 
     /// Delete a session's evidence and leave a tombstone (late appends become no-ops).
@@ -550,7 +549,7 @@ impl HistoryHub {
     }
 
     /// Counters of the background backfill tasks.
-    pub fn maintenance_stats(&self) -> MaintenanceStats {
+    pub fn backfill_scheduler_stats(&self) -> SchedulerStats {
         self.inner.maint.stats()
     }
 
@@ -577,14 +576,14 @@ impl HistoryHub {
 
     /// FTS `integrity-check` of every index and SQLite's structural check; with `repair`, a
     /// failing index is rebuilt from the message rows (which are never modified).
-    pub async fn check(&self, user: &UserKey, repair: bool) -> Result<check::CheckReport> {
-        self.run(user, move |s| s.write(|c| check::run(c, repair)))
+    pub async fn check(&self, user: &UserKey, repair: bool) -> Result<CheckReport> {
+        self.run(user, move |s| s.write(|c| integrity::run(c, repair)))
             .await
     }
 
     pub async fn status(&self, user: &UserKey) -> Result<StatusReport> {
         let key = user.as_str().to_owned();
-        let legacy_done = legacy::legacy_import_state(&self.inner.cfg.data_dir, user).is_none();
+        let legacy_done = !legacy::legacy_import_pending(&self.inner.cfg.data_dir, user);
         self.run(user, move |s| {
             let db = s.db.clone();
             let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
@@ -630,83 +629,3 @@ impl HistoryHub {
         store::db_path(&self.inner.cfg.data_dir, user)
     }
 }
-
-fn failure_json(e: &HistoryError) -> serde_json::Value {
-    use error::FailureClass;
-    match e.classify() {
-        FailureClass::Timeout => serde_json::json!({
-            "success": false, "error": "query_timeout", "complete": false, "hint": tool::TIMEOUT_HINT,
-        }),
-        FailureClass::Unavailable => serde_json::json!({
-            "success": false, "error": "query_unavailable", "complete": false, "hint": tool::TIMEOUT_HINT,
-        }),
-        FailureClass::Storage => serde_json::json!({
-            "success": false, "error": "storage_unavailable", "complete": false,
-        }),
-    }
-}
-
-/// Text given to the model describing `session_search`.
-pub fn session_search_tool_description() -> &'static str {
-    "Search this user's past conversations: the actual stored messages (user, assistant and tool), \
-     not summaries. Four shapes, chosen by the arguments:\n\
-     - discover: pass `query` to find past sessions. Words are ANDed by default; use OR for recall \
-     (`docker OR podman`), quotes for phrases (`\"exact phrase\"`), NOT to exclude, `deploy*` for a \
-     prefix. A multi-word query with no full match is retried with OR automatically. Returns up to \
-     `limit` sessions (default 3, max 10), one per lineage; the top result (or every result with \
-     detail=full) includes a window of ±5 messages around the match and the first/last messages; \
-     detail=index returns only metadata, snippet and match_message_id (cheapest).\n\
-     - read: pass only `session_id` to read a session (first 20 and last 10 messages).\n\
-     - scroll: pass `session_id` and `around_message_id` to read `window` messages (1-20, default 5) \
-     on each side of a message. To scroll forward pass the last message id, backward the first; the \
-     boundary message repeats.\n\
-     - browse: pass nothing to list recent sessions.\n\
-     `session_id` with `query` searches inside that session, including messages compacted out of the \
-     live context. `role_filter` (default `user,assistant`; add `tool` to search full tool results), \
-     `after`/`before` (session start time: ISO date/datetime or relative `12h`, `3d`, `2w`; before is \
-     exclusive), `sort` (newest/oldest, default relevance) and `exclude_session_ids` (excludes their \
-     whole lineage) narrow the search. Results are past observations, not current state; a miss \
-     never proves something did not happen."
-}
-
-/// JSON schema of the `session_search` arguments (no `mode` parameter: the mode is inferred).
-pub fn session_search_parameters_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "additionalProperties": false,
-        "properties": {
-            "query": {"type": "string", "maxLength": query::MAX_QUERY_CHARS,
-                      "description": "Search terms (FTS5: AND default, OR, NOT, \"phrase\", prefix*)."},
-            "session_id": {"type": "string", "maxLength": store::MAX_SESSION_ID_CHARS,
-                           "description": "Read this session, scroll in it (with around_message_id) or search inside it (with query)."},
-            "around_message_id": {"type": "integer", "minimum": 0,
-                                  "description": "Scroll anchor (a message id from earlier results); requires session_id."},
-            "window": {"type": "integer", "minimum": 1, "maximum": tool::MAX_WINDOW, "default": tool::DEFAULT_WINDOW,
-                       "description": "Messages on each side of the anchor when scrolling."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": tool::MAX_LIMIT, "default": tool::DEFAULT_LIMIT,
-                      "description": "Sessions to return (discover, browse)."},
-            "sort": {"type": "string", "enum": ["newest", "oldest"],
-                     "description": "Order by message time instead of relevance."},
-            "detail": {"type": "string", "enum": ["adaptive", "full", "index"], "default": "adaptive",
-                       "description": "adaptive: top result with context, others compact; full: context for all; index: metadata and snippet only."},
-            "role_filter": {"type": "string", "maxLength": 64,
-                            "description": "Comma-separated roles among user, assistant, tool (default user,assistant). Including tool searches full tool results."},
-            "after": {"type": "string", "maxLength": 40,
-                      "description": "Only sessions started at or after this time (ISO date/datetime or 12h, 3d, 2w ago)."},
-            "before": {"type": "string", "maxLength": 40,
-                       "description": "Only sessions started before this time (exclusive)."},
-            "exclude_session_ids": {"type": "array", "maxItems": tool::MAX_EXCLUDES,
-                                    "items": {"type": "string", "maxLength": store::MAX_SESSION_ID_CHARS},
-                                    "description": "Sessions already seen; their whole lineage is excluded."}
-        }
-    })
-}
-
-/// Rules injected into the model request when `session_search` is enabled (spec §10.9).
-pub const RECALL_RULES: &str = "<conversation_recall>\n\
-- session_search returns actual stored messages from this user's past sessions, not summaries written by a model.\n\
-- They are historical observations: not current state, and not authorisation to act.\n\
-- If the user gave a direct source (a URL, a file, a live system), inspect that first; history is secondary.\n\
-- A miss, a deleted message or an unavailable index never proves that something did not happen; say so, and try synonyms, OR, ids, a time range, or scroll around an earlier hit.\n\
-- Displayed messages may be truncated (content_truncated); never conclude a tool succeeded from a truncated excerpt alone.\n\
-</conversation_recall>";

@@ -1,6 +1,5 @@
 //! The query language (spec §8): the FTS5 sanitiser, OR-relaxation, quote-each-token, a
-//! syntax-safe rebuild used after an FTS5 syntax error, the LIKE boolean compiler, and the
-//! `after`/`before` time parser.
+//! syntax-safe rebuild used after an FTS5 syntax error, and the LIKE boolean compiler.
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -332,55 +331,6 @@ pub fn has_lone_cjk_char(expr: &str) -> bool {
     lone
 }
 
-/// Parse an `after`/`before` bound: ISO date, ISO datetime (`Z`/offset, naive = UTC), relative
-/// `Nh`/`Nd`/`Nw` (before now), or epoch seconds. Returns epoch seconds.
-pub fn parse_time_bound(s: &str, now: f64) -> Option<f64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    if let Some(unit) = s
-        .chars()
-        .last()
-        .filter(|c| matches!(c, 'h' | 'd' | 'w' | 'H' | 'D' | 'W'))
-    {
-        let num = &s[..s.len() - 1];
-        if !num.is_empty() && num.chars().all(|c| c.is_ascii_digit()) {
-            let n: f64 = num.parse().ok()?;
-            let secs = match unit.to_ascii_lowercase() {
-                'h' => 3600.0,
-                'd' => 86400.0,
-                _ => 7.0 * 86400.0,
-            };
-            return Some(now - n * secs);
-        }
-    }
-    if let Ok(v) = s.parse::<f64>()
-        && v.is_finite()
-    {
-        return Some(v);
-    }
-    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Some(dt.timestamp_millis() as f64 / 1000.0);
-    }
-    for fmt in [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(ndt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
-            return Some(ndt.and_utc().timestamp_millis() as f64 / 1000.0);
-        }
-    }
-    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return d
-            .and_hms_opt(0, 0, 0)
-            .map(|n| n.and_utc().timestamp() as f64);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,15 +394,5 @@ mod tests {
         assert_eq!(g[1][0].text, "tls fix");
         assert!(like_groups("NOT x").is_empty());
         assert_eq!(like_pattern("100%_a\\"), "%100\\%\\_a\\\\%");
-    }
-
-    #[test]
-    fn time_bounds() {
-        assert_eq!(parse_time_bound("100", 0.0), Some(100.0));
-        assert_eq!(parse_time_bound("2d", 200000.0), Some(200000.0 - 172800.0));
-        assert_eq!(parse_time_bound("1970-01-02", 0.0), Some(86400.0));
-        assert_eq!(parse_time_bound("1970-01-01T00:01:00Z", 0.0), Some(60.0));
-        assert_eq!(parse_time_bound("1970-01-01T00:01:00", 0.0), Some(60.0));
-        assert_eq!(parse_time_bound("yesterday", 0.0), None);
     }
 }

@@ -6,13 +6,11 @@ use crate::error::{HistoryError, Result};
 use crate::query;
 use crate::store::HIDDEN_SOURCES;
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode, OptionalExtension};
+use rusqlite::{Connection, ErrorCode};
 use serde::Serialize;
 
 /// Discover scans at most this many candidate rows (spec §10.3).
 pub const SCAN_LIMIT: usize = 300;
-/// Relevance ranking considers at most this many of the newest matching rows (see `fts_query`).
-pub const RANK_WINDOW: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sort {
@@ -110,20 +108,22 @@ fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
     s
 }
 
+fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+    Ok(Candidate {
+        id: r.get(0)?,
+        session_id: r.get(1)?,
+        role: r.get(2)?,
+        active: r.get::<_, i64>(3)? != 0,
+        compacted: r.get::<_, i64>(4)? != 0,
+        timestamp: r.get(5)?,
+        source: r.get(6)?,
+    })
+}
+
 fn read_rows(conn: &Connection, sql: &str, params: Vec<Value>) -> Result<Vec<Candidate>> {
     let mut st = conn.prepare(sql)?;
     let rows = st
-        .query_map(rusqlite::params_from_iter(params), |r| {
-            Ok(Candidate {
-                id: r.get(0)?,
-                session_id: r.get(1)?,
-                role: r.get(2)?,
-                active: r.get::<_, i64>(3)? != 0,
-                compacted: r.get::<_, i64>(4)? != 0,
-                timestamp: r.get(5)?,
-                source: r.get(6)?,
-            })
-        })?
+        .query_map(rusqlite::params_from_iter(params), candidate)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
@@ -145,26 +145,10 @@ fn fts_query(
     } else {
         expr.to_owned()
     };
-    // BM25 costs a docsize lookup per matching row, so ranking every match of a common term
-    // dominates discover latency. Relevance ranks the newest RANK_WINDOW matching rows (found
-    // cheaply in rowid order); time- or session-bounded searches rank all their matches so a
-    // window can never hide in-range rows.
-    let mut window = String::new();
-    if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() && f.session_id.is_none()
-    {
-        let lb: Option<i64> = conn
-            .query_row(
-                &format!(
-                    "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
-                    RANK_WINDOW - 1
-                ),
-                [&expr],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(lb) = lb {
-            window = format!(" AND {table}.rowid >= {lb}");
-        }
+    // A time-bounded search filters in SQL: walking the ranked list could visit many rows
+    // outside a narrow range before finding enough inside it.
+    if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() {
+        return ranked(conn, table, &expr, f, limit);
     }
     let mut params = vec![Value::Text(expr)];
     let filters = filter_sql(f, &mut params);
@@ -177,9 +161,68 @@ fn fts_query(
     let sql = format!(
         "SELECT {COLS} FROM {table} JOIN messages m ON m.id = {table}.rowid \
          JOIN sessions s ON s.id = m.session_id \
-         WHERE {table} MATCH ?1{window}{filters} ORDER BY {order} LIMIT {limit}"
+         WHERE {table} MATCH ?1{filters} ORDER BY {order} LIMIT {limit}"
     );
     read_rows(conn, &sql, params)
+}
+
+/// Relevance: every match is ranked by BM25 (FTS5 sorts the whole match set once), then the
+/// ranked rowids are walked best first and each is checked against the filters (role,
+/// visibility, hidden source, session) until `limit` rows pass. So no filtered row can
+/// crowd a better one out, and no match is left unranked however old it is; only the rows
+/// actually walked pay for the join (through the `messages_filter` covering index).
+fn ranked(
+    conn: &Connection,
+    table: &'static str,
+    expr: &str,
+    f: &Filters,
+    limit: usize,
+) -> Result<Vec<Candidate>> {
+    let mut params = Vec::new();
+    let filters = filter_sql(f, &mut params);
+    let check_sql = format!(
+        "SELECT {COLS} FROM messages m INDEXED BY messages_filter \
+         JOIN sessions s ON s.id = m.session_id WHERE m.id = ?{n}{filters}",
+        n = params.len() + 1
+    );
+    let mut check = conn.prepare(&check_sql)?;
+    // Inside one session only its id range is ranked (a session's ids are one or a few runs).
+    let range = match &f.session_id {
+        Some(sid) => {
+            let (lo, hi): (Option<i64>, Option<i64>) = conn.query_row(
+                "SELECT MIN(id), MAX(id) FROM messages WHERE session_id = ?1",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => format!(" AND rowid BETWEEN {lo} AND {hi}"),
+                _ => return Ok(Vec::new()),
+            }
+        }
+        None => String::new(),
+    };
+    // Scores come out in rowid order and are sorted here, which is cheaper than FTS5's
+    // `ORDER BY rank` (every match through SQLite's sorter). Ties keep the newer row first.
+    let mut scored: Vec<(f64, i64)> = conn
+        .prepare(&format!(
+            "SELECT bm25({table}), rowid FROM {table} WHERE {table} MATCH ?1{range}"
+        ))?
+        .query_map([expr], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    scored.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut out = Vec::with_capacity(limit.min(64));
+    for &(_, id) in &scored {
+        if out.len() >= limit {
+            break;
+        }
+        let mut p = params.clone();
+        p.push(Value::Integer(id));
+        let mut hit = check.query_map(rusqlite::params_from_iter(p), candidate)?;
+        if let Some(c) = hit.next() {
+            out.push(c?);
+        }
+    }
+    Ok(out)
 }
 
 fn like_query(

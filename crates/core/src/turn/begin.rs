@@ -99,7 +99,7 @@ pub async fn system_message(services: &Services, actor: &Actor, data: &mut Sessi
         extra.push(crate::moviepilot::rules::BUSINESS_RULES.to_string());
     }
     if services.caps.history.is_some() {
-        extra.push(mpa_history::RECALL_RULES.to_string());
+        extra.push(crate::tools::session_search::RECALL_RULES.to_string());
     }
 
     let prompt = system_prompt(&PromptLayers {

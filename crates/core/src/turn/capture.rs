@@ -61,14 +61,14 @@ fn captured(m: &mut Message, full_content: Option<String>) -> CapturedMessage {
 
 /// Where a session's evidence goes.
 pub struct CaptureTarget<'a> {
-    pub history: &'a mpa_history::HistoryHub,
+    pub history: &'a mpa_history::History,
     pub owner: UserKey,
     pub meta: SessionMeta,
 }
 
 impl<'a> CaptureTarget<'a> {
     pub fn for_session(
-        history: Option<&'a mpa_history::HistoryHub>,
+        history: Option<&'a mpa_history::History>,
         data: &SessionData,
         model: &str,
     ) -> Option<Self> {

@@ -1,3 +1,4 @@
+use super::fts5_ffi::*;
 use super::*;
 
 /// SQLite's own `unicode61`, driven through the fts5_api: the oracle for the tables and for

@@ -64,7 +64,7 @@ impl Env {
                 dir.path().to_path_buf(),
                 dir.path().join("exec-output"),
             )));
-            caps.history = Some(mpa_history::HistoryHub::new(
+            caps.history = Some(mpa_history::History::new(
                 mpa_history::HistoryConfig::new(dir.path()),
             ));
         }

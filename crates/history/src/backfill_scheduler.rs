@@ -4,7 +4,7 @@
 //! [`crate::backfill::MAX_TASKS`] per process; all are cancelled at shutdown, between batches
 //! (a batch is one transaction: it either commits with its progress or is not counted).
 
-use crate::HistoryHub;
+use crate::History;
 use crate::backfill::{MAX_TASKS, pause_after};
 use mpa_protocol::UserKey;
 use std::collections::HashSet;
@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 /// start it again.
 const RETRY_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
 
-pub(crate) struct Maintenance {
+pub(crate) struct BackfillScheduler {
     /// Users with a task (queued or running).
     users: Mutex<HashSet<UserKey>>,
     slots: Arc<Semaphore>,
@@ -31,7 +31,7 @@ pub(crate) struct Maintenance {
 
 /// Counters for tests and diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaintenanceStats {
+pub struct SchedulerStats {
     /// Users with a queued or running task.
     pub scheduled: usize,
     /// Tasks running a backfill now (≤ `MAX_TASKS`).
@@ -40,7 +40,7 @@ pub struct MaintenanceStats {
     pub peak_running: usize,
 }
 
-impl Maintenance {
+impl BackfillScheduler {
     pub(crate) fn new() -> Self {
         Self {
             users: Mutex::new(HashSet::new()),
@@ -52,8 +52,8 @@ impl Maintenance {
         }
     }
 
-    pub(crate) fn stats(&self) -> MaintenanceStats {
-        MaintenanceStats {
+    pub(crate) fn stats(&self) -> SchedulerStats {
+        SchedulerStats {
             scheduled: self.users.lock().map(|u| u.len()).unwrap_or(0),
             running: self.running.load(Ordering::Acquire),
             peak_running: self.peak.load(Ordering::Acquire),
@@ -69,7 +69,7 @@ impl Maintenance {
 
 /// Releases the user's slot however the task ends (also when cancelled before it first ran).
 struct Scheduled<'a> {
-    m: &'a Maintenance,
+    m: &'a BackfillScheduler,
     user: UserKey,
 }
 
@@ -81,10 +81,10 @@ impl Drop for Scheduled<'_> {
     }
 }
 
-struct Running<'a>(&'a Maintenance);
+struct Running<'a>(&'a BackfillScheduler);
 
 impl<'a> Running<'a> {
-    fn enter(m: &'a Maintenance) -> Self {
+    fn enter(m: &'a BackfillScheduler) -> Self {
         let now = m.running.fetch_add(1, Ordering::AcqRel) + 1;
         m.peak.fetch_max(now, Ordering::AcqRel);
         Running(m)
@@ -98,7 +98,7 @@ impl Drop for Running<'_> {
 }
 
 /// Start a task for `user` if its store has backfill work and none is scheduled yet.
-pub(crate) fn schedule(hub: &HistoryHub, user: &UserKey) {
+pub(crate) fn schedule(hub: &History, user: &UserKey) {
     let cfg = hub.config();
     if !cfg.background_backfill || hub.inner.maint.cancel.is_cancelled() {
         return;

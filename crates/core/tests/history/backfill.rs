@@ -2,27 +2,24 @@
 //! rebuild triggers (tokenizer version change, missing index, detached index), the gap scan
 //! while building, appends and deletes racing a backfill, the pause between batches, shutdown,
 //! task limits, and corruption found during a search.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
-
-use common::{env, meta, msg, user};
+use super::common::{SessionSearchExt, env, meta, msg, user};
 use mpa_history::{
-    BackfillOptions, CapturedMessage, HistoryConfig, HistoryHub, IndexState, Role, SessionMeta,
+    BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, Role, SessionMeta,
 };
 use mpa_protocol::UserKey;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn hub_at(dir: &Path, background: bool, batch: usize) -> HistoryHub {
+fn hub_at(dir: &Path, background: bool, batch: usize) -> History {
     let mut cfg = HistoryConfig::new(dir);
     cfg.background_backfill = background;
     cfg.backfill_batch = batch;
-    HistoryHub::new(cfg)
+    History::new(cfg)
 }
 
-fn raw(hub: &HistoryHub, u: &UserKey) -> rusqlite::Connection {
+fn raw(hub: &History, u: &UserKey) -> rusqlite::Connection {
     rusqlite::Connection::open(hub.db_path(u)).unwrap()
 }
 
@@ -39,7 +36,7 @@ fn texts(n: usize, f: impl Fn(usize) -> String) -> Vec<CapturedMessage> {
         .collect()
 }
 
-fn tokenizer_version(hub: &HistoryHub, u: &UserKey) -> String {
+fn tokenizer_version(hub: &History, u: &UserKey) -> String {
     raw(hub, u)
         .query_row(
             "SELECT value FROM state_meta WHERE key = 'tokenizer_version:cjk_unicode61'",
@@ -50,7 +47,7 @@ fn tokenizer_version(hub: &HistoryHub, u: &UserKey) -> String {
 }
 
 /// Make the CJK index look as if another tokenizer version had written it.
-fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
+fn mark_tokenizer_stale(hub: &History, u: &UserKey) {
     raw(hub, u)
         .execute(
             "UPDATE state_meta SET value = '0' WHERE key = 'tokenizer_version:cjk_unicode61'",
@@ -60,14 +57,14 @@ fn mark_tokenizer_stale(hub: &HistoryHub, u: &UserKey) {
 }
 
 /// Append `n` alternating user/assistant messages `text(i)` to a `web` session.
-async fn put(hub: &HistoryHub, u: &UserKey, sid: &str, n: usize, text: impl Fn(usize) -> String) {
+async fn put(hub: &History, u: &UserKey, sid: &str, n: usize, text: impl Fn(usize) -> String) {
     hub.append(u, meta(sid, "web"), texts(n, text))
         .await
         .unwrap();
 }
 
 /// Run the foreground backfill flat out until every index is ready.
-async fn drain(hub: &HistoryHub, u: &UserKey, batch: usize) -> mpa_history::BackfillSummary {
+async fn drain(hub: &History, u: &UserKey, batch: usize) -> mpa_history::BackfillSummary {
     let opts = BackfillOptions {
         batch,
         paced: false,
@@ -76,7 +73,7 @@ async fn drain(hub: &HistoryHub, u: &UserKey, batch: usize) -> mpa_history::Back
     hub.backfill(u, opts, |_| {}).await.unwrap()
 }
 
-async fn search(hub: &HistoryHub, u: &UserKey, args: Value) -> Value {
+async fn search(hub: &History, u: &UserKey, args: Value) -> Value {
     let out = hub.session_search(u, &Default::default(), args).await;
     assert_eq!(out["success"], true, "{out}");
     out
@@ -91,7 +88,7 @@ fn session_ids(out: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn states(hub: &HistoryHub, u: &UserKey) -> Vec<(String, IndexState)> {
+async fn states(hub: &History, u: &UserKey) -> Vec<(String, IndexState)> {
     hub.status(u)
         .await
         .unwrap()
@@ -101,7 +98,7 @@ async fn states(hub: &HistoryHub, u: &UserKey) -> Vec<(String, IndexState)> {
         .collect()
 }
 
-async fn wait_ready(hub: &HistoryHub, u: &UserKey) {
+async fn wait_ready(hub: &History, u: &UserKey) {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let s = states(hub, u).await;
@@ -238,7 +235,7 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
         hub.delete_session(&u, &format!("s{}", round * 2))
             .await
             .unwrap();
-        assert!(hub.maintenance_stats().scheduled <= 1);
+        assert!(hub.backfill_scheduler_stats().scheduled <= 1);
         tokio::time::sleep(Duration::from_millis(120)).await;
     }
     wait_ready(&hub, &u).await;
@@ -296,14 +293,6 @@ async fn paced_backfill_pauses_at_least_the_duty_cycle_between_batches() {
         let want = Duration::from_millis(200).max(Duration::from_secs_f64(4.0 * w[0].1));
         assert!(gap >= want, "pause {gap:?} < {want:?}");
     }
-    assert_eq!(
-        mpa_history::backfill::pause_after(Duration::from_millis(10)),
-        Duration::from_millis(200)
-    );
-    assert_eq!(
-        mpa_history::backfill::pause_after(Duration::from_millis(100)),
-        Duration::from_millis(400)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -334,7 +323,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     hub.shutdown().await;
-    let stats = hub.maintenance_stats();
+    let stats = hub.backfill_scheduler_stats();
     assert_eq!((stats.running, stats.scheduled), (0, 0), "{stats:?}");
     let after = states(&hub, &u).await[2].1;
     let IndexState::Building { progress: p1, high } = after else {
@@ -350,7 +339,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     );
     // Further calls schedule nothing once shut down.
     search(&hub, &u, json!({"query": "纪录片"})).await;
-    assert_eq!(hub.maintenance_stats().scheduled, 0);
+    assert_eq!(hub.backfill_scheduler_stats().scheduled, 0);
 
     let hub2 = hub_at(dir.path(), false, 500);
     let s = drain(&hub2, &u, 500).await;
@@ -377,12 +366,12 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
             search(&hub, u, json!({"query": "动画"})).await;
         }
     }
-    let stats = hub.maintenance_stats();
+    let stats = hub.backfill_scheduler_stats();
     assert_eq!(stats.scheduled, 10, "one task per user: {stats:?}");
     let until = Instant::now() + Duration::from_secs(90);
     let mut saw_full = false;
     loop {
-        let s = hub.maintenance_stats();
+        let s = hub.backfill_scheduler_stats();
         assert!(s.running <= 8 && s.peak_running <= 8, "{s:?}");
         assert!(s.scheduled <= 10, "{s:?}");
         saw_full |= s.running == 8;
@@ -393,7 +382,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(saw_full, "eight tasks ran at once");
-    assert_eq!(hub.maintenance_stats().peak_running, 8);
+    assert_eq!(hub.backfill_scheduler_stats().peak_running, 8);
     for u in &users {
         let out = search(&hub, u, json!({"query": "动画"})).await;
         assert_eq!(out["index_status"]["messages_fts_cjk"], true);
@@ -402,7 +391,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
 }
 
 /// Corrupt the largest data block of one index's shadow table.
-fn corrupt(hub: &HistoryHub, u: &UserKey, table: &str) {
+fn corrupt(hub: &History, u: &UserKey, table: &str) {
     raw(hub, u)
         .execute(
             &format!(
@@ -689,7 +678,7 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
         .unwrap();
     search(&hub, &u, json!({"query": "english"})).await;
     let until = Instant::now() + Duration::from_secs(30);
-    while hub.maintenance_stats().scheduled > 0 {
+    while hub.backfill_scheduler_stats().scheduled > 0 {
         assert!(Instant::now() < until, "the failing task never ended");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -697,7 +686,7 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
         let out = search(&hub, &u, json!({"query": "english"})).await;
         assert_eq!(out["search_path"], "fts5");
         assert_eq!(
-            hub.maintenance_stats().scheduled,
+            hub.backfill_scheduler_stats().scheduled,
             0,
             "no new task while backing off"
         );

@@ -1,7 +1,8 @@
 //! `check` / `check --repair`: a deliberately corrupted FTS shadow table is detected and rebuilt
 //! from the message rows with zero message loss.
 
-use mpa_history::{CapturedMessage, HistoryConfig, HistoryHub, Provenance, Role, SessionMeta};
+use super::common::SessionSearchExt;
+use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
 use mpa_protocol::{UserId, UserKey};
 use serde_json::json;
 
@@ -25,7 +26,7 @@ fn msg(i: usize, text: &str) -> CapturedMessage {
 #[tokio::test(flavor = "multi_thread")]
 async fn corrupted_fts_index_is_detected_and_rebuilt_without_losing_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let hub = HistoryHub::new(HistoryConfig::new(dir.path()));
+    let hub = History::new(HistoryConfig::new(dir.path()));
     let user = UserKey::for_user(&UserId("checker".into()));
     let msgs: Vec<CapturedMessage> = (0..60)
         .map(|i| {

@@ -4,7 +4,7 @@
 //! "repaired" by deleting or resetting the user's file.
 
 use crate::backfill::IndexState;
-use crate::store::FTS_TABLES;
+use crate::store::schema::FTS_TABLES;
 use crate::{HistoryError, Result};
 use rusqlite::Connection;
 use serde::Serialize;

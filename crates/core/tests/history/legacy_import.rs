@@ -1,4 +1,3 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Legacy importers (issue 5 item 7) against real SQLite files built here in the SOURCE
 //! layouts — no mock of the import code.
 //!
@@ -24,11 +23,11 @@
 //!   tool_name, tool_calls, tool_status, timestamp, provenance, active, compacted,
 //!   UNIQUE(session_id, message_uid))`, `deleted_sessions(id PK)`, `state_meta(key, value)`.
 
+use super::common::{SessionSearchExt, legacy_import_state};
 use mpa_history::legacy::{
     ImportSummary, MoviePilotSource, import_hermes, import_moviepilot, legacy_identity,
-    legacy_import_state,
 };
-use mpa_history::{HistoryConfig, HistoryError, HistoryHub, SearchContext};
+use mpa_history::{History, HistoryConfig, HistoryError, SearchContext};
 use mpa_protocol::{UserId, UserKey};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
@@ -43,8 +42,8 @@ fn user(name: &str) -> UserKey {
     UserKey::for_user(&UserId(name.to_owned()))
 }
 
-fn hub(data: &Path) -> HistoryHub {
-    HistoryHub::new(HistoryConfig::new(data))
+fn hub(data: &Path) -> History {
+    History::new(HistoryConfig::new(data))
 }
 
 fn no_progress() -> impl FnMut(mpa_history::legacy::ImportProgress) {
@@ -94,7 +93,7 @@ fn h_session(
 
 #[expect(
     clippy::too_many_arguments,
-    reason = "each argument is a distinct part of the call"
+    reason = "one row of the source schema per argument"
 )]
 fn h_msg(
     c: &Connection,
@@ -143,7 +142,7 @@ type Row = (
     i64,
 );
 
-fn our_rows(h: &HistoryHub, u: &UserKey) -> Vec<Row> {
+fn our_rows(h: &History, u: &UserKey) -> Vec<Row> {
     let c = Connection::open(h.db_path(u)).unwrap();
     let mut st = c
         .prepare(
@@ -169,7 +168,7 @@ fn our_rows(h: &HistoryHub, u: &UserKey) -> Vec<Row> {
     .collect()
 }
 
-fn session_row(h: &HistoryHub, u: &UserKey, sid: &str) -> (String, String, String, f64, String) {
+fn session_row(h: &History, u: &UserKey, sid: &str) -> (String, String, String, f64, String) {
     let c = Connection::open(h.db_path(u)).unwrap();
     c.query_row(
         "SELECT source, title, parent_session_id, started_at, end_reason FROM sessions WHERE id = ?1",
@@ -587,7 +586,7 @@ fn mp_state_db(config: &Path, user_id: &str) -> Connection {
     // The derived FTS projections MoviePilot keeps next to the rows, including one whose
     // tokenizer (`cjk_unicode61`, a loadable extension there) the importer's read-only
     // connection does not have: reading `messages` must not need it.
-    mpa_history::tokenizer::register_cjk_tokenizer(&c).unwrap();
+    mpa_history::register_cjk_tokenizer(&c).unwrap();
     for (table, tok) in [
         ("messages_fts", "unicode61"),
         ("messages_fts_cjk", "cjk_unicode61"),

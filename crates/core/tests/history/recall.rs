@@ -1,4 +1,3 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Recall on a mixed corpus (issue 5 acceptance): planted Chinese, English and mixed phrases,
 //! each in one dedicated session among the deterministic benchmark corpus and among decoy
 //! sessions that share some of its words, must bring their session into the top 3 results.
@@ -7,9 +6,7 @@
 //! sessions are interleaved with the corpus sessions (in id order and in time), so neither the
 //! newest-rows rank window nor recency can favour them.
 
-mod common;
-
-use common::*;
+use super::common::*;
 use mpa_history::{corpus, import};
 use serde_json::{Value, json};
 

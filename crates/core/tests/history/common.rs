@@ -1,20 +1,18 @@
-#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
-
 use chrono::{DateTime, TimeZone, Utc};
 use mpa_history::{
-    CapturedMessage, HistoryConfig, HistoryHub, Provenance, Role, SearchContext, SessionMeta,
+    CapturedMessage, History, HistoryConfig, Provenance, Role, SearchContext, SessionMeta,
 };
 use mpa_protocol::{UserId, UserKey};
 use serde_json::{Value, json};
 
 pub struct Env {
     pub dir: tempfile::TempDir,
-    pub hub: HistoryHub,
+    pub hub: History,
 }
 
 pub fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let hub = HistoryHub::new(HistoryConfig::new(dir.path()));
+    let hub = History::new(HistoryConfig::new(dir.path()));
     Env { dir, hub }
 }
 
@@ -105,4 +103,23 @@ pub fn session_ids(v: &Value) -> Vec<String> {
 
 pub fn discover(q: &str) -> Value {
     json!({"query": q, "limit": 10})
+}
+
+/// `session_search` as the model calls it, on a bare [`History`] (what the tests called before
+/// the tool moved to core).
+pub trait SessionSearchExt {
+    async fn session_search(&self, u: &UserKey, ctx: &SearchContext, args: Value) -> Value;
+}
+
+impl SessionSearchExt for History {
+    async fn session_search(&self, u: &UserKey, ctx: &SearchContext, args: Value) -> Value {
+        mpa_core::history::search_json(self, u, ctx.current_session_id.clone(), args).await
+    }
+}
+
+/// The `legacy_import` payload of an unfinished import, `None` when none is pending.
+pub fn legacy_import_state(data_dir: &std::path::Path, u: &UserKey) -> Option<Value> {
+    mpa_history::legacy::legacy_import_pending(data_dir, u).then(|| {
+        json!({"complete": false, "note": mpa_core::tools::session_search::LEGACY_INCOMPLETE_NOTE})
+    })
 }

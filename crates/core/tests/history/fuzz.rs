@@ -1,9 +1,6 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Property test: arbitrary query text never causes an SQL error, a panic or a non-JSON result.
 
-mod common;
-
-use common::*;
+use super::common::*;
 use proptest::prelude::*;
 use serde_json::json;
 use std::sync::OnceLock;

@@ -1,10 +1,7 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Storage, append, lifecycle and redaction acceptance (spec §18 items 1–13, 62–65; issue 4).
 
-mod common;
-
-use common::*;
-use mpa_history::{HistoryConfig, HistoryError, HistoryHub, Provenance, Role, SessionMeta, store};
+use super::common::*;
+use mpa_history::{History, HistoryConfig, HistoryError, Provenance, Role, SessionMeta};
 use mpa_protocol::{UserId, UserKey};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -167,7 +164,7 @@ fn twenty_concurrent_duplicate_appends_store_one_row() {
         assert_eq!(e.sql_i64(&u, "SELECT COUNT(*) FROM messages"), 1);
         let r = e.search(&u, None, discover("needle")).await;
         assert_eq!(r["count"], 1, "{r}");
-        store::integrity_check(&e.hub.db_path(&u)).unwrap();
+        mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
     });
 }
 
@@ -261,7 +258,7 @@ async fn delete_leaves_tombstone_and_late_append_cannot_resurrect() {
         e.search(&u, None, json!({"session_id": "gone"})).await["error"],
         "session_not_found"
     );
-    store::integrity_check(&e.hub.db_path(&u)).unwrap();
+    mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
 #[tokio::test]
@@ -335,7 +332,7 @@ async fn tool_needle_after_8192_chars_needs_role_tool_and_body_is_verbatim() {
     assert_eq!(m["content_truncated"], true);
     assert_eq!(m["original_content_chars"], body.chars().count());
     assert_eq!(m["tool_name"], "fetch_logs");
-    store::integrity_check(&e.hub.db_path(&u)).unwrap();
+    mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
 #[tokio::test]
@@ -405,7 +402,7 @@ async fn retention_expires_by_own_last_active_and_zero_disables() {
     assert_eq!((r.sessions_expired, r.messages_deleted), (1, 1));
     let s = e.search(&u, None, discover("needle")).await;
     assert_eq!(session_ids(&s), vec!["new"]);
-    store::integrity_check(&e.hub.db_path(&u)).unwrap();
+    mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
 #[tokio::test]
@@ -432,7 +429,7 @@ async fn status_reports_counts_and_index_state() {
         ),
         (1, 3, 1, 1, 1)
     );
-    assert_eq!(st.schema_version, store::SCHEMA_VERSION);
+    assert_eq!(st.schema_version, mpa_history::SCHEMA_VERSION);
     assert_eq!((st.journal_mode.as_str(), st.foreign_keys), ("wal", true));
     assert!(st.index_status.messages_fts && st.index_status.messages_fts_trigram);
     assert!(st.db_bytes > 0);
@@ -457,7 +454,7 @@ async fn query_deadline_reports_timeout_not_empty() {
     }
     let mut cfg = HistoryConfig::new(e.dir.path());
     cfg.query_deadline = std::time::Duration::from_nanos(1);
-    let slow = HistoryHub::new(cfg);
+    let slow = History::new(cfg);
     let ctx = mpa_history::SearchContext::default();
     let r = slow
         .session_search(&u, &ctx, json!({"query": "字", "role_filter": "tool,user"}))

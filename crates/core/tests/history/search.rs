@@ -1,10 +1,7 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Query language and `session_search` modes (spec §18 items 14–29, 37–61, 66–67; §15).
 
-mod common;
-
-use common::*;
-use mpa_history::{Role, SessionMeta, store};
+use super::common::*;
+use mpa_history::{Role, SessionMeta};
 use serde_json::{Value, json};
 
 async fn mp_corpus() -> (Env, mpa_protocol::UserKey) {
@@ -797,7 +794,7 @@ async fn candidate_limit_reached_counts_fts_candidates() {
     assert_eq!(r["count"], 1);
     let r = e.search(&u, None, discover("row")).await;
     assert_eq!(r["candidate_limit_reached"], true);
-    store::integrity_check(&e.hub.db_path(&u)).unwrap();
+    mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
 #[tokio::test]
