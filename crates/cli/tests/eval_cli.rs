@@ -2,7 +2,7 @@
 //! `eval/trajectories` gives exactly its expected failure codes), invalid input, a scenario
 //! written outside the repository, `--repeat`, and `--live` against the mock model server
 //! scripted like a careless model (with every request body it received inspected).
-#![expect(clippy::unwrap_used, clippy::expect_used, reason = "a test's panic is its failure report")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_eval::scenario::Scenario;
 use mpa_eval::trajectory::Trajectory;

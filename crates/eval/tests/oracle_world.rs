@@ -2,7 +2,7 @@
 //! long-context scenarios' pages, target and restrictions (page 7 and `find` are refused by the
 //! world, not the prompt, and are no evidence), the missing steering evidence, and a stale
 //! `unknown` receipt that never counts as an observation.
-#![expect(clippy::unwrap_used, clippy::expect_used, reason = "a test's panic is its failure report")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_eval::oracle::{Evidence, Verdict, evaluate};
 use mpa_eval::scenario::Scenario;

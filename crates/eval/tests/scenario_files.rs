@@ -2,7 +2,7 @@
 //! types generate, every file validates against them (a small validator for the subset the
 //! schemas use), the 14 public scenarios are there with the right runnable set, and the model
 //! input carries nothing of the id, title, world or oracle.
-#![expect(clippy::unwrap_used, clippy::expect_used, reason = "a test's panic is its failure report")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_eval::scenario::{self, Scenario};
 use mpa_eval::trajectory::{self, Trajectory};

@@ -64,9 +64,9 @@ impl Env {
                 dir.path().to_path_buf(),
                 dir.path().join("exec-output"),
             )));
-            caps.history = Some(mpa_history::History::new(
-                mpa_history::HistoryConfig::new(dir.path()),
-            ));
+            caps.history = Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+                dir.path(),
+            )));
         }
         let registry = default_registry(
             &RegistryOptions {
