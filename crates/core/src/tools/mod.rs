@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;
+pub mod read_tool_result;
 pub mod search_memory;
 pub mod session_search;
 pub mod skill_manage;
@@ -112,6 +113,8 @@ pub struct SessionState {
     /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
     /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
+    /// Whole results over the cap, for `read_tool_result` (memory only).
+    pub results: read_tool_result::ResultStore,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
