@@ -83,7 +83,8 @@ impl Renderer {
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }
-            | Event::Usage { .. } => {}
+            | Event::Usage { .. }
+            | Event::Budget { .. } => {}
         }
         let _ = out.flush();
     }

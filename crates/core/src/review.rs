@@ -232,6 +232,7 @@ async fn run(
             max_model_calls: MAX_REVIEW_ITERATIONS,
             input_token_budget: Some(input_budget(&services)),
         },
+        budget: services.budget_limits(),
         acting_note: None,
     };
     let end = steps::run(

@@ -27,6 +27,12 @@ pub struct Services {
 }
 
 impl Services {
+    /// What every model request is budgeted against: the catalogue's window for the model, else
+    /// `LLM_MAX_CONTEXT_TOKENS`.
+    pub fn budget_limits(&self) -> mpa_model::BudgetLimits {
+        mpa_model::BudgetLimits::for_model(&self.cfg.model, self.cfg.max_context_tokens_k)
+    }
+
     /// The one tool call path, configured for this host.
     pub fn invoker(&self) -> Invoker<'_> {
         Invoker {

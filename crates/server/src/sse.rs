@@ -62,7 +62,8 @@ fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }
-        | Event::Usage { .. } => return None,
+        | Event::Usage { .. }
+        | Event::Budget { .. } => return None,
     })
 }
 

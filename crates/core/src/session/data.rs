@@ -24,6 +24,9 @@ pub struct PersistedState {
     /// frozen system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_system: Option<String>,
+    /// Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
+    #[serde(default)]
+    pub usage: crate::turn::model_call::UsageSnapshot,
 }
 
 impl PersistedState {

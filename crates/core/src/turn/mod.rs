@@ -74,6 +74,7 @@ pub struct TurnOutcome {
 struct TurnHooks<'a> {
     capture: Option<capture::CaptureTarget<'a>>,
     review: &'a mut crate::review::ReviewCounters,
+    usage: &'a mut model_call::UsageSnapshot,
     services: &'a Services,
 }
 
@@ -81,6 +82,14 @@ struct TurnHooks<'a> {
 impl StepHooks for TurnHooks<'_> {
     fn on_tool_calls(&mut self, calls: &[ToolCall]) {
         self.review.on_tool_response(&self.services.tools, calls);
+    }
+
+    fn on_model_answer(
+        &mut self,
+        usage: &mpa_protocol::Usage,
+        budget: &mpa_protocol::RequestBudget,
+    ) {
+        self.usage.record(usage, budget);
     }
 
     async fn after_step(&mut self, transcript: &mut Transcript) {
@@ -163,6 +172,7 @@ pub async fn run_turn(
                     max_model_calls: services.cfg.max_iterations,
                     input_token_budget: None,
                 },
+                budget: services.budget_limits(),
                 acting_note,
             };
             let mut hooks = TurnHooks {
@@ -172,6 +182,7 @@ pub async fn run_turn(
                     &services.cfg.model.model,
                 ),
                 review: &mut data.persisted.review,
+                usage: &mut data.persisted.usage,
                 services,
             };
             let end = steps::run(&setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;

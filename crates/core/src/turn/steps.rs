@@ -12,8 +12,9 @@ use crate::tools::SessionState;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
 use mpa_model::ArgumentsStatus;
+use mpa_model::BudgetLimits;
 use mpa_model::ModelClient;
-use mpa_protocol::{Event, Message, ToolCall, ToolSpec, TurnStatus, Usage};
+use mpa_protocol::{Event, Message, RequestBudget, ToolCall, ToolSpec, TurnStatus, Usage};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +25,8 @@ pub trait StepHooks: Send {
     fn on_tool_calls(&mut self, _calls: &[ToolCall]) {}
     /// A step's messages were appended to the transcript (evidence capture, snapshots).
     async fn after_step(&mut self, _transcript: &mut Transcript) {}
+    /// A model call was answered: its usage and the budget of its request.
+    fn on_model_answer(&mut self, _usage: &Usage, _budget: &RequestBudget) {}
 }
 
 /// Hooks that do nothing.
@@ -44,6 +47,8 @@ pub struct LoopSetup<'a> {
     pub system: &'a Message,
     pub specs: &'a [ToolSpec],
     pub limits: Limits,
+    /// The window and output limits every request is budgeted against.
+    pub budget: BudgetLimits,
     /// Said to the model when the actor is not the session's owner (an admin continuing a chat).
     pub acting_note: Option<String>,
 }
@@ -115,7 +120,12 @@ pub async fn run(
         }
         // Slot: vision projection of tool images (outbound copy only).
         let req = assemble(setup.system, transcript.messages(), &tail, setup.specs);
-        let estimate = mpa_model::estimate_tokens(req.messages.iter().copied(), req.tools);
+        let breakdown = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
+        let estimate = breakdown.total();
+        let budget = mpa_model::request_budget(&breakdown, &setup.budget);
+        sink.emit(Event::Budget {
+            budget: Box::new(budget.clone()),
+        });
         end.model_calls += 1;
         let answer = model_call::call(setup.model, &req, cancel, sink).await;
         drop(req);
@@ -146,7 +156,9 @@ pub async fn run(
                 break;
             }
         };
-        end.usage.add(&usage_of(&completion, estimate, sink));
+        let usage = usage_of(&completion, estimate, sink);
+        hooks.on_model_answer(&usage, &budget);
+        end.usage.add(&usage);
         if completion.is_empty_answer() {
             // An empty answer is never saved (and so never resent); the model gets one host
             // continuation, then the turn fails saying so.
@@ -245,8 +257,8 @@ fn usage_of(c: &mpa_model::Completion, estimate: u64, sink: &EventSink<'_>) -> U
                 input_tokens: estimate,
                 output_tokens: output,
                 total_tokens: estimate + output,
-                cache_read_tokens: 0,
                 estimated: true,
+                ..Usage::default()
             };
             sink.emit(Event::Usage { usage: u });
             u
