@@ -10,6 +10,14 @@ pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 65_536;
 /// The preview budget when the full text was kept (the rest is one `read_tool_result` away).
 pub const ARCHIVED_PREVIEW_MAX_CHARS: usize = 8192;
 
+/// The cap for a context window: a quarter of the window in characters (at least 4000), never
+/// above [`DEFAULT_TOOL_RESULT_MAX_CHARS`] — one result must leave room for the conversation on a
+/// small local model (a 16 K window gets 4000 characters, ≤ 4000 tokens even in Chinese).
+pub fn cap_for_window(window_tokens: u64) -> usize {
+    let quarter = usize::try_from(window_tokens / 4).unwrap_or(usize::MAX);
+    quarter.clamp(4000, DEFAULT_TOOL_RESULT_MAX_CHARS)
+}
+
 /// What became of the full text of a result over the cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Archive<'a> {

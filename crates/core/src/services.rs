@@ -39,6 +39,9 @@ impl Services {
             registry: &self.tools,
             timeout: self.cfg.tool_timeout,
             ledger: Some(&self.store),
+            max_result_chars: crate::result_cap::cap_for_window(
+                self.budget_limits().context_window_tokens,
+            ),
         }
     }
 }

@@ -100,6 +100,7 @@ impl Env {
             registry: &self.registry,
             timeout: None,
             ledger: None,
+            max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
         };
         let done = invoke(inv, ctx, Origin::Turn, &call, 1).await;
         (

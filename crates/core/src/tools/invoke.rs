@@ -10,7 +10,7 @@
 use super::policy::{CallFacts, Decision, Origin, decide};
 use super::read_tool_result::{MAX_RESULT_BYTES, NotKept};
 use super::{PreparedCall, ToolContext, ToolOutput, ToolRegistry, ledger};
-use crate::result_cap::{Archive, DEFAULT_TOOL_RESULT_MAX_CHARS, over_cap, preview};
+use crate::result_cap::{Archive, over_cap, preview};
 use mpa_protocol::{Outcome, ToolCall};
 use std::time::Duration;
 
@@ -22,6 +22,9 @@ pub struct Invoker<'a> {
     pub timeout: Option<Duration>,
     /// The invocation ledger; without one, writes run unrecorded (tests of single tools).
     pub ledger: Option<&'a mpa_store::Store>,
+    /// The result cap in characters ([`DEFAULT_TOOL_RESULT_MAX_CHARS`], smaller for a small
+    /// context window: see [`crate::result_cap::cap_for_window`]).
+    pub max_result_chars: usize,
 }
 
 /// A finished call: what the model reads, and the full result when that is a capped preview (the
@@ -142,7 +145,7 @@ pub async fn invoke(
     if tool.meta.self_capped {
         return Invoked::uncapped(output);
     }
-    if !over_cap(&output.content, DEFAULT_TOOL_RESULT_MAX_CHARS) {
+    if !over_cap(&output.content, inv.max_result_chars) {
         return Invoked::uncapped(output);
     }
     // The whole result stays in the session's memory so the model can read on without running
@@ -162,7 +165,7 @@ pub async fn invoke(
         &call.name,
         &output.content,
         output.outcome,
-        DEFAULT_TOOL_RESULT_MAX_CHARS,
+        inv.max_result_chars,
         archive,
     );
     let mut capped = output;

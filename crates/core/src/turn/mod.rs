@@ -10,6 +10,7 @@
 
 pub mod begin;
 pub mod capture;
+pub mod compact;
 pub mod end;
 pub mod host_command;
 pub mod model_call;
@@ -92,6 +93,21 @@ impl StepHooks for TurnHooks<'_> {
         self.usage.record(usage, budget);
     }
 
+    fn evidence_watermark(&self, transcript: &Transcript) -> usize {
+        // Without an evidence store there is nothing to keep searchable.
+        match &self.capture {
+            Some(_) => transcript.captured(),
+            None => transcript.len(),
+        }
+    }
+
+    async fn on_compacted(&mut self, removed: &[mpa_protocol::Message]) {
+        // Compacted-out messages stay in the evidence store, marked, and searchable.
+        if let Some(target) = &self.capture {
+            capture::mark_compacted(target, removed).await;
+        }
+    }
+
     async fn after_step(&mut self, transcript: &mut Transcript) {
         // Evidence is captured as the turn goes, so a crash loses at most the step in flight.
         if let Some(target) = &self.capture {
@@ -115,6 +131,7 @@ pub async fn run_turn(
         begin::adopt_client_context(data, ctx);
     }
     let turn_start = data.transcript.len();
+    let compactions_before = data.transcript.compaction_count();
     data.transcript
         .push(begin::user_message(services, &input.text, &input.images));
     sink.emit(Event::TurnStarted {
@@ -197,6 +214,8 @@ pub async fn run_turn(
         });
     }
     let cause = stop_cause();
+    // A compaction during the turn moved this turn's first message.
+    let turn_start = data.transcript.rebase(turn_start, compactions_before);
     end::finish(
         services,
         data,

@@ -3,9 +3,10 @@
 //! call to call: the current plan, appended to an outbound copy of the final message.
 //!
 //! Slots for later stages, in request order: steering messages are appended to the transcript
-//! before assembly (never between a tool call and its result); compaction replaces a prefix of
-//! the transcript with its summary here; vision projection adds a temporary observation message
-//! after the transcript (outbound only).
+//! before assembly (never between a tool call and its result); a proposed compaction sends its
+//! `prefix` (summary + the task's first user message) in place of the transcript's compacted
+//! part — the transcript itself changes only once the call succeeded; vision projection adds a
+//! temporary observation message after the transcript (outbound only).
 
 use crate::plan::{Plan, current_plan_block};
 use mpa_model::ChatRequest;
@@ -66,14 +67,17 @@ fn append_text(m: &mut Message, extra: &str) {
     }
 }
 
+/// The request: system, `prefix` (a proposed compaction's, else empty), the transcript, the tail.
 pub fn assemble<'a>(
     system: &'a Message,
+    prefix: &'a [Message],
     transcript: &'a [Message],
     tail: &'a Tail,
     tools: &'a [ToolSpec],
 ) -> ChatRequest<'a> {
-    let mut messages = Vec::with_capacity(transcript.len() + 1);
+    let mut messages = Vec::with_capacity(prefix.len() + transcript.len() + 2);
     messages.push(system);
+    messages.extend(prefix);
     match &tail.last {
         Some(last) => {
             messages.extend(&transcript[..transcript.len().saturating_sub(1)]);

@@ -5,6 +5,7 @@
 //! counters for turns, nothing for the review).
 
 use super::EventSink;
+use super::compact;
 use super::model_call::{self, ModelCallEnd};
 use super::request::{Tail, assemble};
 use super::tool_calls::{self, ToolStage};
@@ -27,6 +28,12 @@ pub trait StepHooks: Send {
     async fn after_step(&mut self, _transcript: &mut Transcript) {}
     /// A model call was answered: its usage and the budget of its request.
     fn on_model_answer(&mut self, _usage: &Usage, _budget: &RequestBudget) {}
+    /// A compaction was committed; these messages left the live context.
+    async fn on_compacted(&mut self, _removed: &[Message]) {}
+    /// Messages before this index are in the evidence store and may be compacted away.
+    fn evidence_watermark(&self, transcript: &Transcript) -> usize {
+        transcript.len()
+    }
 }
 
 /// Hooks that do nothing.
@@ -74,6 +81,8 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> LoopEnd {
     let mut empty_answers = 0u32;
+    // The same-turn guard: once compacted, only a request over the window compacts again.
+    let mut compacted = false;
     let mut end = LoopEnd {
         status: TurnStatus::IterationLimit,
         final_text: String::new(),
@@ -119,16 +128,75 @@ pub async fn run(
             tail.continuation(EMPTY_ANSWER_NUDGE);
         }
         // Slot: vision projection of tool images (outbound copy only).
-        let req = assemble(setup.system, transcript.messages(), &tail, setup.specs);
-        let breakdown = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
-        let estimate = breakdown.total();
-        let budget = mpa_model::request_budget(&breakdown, &setup.budget);
+        let full = assemble(setup.system, &[], transcript.messages(), &tail, setup.specs);
+        let breakdown = mpa_model::estimate_breakdown(full.messages.iter().copied(), full.tools);
+        drop(full);
+        let mut budget = mpa_model::request_budget(&breakdown, &setup.budget);
+        // Compaction at the model-call boundary, on the real request. A proposal only: the
+        // transcript changes once the main call with the rebuilt request has succeeded.
+        let mut pending = None;
+        if compact::due(&budget, compacted) {
+            let input = compact::Input {
+                model: setup.model,
+                messages: transcript.messages(),
+                request_raw_tokens: breakdown.total(),
+                limits: setup.budget,
+                max_cut: hooks.evidence_watermark(transcript),
+                cancel,
+            };
+            match compact::compact(&input).await {
+                Ok(c) => {
+                    let report =
+                        compact::report(&c, breakdown.total(), budget.context_window_tokens);
+                    pending = Some(c);
+                    budget.compaction = Some(report);
+                }
+                Err(compact::CompactError::Cancelled) => {
+                    end.status = TurnStatus::Stopped;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(code = e.code(), "context compaction did not succeed");
+                    budget.compaction = Some(serde_json::json!({
+                        "status": "failed", "code": e.code(), "message": e.message(),
+                    }));
+                    if budget.estimated_over_input_limit {
+                        // Never send a request the window cannot hold; the history is unchanged.
+                        sink.emit(Event::Budget {
+                            budget: Box::new(budget),
+                        });
+                        end.status = TurnStatus::Failed;
+                        end.error = Some((e.code().into(), e.message().into()));
+                        break;
+                    }
+                }
+            }
+        }
+        let (prefix, kept): (&[Message], &[Message]) = match &pending {
+            Some(c) => (&c.prefix, &transcript.messages()[c.cut..]),
+            None => (&[], transcript.messages()),
+        };
+        let req = assemble(setup.system, prefix, kept, &tail, setup.specs);
+        let estimate = if pending.is_some() {
+            let rebuilt = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
+            let report = budget.compaction.take();
+            budget = mpa_model::request_budget(&rebuilt, &setup.budget);
+            budget.compaction = report;
+            rebuilt.total()
+        } else {
+            breakdown.total()
+        };
         sink.emit(Event::Budget {
             budget: Box::new(budget.clone()),
         });
         end.model_calls += 1;
         let answer = model_call::call(setup.model, &req, cancel, sink).await;
         drop(req);
+        if let (ModelCallEnd::Answer(_), Some(c)) = (&answer, pending.take()) {
+            let removed = transcript.compact(c.cut, c.prefix);
+            hooks.on_compacted(&removed).await;
+            compacted = true;
+        }
         let completion = match answer {
             ModelCallEnd::Answer(c) => c,
             ModelCallEnd::Stopped { partial } => {
