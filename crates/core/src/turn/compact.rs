@@ -239,29 +239,23 @@ pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
         let prefix = rebuild(messages, &part, &summary);
         let prefix_cost: u64 = prefix.iter().map(estimate_message_tokens).sum();
         let rebuilt = costs.fixed + prefix_cost + costs.tail(part.cut);
-        if rebuilt <= target_raw || (attempts > 1 && rebuilt <= window_raw) {
-            return Ok(Compaction {
-                cut: part.cut,
-                prefix,
-                rebuilt_raw_tokens: rebuilt,
-                summarised_messages: part.cut,
-                attempts,
-            });
-        }
-        if attempts > 1 {
-            return Err(CompactError::StillOver);
-        }
-        // Strictly: the room left beside the fixed cost and this summary, and a later cut.
+        // Strictly, when over the target: a later cut, its tail within the room left beside
+        // the fixed cost and this summary.
         let room = target_raw.saturating_sub(costs.fixed + prefix_cost);
-        part = match partition(
-            messages,
-            &costs,
-            window,
-            input.max_cut,
-            Some((part.cut, room)),
-        ) {
-            Some(p) => p,
-            None if rebuilt <= window_raw => {
+        let next = (rebuilt > target_raw && attempts == 1)
+            .then(|| {
+                partition(
+                    messages,
+                    &costs,
+                    window,
+                    input.max_cut,
+                    Some((part.cut, room)),
+                )
+            })
+            .flatten();
+        match next {
+            Some(p) => part = p,
+            None if rebuilt <= target_raw || rebuilt <= window_raw => {
                 return Ok(Compaction {
                     cut: part.cut,
                     prefix,
@@ -271,7 +265,7 @@ pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
                 });
             }
             None => return Err(CompactError::StillOver),
-        };
+        }
     }
 }
 
