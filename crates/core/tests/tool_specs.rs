@@ -40,6 +40,7 @@ async fn small_tool_specs_snapshot() {
     for name in [
         "update_plan",
         "read_tool_result",
+        "search_tools",
         "get_tool_execution",
         "test_echo",
         "test_sleep",

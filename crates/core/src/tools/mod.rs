@@ -19,6 +19,7 @@ pub mod moviepilot_api;
 pub mod policy;
 pub mod read_tool_result;
 pub mod search_memory;
+pub mod search_tools;
 pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
@@ -115,6 +116,8 @@ pub struct SessionState {
     pub exec_scope: Option<mpa_exec::ScopeId>,
     /// Whole results over the cap, for `read_tool_result` (memory only).
     pub results: read_tool_result::ResultStore,
+    /// This user request's tool discovery (`LLM_MAX_TOOLS > 0`).
+    pub discovery: search_tools::Discovery,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.

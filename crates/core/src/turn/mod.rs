@@ -167,7 +167,19 @@ pub async fn run_turn(
                 .review
                 .on_user_turn(memory_interval, prior_turns);
             let sys = begin::system_message(services, &actor, data).await;
-            let specs = services.tools.specs_for(&actor);
+            let all_specs = services.tools.specs_for(&actor);
+            // Discovery state lives for one user request.
+            let (specs, discovery) = crate::tools::search_tools::first_call(
+                &services.tools,
+                &actor,
+                &input.text,
+                services.cfg.max_tools,
+                &all_specs,
+            );
+            let discovering = discovery.enabled;
+            if let Ok(mut st) = data.tools.lock() {
+                st.discovery = discovery;
+            }
             let acting_note = begin::acting_note(&actor, data);
             let request_id = uuid::Uuid::new_v4().simple().to_string();
             let setup = LoopSetup {
@@ -185,6 +197,7 @@ pub async fn run_turn(
                 },
                 system: &sys,
                 specs: &specs,
+                catalogue: discovering.then_some(all_specs.as_slice()),
                 limits: Limits {
                     max_model_calls: services.cfg.max_iterations,
                     input_token_budget: None,

@@ -22,16 +22,23 @@ pub struct Tail {
 }
 
 impl Tail {
-    pub fn new(transcript: &[Message], plan: Option<&Plan>, acting_note: Option<&str>) -> Self {
+    /// `notice`: the tool-discovery availability block, when there is one.
+    pub fn new(
+        transcript: &[Message],
+        plan: Option<&Plan>,
+        acting_note: Option<&str>,
+        notice: Option<&str>,
+    ) -> Self {
         let mut extra = String::new();
-        if let Some(note) = acting_note {
-            extra.push_str(note);
-        }
-        if let Some(plan) = plan {
+        let plan_block = plan.map(current_plan_block);
+        for block in [acting_note, plan_block.as_deref(), notice]
+            .into_iter()
+            .flatten()
+        {
             if !extra.is_empty() {
                 extra.push_str("\n\n");
             }
-            extra.push_str(&current_plan_block(plan));
+            extra.push_str(block);
         }
         let last = match (transcript.last(), extra.is_empty()) {
             (Some(m), false) => {

@@ -52,7 +52,10 @@ pub struct LoopSetup<'a> {
     pub model: &'a ModelClient,
     pub tools: ToolStage<'a>,
     pub system: &'a Message,
+    /// The tools the request starts with (with discovery: the always-on and selected ones).
     pub specs: &'a [ToolSpec],
+    /// With tool discovery: every tool the actor may see, where discovered schemas come from.
+    pub catalogue: Option<&'a [ToolSpec]>,
     pub limits: Limits,
     /// The window and output limits every request is budgeted against.
     pub budget: BudgetLimits,
@@ -119,19 +122,30 @@ pub async fn run(
         // Slot: steering (queued user messages join the transcript here, never between a tool
         // call and its result), then compaction when the request is over budget.
         let plan = plan_of(setup.tools.state);
+        let discovered = discovery_for(setup, transcript, plan.as_ref());
+        let (specs, notice, statuses) = match &discovered {
+            Some((specs, notice, statuses)) => (
+                specs.as_slice(),
+                Some(notice.as_str()),
+                Some(statuses.clone()),
+            ),
+            None => (setup.specs, None, None),
+        };
         let mut tail = Tail::new(
             transcript.messages(),
             plan.as_ref(),
             setup.acting_note.as_deref(),
+            notice,
         );
         if empty_answers > 0 {
             tail.continuation(EMPTY_ANSWER_NUDGE);
         }
         // Slot: vision projection of tool images (outbound copy only).
-        let full = assemble(setup.system, &[], transcript.messages(), &tail, setup.specs);
+        let full = assemble(setup.system, &[], transcript.messages(), &tail, specs);
         let breakdown = mpa_model::estimate_breakdown(full.messages.iter().copied(), full.tools);
         drop(full);
         let mut budget = mpa_model::request_budget(&breakdown, &setup.budget);
+        budget.tool_discovery = statuses;
         // Compaction at the model-call boundary, on the real request. A proposal only: the
         // transcript changes once the main call with the rebuilt request has succeeded.
         let mut pending = None;
@@ -176,12 +190,13 @@ pub async fn run(
             Some(c) => (&c.prefix, &transcript.messages()[c.cut..]),
             None => (&[], transcript.messages()),
         };
-        let req = assemble(setup.system, prefix, kept, &tail, setup.specs);
+        let req = assemble(setup.system, prefix, kept, &tail, specs);
         let estimate = if pending.is_some() {
             let rebuilt = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
-            let report = budget.compaction.take();
+            let (report, statuses) = (budget.compaction.take(), budget.tool_discovery.take());
             budget = mpa_model::request_budget(&rebuilt, &setup.budget);
             budget.compaction = report;
+            budget.tool_discovery = statuses;
             rebuilt.total()
         } else {
             breakdown.total()
@@ -290,6 +305,60 @@ pub async fn run(
         }
     }
     end
+}
+
+/// With discoveries pending: this call's tools (baseline + the discoveries that fit), the
+/// availability notice, and each candidate's status (spec runtime.md §3.3).
+fn discovery_for(
+    setup: &LoopSetup<'_>,
+    transcript: &Transcript,
+    plan: Option<&crate::plan::Plan>,
+) -> Option<(
+    Vec<ToolSpec>,
+    String,
+    std::collections::BTreeMap<String, String>,
+)> {
+    use crate::tools::search_tools::{admit, availability_notice};
+    let catalogue = setup.catalogue?;
+    let discovery = setup
+        .tools
+        .state
+        .lock()
+        .ok()
+        .map(|s| s.discovery.clone())
+        .filter(|d| d.enabled && !d.discovered.is_empty())?;
+    // The baseline request, with the notice in its longest form.
+    let longest = discovery
+        .discovered
+        .iter()
+        .map(|n| (n.clone(), "unavailable_in_current_catalog".to_string()))
+        .collect();
+    let tail = Tail::new(
+        transcript.messages(),
+        plan,
+        setup.acting_note.as_deref(),
+        Some(&availability_notice(&longest)),
+    );
+    let req = assemble(setup.system, &[], transcript.messages(), &tail, setup.specs);
+    let estimated = mpa_model::with_serialisation_factor(mpa_model::estimate_tokens(
+        req.messages.iter().copied(),
+        req.tools,
+    ));
+    let by_name = catalogue.iter().map(|s| (s.name.as_str(), s)).collect();
+    let (statuses, enabled) = admit(
+        &discovery,
+        &by_name,
+        setup.budget.context_window_tokens,
+        estimated,
+    );
+    let mut specs = setup.specs.to_vec();
+    specs.extend(
+        catalogue
+            .iter()
+            .filter(|s| enabled.contains(&s.name))
+            .cloned(),
+    );
+    Some((specs, availability_notice(&statuses), statuses))
 }
 
 const EMPTY_ANSWER_NUDGE: &str = "[Host note: your last answer was empty. Continue the task: call a \
