@@ -231,13 +231,25 @@ async fn three_hundred_turns_at_a_16k_window() {
             "| turn | first request (est. tokens) | second request | compacted |\n|---|---|---|---|\n",
         );
         for (t, a, b, c) in &table {
-            if t % 10 == 0 || *t + 1 == turns {
+            if *t < 12 || t % 25 == 0 || *t + 1 == turns {
                 out.push_str(&format!(
                     "| {t} | {a} | {b} | {} |\n",
                     if *c { "yes" } else { "" }
                 ));
             }
         }
+        let all: Vec<u64> = table.iter().flat_map(|r| [r.1, r.2]).collect();
+        let compactions = table.iter().filter(|r| r.3).count();
+        out.push_str(&format!(
+            "\n{} requests: min {}, mean {}, max {} estimated tokens (window 16000, trigger 13600); \
+             {} turns compacted, {} summariser calls.\n",
+            all.len(),
+            all.iter().min().unwrap(),
+            all.iter().sum::<u64>() / all.len() as u64,
+            all.iter().max().unwrap(),
+            compactions,
+            summaries.load(Ordering::SeqCst)
+        ));
         std::fs::write(path, out).unwrap();
     }
     // Flat, not linear: the last turns cost no more than the early peak.

@@ -51,17 +51,35 @@ fn is_cjk(c: char) -> bool {
 
 /// Estimated tokens of a piece of text.
 pub fn estimate_text_tokens(text: &str) -> u64 {
-    if text.is_ascii() {
-        return (text.len() as u64).div_ceil(4);
-    }
+    let bytes = text.as_bytes();
     let mut cjk = 0u64;
     let mut other_bytes = 0u64;
-    for c in text.chars() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // ASCII runs eight bytes at a time (JSON results are mostly ASCII with some Chinese).
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if u64::from_ne_bytes(word) & 0x8080_8080_8080_8080 == 0 {
+                other_bytes += 8;
+                i += 8;
+                continue;
+            }
+        }
+        if bytes[i] < 0x80 {
+            other_bytes += 1;
+            i += 1;
+            continue;
+        }
+        // A lead byte: `i` is on a char boundary here.
+        let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+        let n = c.len_utf8();
         if is_cjk(c) {
             cjk += 1;
         } else {
-            other_bytes += c.len_utf8() as u64;
+            other_bytes += n as u64;
         }
+        i += n;
     }
     cjk + other_bytes.div_ceil(4)
 }
@@ -212,6 +230,16 @@ mod tests {
         assert_eq!(estimate_text_tokens("abcde"), 2);
         assert_eq!(estimate_text_tokens("你好世界"), 4);
         assert_eq!(estimate_text_tokens("你好 abc"), 3);
+        // The ASCII fast path and the per-character path agree.
+        let mixed = "{\"id\": 12, \"title\": \"流浪地球 The Wandering Earth\"} é".repeat(7);
+        let slow = mixed.chars().filter(|c| is_cjk(*c)).count() as u64
+            + mixed
+                .chars()
+                .filter(|c| !is_cjk(*c))
+                .map(|c| c.len_utf8() as u64)
+                .sum::<u64>()
+                .div_ceil(4);
+        assert_eq!(estimate_text_tokens(&mixed), slow);
     }
 
     #[test]

@@ -232,6 +232,21 @@ pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
     let window_raw = without_serialisation_factor(window);
     let mut part = partition(messages, &costs, window, input.max_cut, None)
         .ok_or(CompactError::NothingToCompress)?;
+    // Planned with the largest summary the summariser may return, so one call usually does.
+    let pinned = part.pinned.map_or(0, |f| costs.per_message[f]);
+    let largest_summary = summary_limit(window) + estimate_text_tokens(SUMMARY_HEADER) + 8;
+    let planned_room = target_raw.saturating_sub(costs.fixed + largest_summary + pinned);
+    if costs.tail(part.cut) > planned_room
+        && let Some(p) = partition(
+            messages,
+            &costs,
+            window,
+            input.max_cut,
+            Some((part.cut - 1, planned_room)),
+        )
+    {
+        part = p;
+    }
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -372,7 +387,7 @@ async fn summarise(input: &Input<'_>, part: &[Message]) -> Result<String, Compac
         Err(e) => return Err(CompactError::SummariserFailed(e.code().to_string())),
     };
     // Bounded: a summary longer than 10 % of the window is cut at that size.
-    let max_tokens = without_serialisation_factor((window as f64 * KEEP_FRACTION) as u64).max(64);
+    let max_tokens = summary_limit(window);
     if estimate_text_tokens(&text) <= max_tokens {
         return Ok(text.trim().to_string());
     }
@@ -388,6 +403,11 @@ async fn summarise(input: &Input<'_>, part: &[Message]) -> Result<String, Compac
         out.push('\n');
     }
     Ok(out.trim().to_string())
+}
+
+/// The most raw tokens a summary may have: 10 % of the window.
+fn summary_limit(window: u64) -> u64 {
+    without_serialisation_factor((window as f64 * KEEP_FRACTION) as u64).max(64)
 }
 
 /// The budget report's `compaction` entry.
