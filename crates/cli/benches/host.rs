@@ -1,7 +1,9 @@
 //! Host benchmarks for the working core (issue 2), run with `cargo bench -p mpa-cli --bench host`:
 //!
-//! - host overhead per model iteration with a 200-message context against an instantly answering
-//!   mock: (time of a K-iteration turn − time of K bare model calls with the same context) / K;
+//! - host overhead per model iteration with a 200-, 2,000- and 20,000-message context against an
+//!   instantly answering mock: (time of a K-iteration turn − time of K bare model calls with the
+//!   same context) / K. It must stay flat as the context grows (the transcript is borrowed, never
+//!   cloned per call); `MPA_BENCH_CONTEXTS=200,2000` picks the sizes;
 //! - `mpagent chat` cold start to the first model request arriving at the mock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,12 +15,18 @@ use mpa_test_support::{MockModelServer, MockReply};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const CONTEXT: usize = 200;
-const ITERATIONS: u32 = 100;
+/// Iterations per turn: fewer for the larger contexts, whose requests are megabytes each.
+fn iterations_for(context: usize) -> u32 {
+    match context {
+        0..=500 => 100,
+        501..=5000 => 40,
+        _ => 10,
+    }
+}
 
-fn context_messages() -> Vec<Message> {
-    let mut v = Vec::with_capacity(CONTEXT);
-    for i in 0..CONTEXT / 4 {
+fn context_messages(context: usize) -> Vec<Message> {
+    let mut v = Vec::with_capacity(context);
+    for i in 0..context / 4 {
         v.push(Message::user(format!(
             "请帮我找一下电影 {i}, and check the downloader status please"
         )));
@@ -63,7 +71,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
+async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64, f64) {
+    let iterations = iterations_for(context);
     mock.set_default(MockReply::tool_calls(&[(
         "call_x",
         "test_echo",
@@ -78,7 +87,7 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
         is_admin: false,
     };
     let mut cfg = AgentConfig::new(model_config(mock));
-    cfg.max_iterations = ITERATIONS;
+    cfg.max_iterations = iterations;
     let agent = Agent::new(
         cfg,
         store.clone(),
@@ -102,9 +111,9 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
                 user_id: UserId(user.id.0.clone()),
                 channel: "bench".into(),
                 title: String::new(),
-                agent_messages: context_messages(),
+                agent_messages: context_messages(context),
                 display_messages: serde_json::json!([]),
-                message_count: CONTEXT as i64,
+                message_count: context as i64,
                 session_state: mpa_store::chats::empty_object(),
                 created_at: chrono::Utc::now(),
                 updated_at: chrono::Utc::now(),
@@ -123,10 +132,10 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
 
         // The same number of bare model calls with a context of the same average size.
         let mut msgs = vec![Message::system("system prompt ".repeat(100))];
-        msgs.extend(context_messages());
+        msgs.extend(context_messages(context));
         msgs.push(Message::user("go"));
         let t = Instant::now();
-        for _ in 0..ITERATIONS {
+        for _ in 0..iterations {
             let req = ChatRequest::new(&msgs, &[]);
             client
                 .stream_chat(&req, &CancellationToken::new(), &mut |_| {})
@@ -142,8 +151,8 @@ async fn overhead_per_iteration(mock: &MockModelServer) -> (f64, f64) {
         }
         bare_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    let per_iter_turn = median(turn_ms) / f64::from(ITERATIONS);
-    let per_iter_bare = median(bare_ms) / f64::from(ITERATIONS);
+    let per_iter_turn = median(turn_ms) / f64::from(iterations);
+    let per_iter_bare = median(bare_ms) / f64::from(iterations);
     (per_iter_turn, per_iter_turn - per_iter_bare)
 }
 
@@ -180,10 +189,19 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let mock = MockModelServer::start().await;
-        let (per_iter, overhead) = overhead_per_iteration(&mock).await;
-        println!(
-            "turn iteration with {CONTEXT}-message context: {per_iter:.3} ms per iteration, host overhead {overhead:.3} ms (median of 5 turns x {ITERATIONS} iterations)"
-        );
+        mock.forget_request_bodies();
+        let contexts: Vec<usize> = std::env::var("MPA_BENCH_CONTEXTS")
+            .unwrap_or_else(|_| "200,2000,20000".into())
+            .split(',')
+            .map(|s| s.trim().parse().unwrap())
+            .collect();
+        for context in contexts {
+            let (per_iter, overhead) = overhead_per_iteration(&mock, context).await;
+            println!(
+                "turn iteration with {context}-message context: {per_iter:.3} ms per iteration, host overhead {overhead:.3} ms (median of 5 turns x {} iterations)",
+                iterations_for(context)
+            );
+        }
         let cold = cold_start(&mock).await;
         println!("mpagent chat cold start to first request: {cold:.1} ms (median of 20)");
     });

@@ -3,7 +3,7 @@
 
 use crate::context::CliContext;
 use clap::{Args, ValueEnum};
-use mpa_protocol::{Event, TurnStatus};
+use mpa_protocol::{Event, Outcome, TurnStatus};
 use std::io::Write;
 use std::process::ExitCode;
 use tokio::io::AsyncBufReadExt;
@@ -38,8 +38,63 @@ pub struct ChatArgs {
     pub message: Option<String>,
 }
 
+/// The language of the text renderer's own words: Chinese when the locale (`LC_ALL`,
+/// `LC_MESSAGES`, `LANG`, first one set) starts with `zh`, else English.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    pub fn from_locale(get: impl Fn(&str) -> Option<String>) -> Lang {
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .find_map(|k| get(k).filter(|v| !v.is_empty()))
+            .unwrap_or_default();
+        if locale.to_ascii_lowercase().starts_with("zh") {
+            Lang::Zh
+        } else {
+            Lang::En
+        }
+    }
+}
+
+/// One tool line: a marker and the outcome word in the user's language. `unknown` says what it
+/// means (it may have happened), so it never reads like a success.
+pub fn tool_line(lang: Lang, name: &str, outcome: Outcome, message: &str) -> String {
+    let (mark, word) = match (lang, outcome) {
+        (Lang::En, Outcome::Succeeded) => ("✓", "succeeded"),
+        (Lang::En, Outcome::Failed) => ("✗", "failed"),
+        (Lang::En, Outcome::Pending) => ("…", "pending (submitted, not finished yet)"),
+        (Lang::En, Outcome::Unknown) => (
+            "?",
+            "UNKNOWN (may or may not have happened; verify before retrying)",
+        ),
+        (Lang::Zh, Outcome::Succeeded) => ("✓", "成功"),
+        (Lang::Zh, Outcome::Failed) => ("✗", "失败"),
+        (Lang::Zh, Outcome::Pending) => ("…", "已提交（尚未完成）"),
+        (Lang::Zh, Outcome::Unknown) => ("?", "结果未知（可能已生效，重试前请先核实）"),
+    };
+    let (tag, sep) = match lang {
+        Lang::En => ("[tool]", ": "),
+        Lang::Zh => ("[工具]", "："),
+    };
+    format!("{tag} {mark} {name} {word}{sep}{message}")
+}
+
+fn running_line(lang: Lang, message: &str) -> String {
+    match lang {
+        Lang::En => format!("[tool] {message} … running"),
+        Lang::Zh => format!("[工具] {message} … 进行中"),
+    }
+}
+
 struct Renderer {
     format: OutputFormat,
+    lang: Lang,
+    /// Colour the outcome (a terminal, and `NO_COLOR` unset).
+    color: bool,
     mid_line: bool,
 }
 
@@ -58,7 +113,7 @@ impl Renderer {
             }
             Event::ToolStarted { message, .. } => {
                 self.break_line(&mut out);
-                let _ = writeln!(out, "[tool] {message} … running");
+                let _ = writeln!(out, "{}", running_line(self.lang, message));
             }
             Event::ToolFinished {
                 name,
@@ -67,7 +122,18 @@ impl Renderer {
                 ..
             } => {
                 self.break_line(&mut out);
-                let _ = writeln!(out, "[tool] {name} {outcome}: {message}");
+                let line = tool_line(self.lang, name, *outcome, message);
+                let color = match outcome {
+                    Outcome::Succeeded => "32",
+                    Outcome::Failed => "31",
+                    Outcome::Pending => "36",
+                    Outcome::Unknown => "1;33",
+                };
+                if self.color {
+                    let _ = writeln!(out, "\x1b[{color}m{line}\x1b[0m");
+                } else {
+                    let _ = writeln!(out, "{line}");
+                }
             }
             Event::Error { message, .. } => {
                 self.break_line(&mut out);
@@ -79,6 +145,10 @@ impl Renderer {
                 if *status == TurnStatus::Stopped {
                     eprintln!("(stopped)");
                 }
+            }
+            Event::Protected { content } => {
+                self.break_line(&mut out);
+                let _ = writeln!(out, "[protected — shown only to you, not kept]\n{content}");
             }
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
@@ -119,6 +189,9 @@ pub async fn run(args: ChatArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
     let session = agent.session(&actor, &session_id, "cli").await?;
     let mut renderer = Renderer {
         format: args.output,
+        lang: Lang::from_locale(|k| std::env::var(k).ok()),
+        color: std::io::IsTerminal::is_terminal(&std::io::stdout())
+            && std::env::var_os("NO_COLOR").is_none(),
         mid_line: false,
     };
     // One listener for the whole process: a signal that arrives between two events is kept, not

@@ -154,14 +154,14 @@ impl Config {
         })
     }
 
-    pub fn model_config(&self) -> mpa_model::ModelConfig {
-        mpa_model::ModelConfig {
+    pub fn model_config(&self) -> mpa_core::model::ModelConfig {
+        mpa_core::model::ModelConfig {
             base_url: self.llm_base_url.clone(),
             api_key: self.llm_api_key.clone().filter(|k| !k.is_empty()),
             model: self.llm_model.clone(),
             temperature: Some(self.llm_temperature),
             max_output_tokens: self.llm_max_output_tokens,
-            ..mpa_model::ModelConfig::default()
+            ..mpa_core::model::ModelConfig::default()
         }
     }
 

@@ -14,6 +14,11 @@ pub struct CliContext {
 
 impl CliContext {
     pub async fn open(config: Config) -> anyhow::Result<CliContext> {
+        if config.auth == "moviepilot" && config.moviepilot().is_none() {
+            anyhow::bail!(
+                "MPA_AUTH=moviepilot checks logins at MoviePilot: set MOVIEPILOT_URL too / MPA_AUTH=moviepilot 需要同时设置 MOVIEPILOT_URL"
+            );
+        }
         let data_dir = config.data_dir.clone();
         let workdir = match &config.workdir {
             Some(w) => w.clone(),

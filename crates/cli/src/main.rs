@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     install_panic_hook();
     // Before any terminal runs: orphaned grandchildren of terminals are re-parented to the host
     // and reaped, also when it runs as PID 1 in a container (no zombies).
-    if let Err(e) = mpa_exec::become_subreaper() {
+    if let Err(e) = mpa_core::become_subreaper() {
         tracing::warn!(error = %e, "orphaned processes will not be reaped by the host");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -81,7 +81,11 @@ pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> 
     let no_users = ctx.host.accounts().list().await?.is_empty();
     let host = mpa_server::Host::bind(agent, cfg).await?;
     let addr = host.local_addr()?;
-    if no_users {
+    if ctx.host.accounts().signs_in_with_moviepilot() {
+        eprintln!(
+            "mpagent serve: users sign in with their MoviePilot accounts (MPA_AUTH=moviepilot)"
+        );
+    } else if no_users {
         eprintln!(
             "mpagent serve: no user accounts yet. Create one to log in:\n    mpagent user add NAME --admin"
         );

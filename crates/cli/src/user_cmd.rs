@@ -1,5 +1,6 @@
-//! `mpagent user add|list|passwd|rename|delete|revoke`: local accounts for the server, through the
-//! core's accounts facade.
+//! `mpagent user add|list|passwd|rename|delete|revoke|link|unlink`: local accounts for the server,
+//! through the core's accounts facade. `link` (and `add --moviepilot-user`) makes an account act
+//! as a MoviePilot user: with `MOVIEPILOT_SECRET_KEY` the host mints that user's tokens.
 
 use crate::context::CliContext;
 use anyhow::bail;
@@ -28,6 +29,9 @@ pub enum UserCommand {
         /// Create the user without a password (it can chat locally but cannot log in).
         #[arg(long, conflicts_with = "password_stdin")]
         no_password: bool,
+        /// Link the user to this MoviePilot user id (see `user link`).
+        #[arg(long, value_name = "ID")]
+        moviepilot_user: Option<String>,
     },
     /// List users (id, name, admin).
     List,
@@ -48,6 +52,19 @@ pub enum UserCommand {
     Delete { name: String },
     /// Log out every session of a user (its login tokens stop working at once).
     Revoke { name: String },
+    /// Link a user to a MoviePilot user id (MoviePilot → 用户管理): its MoviePilot calls are made
+    /// as that user, with tokens the host mints with MOVIEPILOT_SECRET_KEY (administrator rights
+    /// in MoviePilot only when this user is an admin here).
+    Link {
+        name: String,
+        /// The MoviePilot user id (a number).
+        moviepilot_user_id: String,
+        /// The MoviePilot user name put in minted tokens (default: NAME).
+        #[arg(long)]
+        moviepilot_name: Option<String>,
+    },
+    /// Remove a user's MoviePilot link (its MoviePilot calls then answer moviepilot_not_linked).
+    Unlink { name: String },
 }
 
 fn read_password(from_stdin: bool) -> anyhow::Result<String> {
@@ -76,27 +93,52 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             admin,
             password_stdin,
             no_password,
+            moviepilot_user,
         } => {
             let pw = if no_password {
                 None
             } else {
                 Some(read_password(password_stdin)?)
             };
+            if let Some(id) = &moviepilot_user
+                && (id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()))
+            {
+                bail!("--moviepilot-user takes MoviePilot's numeric user id, not {id:?}");
+            }
             let u = accounts.create(&name, admin, pw.as_deref()).await?;
+            if let Some(id) = &moviepilot_user
+                && let Err(e) = accounts.link_moviepilot(&name, Some((id, None))).await
+            {
+                // All or nothing: the account is not left behind unlinked.
+                accounts.delete(&name).await?;
+                bail!("user {name} not created: {e}");
+            }
             println!(
                 "created user {} (id {}){}",
                 u.name,
                 u.id,
                 if u.is_admin { ", admin" } else { "" }
             );
+            if let Some(id) = moviepilot_user {
+                println!("{name} acts as MoviePilot user {id}");
+            }
+            if accounts.signs_in_with_moviepilot() && pw.is_some() {
+                eprintln!(
+                    "note: with MPA_AUTH=moviepilot the web page checks logins at MoviePilot, so this \
+                     password is not used there / MPA_AUTH=moviepilot 时网页登录使用 MoviePilot 账户"
+                );
+            }
         }
         UserCommand::List => {
             for u in accounts.list().await? {
+                let link = accounts.moviepilot_link(&u.name).await?;
                 println!(
-                    "{}\t{}\t{}",
+                    "{}\t{}\t{}{}",
                     u.id,
                     u.name,
-                    if u.is_admin { "admin" } else { "user" }
+                    if u.is_admin { "admin" } else { "user" },
+                    link.map(|id| format!("\tmoviepilot:{id}"))
+                        .unwrap_or_default()
                 );
             }
         }
@@ -135,6 +177,31 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
         UserCommand::Revoke { name } => {
             let revoked = accounts.revoke_tokens(&name).await?;
             println!("{revoked} session(s) of {name} logged out");
+        }
+        UserCommand::Link {
+            name,
+            moviepilot_user_id,
+            moviepilot_name,
+        } => {
+            let u = accounts
+                .link_moviepilot(
+                    &name,
+                    Some((&moviepilot_user_id, moviepilot_name.as_deref())),
+                )
+                .await?;
+            println!(
+                "{name} (id {}) acts as MoviePilot user {moviepilot_user_id}{}",
+                u.id,
+                if ctx.config.moviepilot_secret_key.is_some() {
+                    ""
+                } else {
+                    "; set MOVIEPILOT_SECRET_KEY so the host can make its calls"
+                }
+            );
+        }
+        UserCommand::Unlink { name } => {
+            accounts.link_moviepilot(&name, None).await?;
+            println!("{name} is no longer linked to a MoviePilot user");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -6,28 +6,10 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 mod common;
-use common::{API_KEY, mpagent, send_signal};
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn run(mut cmd: Command) -> Run {
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("mpagent did not finish in 60 s")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use common::{API_KEY, Run, mpagent, run, send_signal};
 
 fn events(stdout: &str) -> Vec<Value> {
     stdout

@@ -7,13 +7,12 @@ use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 
 mod common;
-use common::API_KEY;
+use common::{API_KEY, Serve, chat_messages, next_frame, request};
 
 const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";
 
@@ -25,41 +24,9 @@ fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
     c
 }
 
-struct Serve {
-    child: Child,
-    addr: String,
-    stderr: Arc<Mutex<String>>,
-}
-
 /// Starts `mpagent serve` and waits for its "listening on" line.
 async fn serve(data: &Path, mock: &MockModelServer) -> Serve {
-    let mut cmd = mpagent(data, mock);
-    cmd.arg("serve");
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let addr = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            stderr.lock().unwrap().push_str(&format!("{l}\n"));
-            if let Some(a) = l.split("listening on http://").nth(1) {
-                return a.trim().to_string();
-            }
-        }
-        panic!("serve exited early: {}", stderr.lock().unwrap());
-    })
-    .await
-    .expect("serve never became ready");
-    let sink = Arc::clone(&stderr);
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = lines.next_line().await {
-            sink.lock().unwrap().push_str(&format!("{l}\n"));
-        }
-    });
-    Serve {
-        child,
-        addr,
-        stderr,
-    }
+    common::serve(mpagent(data, mock)).await
 }
 
 use mpa_test_support::external_program as available;
@@ -71,56 +38,6 @@ fn runs(program: &str, args: &[&str]) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// A minimal HTTP/1.1 request over a raw socket; returns a line reader over the response.
-async fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: &Value,
-) -> BufReader<tokio::net::TcpStream> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = body.to_string();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body.as_bytes()).await.unwrap();
-    BufReader::new(s)
-}
-
-/// The next SSE `data:` frame (frames are written one per chunk, so lines stay whole).
-async fn next_frame(r: &mut BufReader<tokio::net::TcpStream>) -> Option<Value> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = tokio::time::timeout(Duration::from_secs(30), r.read_line(&mut line))
-            .await
-            .expect("no SSE frame in time")
-            .unwrap();
-        if n == 0 {
-            return None;
-        }
-        if let Some(d) = line.trim().strip_prefix("data: ") {
-            return Some(serde_json::from_str(d).unwrap());
-        }
-    }
-}
-
-fn chat_messages(data: &Path, session: &str) -> Vec<Value> {
-    let c = rusqlite::Connection::open(data.join("agent.db")).unwrap();
-    let s: String = c
-        .query_row(
-            "SELECT agent_messages FROM chats WHERE session_id = ?1",
-            [session],
-            |r| r.get(0),
-        )
-        .expect("snapshot row");
-    serde_json::from_str(&s).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -172,7 +89,10 @@ async fn sigterm_during_a_turn_exits_and_snapshots_received_and_unknown() {
         "the stream was closed with done"
     );
 
-    let msgs = chat_messages(dir.path(), "term");
+    // Stored under the id derived for the static admin token's user (issue 12, item 2).
+    let stored_id =
+        mpa_core::server_session_id(&mpa_protocol::UserId("admin-token".into()), "term");
+    let msgs = chat_messages(dir.path(), &stored_id);
     let outcome = |id: &str| {
         msgs.iter()
             .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
@@ -180,6 +100,13 @@ async fn sigterm_during_a_turn_exits_and_snapshots_received_and_unknown() {
     };
     assert_eq!(outcome("call_echo"), Some(json!("succeeded")), "{msgs:#?}");
     assert_eq!(outcome("call_sleep"), Some(json!("unknown")), "{msgs:#?}");
+    // Regression (issue 12, item 6): the interruption notice names the shutdown, not the user.
+    let notice = msgs.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("stopped because the host was shutting down"),
+        "{msgs:#?}"
+    );
+    assert!(!notice.contains("by the user"), "{notice}");
     let log = srv.stderr.lock().unwrap().clone();
     assert!(log.contains("request"), "request logs present: {log}");
     assert!(
@@ -282,23 +209,7 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
         json!({"ms": 600_000}),
     )]));
     let dir = tempfile::tempdir().unwrap();
-    let mut add = mpagent(dir.path(), &mock);
-    add.args(["user", "add", "alice", "--password-stdin"])
-        .stdin(Stdio::piped());
-    let mut child = add.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"alice-password-1\n")
-        .await
-        .unwrap();
-    let out = child.wait_with_output().await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
 
     let mut srv = serve(dir.path(), &mock).await;
     let shot = artifacts_dir().join("web-chat.png");

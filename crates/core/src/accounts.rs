@@ -4,7 +4,8 @@
 //! Public API ([`Accounts`], built from the agent's [`Store`]; one per process, clones share
 //! state): [`Accounts::create`], [`Accounts::list`], [`Accounts::find`], [`Accounts::rename`],
 //! [`Accounts::set_password`] (revoking the user's tokens unless [`Tokens::Keep`]),
-//! [`Accounts::delete`], [`Accounts::revoke_tokens`] for administration; [`Accounts::login`]
+//! [`Accounts::delete`], [`Accounts::revoke_tokens`], [`Accounts::link_moviepilot`] /
+//! [`Accounts::moviepilot_link`] for administration; [`Accounts::login`]
 //! (returns an [`IssuedToken`]), [`Accounts::authenticate`] and [`Accounts::logout`] for bearer
 //! tokens.
 //!
@@ -15,6 +16,14 @@
 //! number of cores, at most 4), each permit with its own reused 19 MiB of work memory: unbounded
 //! parallel logins once took the host from 12 MB to 1.96 GB RSS. A login that gets no permit
 //! within [`AccountsConfig::hash_wait`] is answered [`CoreError::LoginBusy`] and not counted.
+//!
+//! Signing in with MoviePilot (`MPA_AUTH=moviepilot`, [`Accounts::sign_in_with_moviepilot`]):
+//! [`Accounts::login`] checks the name and password at MoviePilot's own login endpoint instead
+//! of a local hash, behind the same limiter and the same permits (so a flood of logins cannot
+//! flood MoviePilot either). The account is MoviePilot's user id — found again after a rename —
+//! with MoviePilot's superuser flag as its admin flag; the user's MoviePilot token is kept in the
+//! store for that user's gateway calls and never logged. A wrong password and an unknown user
+//! are the same [`CoreError::InvalidCredentials`].
 //!
 //! Invariants: passwords are hashed here with argon2id ([`password`]) and never stored or
 //! returned; a token is a random 256-bit secret handed out once, of which only its SHA-256 is
@@ -27,6 +36,7 @@ pub mod password;
 use crate::error::{CoreError, Result};
 use chrono::{DateTime, Utc};
 use limiter::{LoginLimiter, LoginLimits};
+use mpa_gateway::{GatewayClient, GatewayError};
 use mpa_protocol::{Actor, UserId};
 use mpa_store::{Store, User};
 use sha2::{Digest, Sha256};
@@ -121,6 +131,8 @@ struct Inner {
     /// Argon2 work memory, one per permit at most (taken with a permit, given back after).
     memory: Arc<Mutex<Vec<password::Memory>>>,
     hash_wait: Duration,
+    /// Set when logins are checked by MoviePilot (`MPA_AUTH=moviepilot`).
+    moviepilot: OnceLock<GatewayClient>,
 }
 
 /// What is stored for a token: its SHA-256, so a leaked database grants no session.
@@ -157,6 +169,14 @@ fn limiter_name(name: &str) -> Option<&str> {
     mpa_store::users::valid_name(name).then_some(name)
 }
 
+/// The limiter key of a MoviePilot login name. MoviePilot allows names a local account cannot
+/// have (spaces, say), so any short name without control characters is checked there; the rest
+/// share one key, as above.
+fn moviepilot_login_name(name: &str) -> Option<&str> {
+    (!name.is_empty() && name.chars().count() <= 128 && !name.chars().any(char::is_control))
+        .then_some(name)
+}
+
 impl Accounts {
     pub fn new(store: Store) -> Accounts {
         Accounts::with_config(store, AccountsConfig::default())
@@ -170,12 +190,64 @@ impl Accounts {
                 hashing: Arc::new(Semaphore::new(cfg.hash_permits.max(1))),
                 memory: Arc::default(),
                 hash_wait: cfg.hash_wait,
+                moviepilot: OnceLock::new(),
             }),
         }
     }
 
     fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// From now on [`Accounts::login`] checks credentials at MoviePilot (`client`'s base URL)
+    /// and signs users in as their MoviePilot accounts. Set once, at start; `false` when it was
+    /// already set.
+    pub fn sign_in_with_moviepilot(&self, client: GatewayClient) -> bool {
+        self.inner.moviepilot.set(client).is_ok()
+    }
+
+    /// Whether logins are checked by MoviePilot.
+    pub fn signs_in_with_moviepilot(&self) -> bool {
+        self.inner.moviepilot.get().is_some()
+    }
+
+    /// Links the account `name` to a MoviePilot user — `mp_user` is its decimal id and, optionally,
+    /// its MoviePilot name (default: the account's) — or unlinks it with `None`; the host then
+    /// mints tokens for that user (`MOVIEPILOT_SECRET_KEY`). One MoviePilot user links to one
+    /// account.
+    pub async fn link_moviepilot(
+        &self,
+        name: &str,
+        mp_user: Option<(&str, Option<&str>)>,
+    ) -> Result<Account> {
+        let user = self.existing(name).await?;
+        let link = match mp_user {
+            Some((id, mp_name)) => {
+                let id = id.trim();
+                if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(CoreError::Config(format!(
+                        "a MoviePilot user id is a decimal number (MoviePilot → 用户管理 shows it), not {id:?}"
+                    )));
+                }
+                Some(mpa_store::MoviePilotLink {
+                    user_id: id.to_string(),
+                    user_name: mp_name.unwrap_or(&user.name).to_string(),
+                })
+            }
+            None => None,
+        };
+        self.store().set_moviepilot_link(&user.id, link).await?;
+        Ok(user.into())
+    }
+
+    /// The MoviePilot user id the account `name` acts as, if any.
+    pub async fn moviepilot_link(&self, name: &str) -> Result<Option<String>> {
+        let user = self.existing(name).await?;
+        Ok(self
+            .store()
+            .moviepilot_link(&user.id)
+            .await?
+            .map(|l| l.user_id))
     }
 
     /// Runs `f` (an argon2 hash or check) on the blocking pool under a hashing permit, with that
@@ -310,7 +382,12 @@ impl Accounts {
         ttl: Duration,
     ) -> Result<IssuedToken> {
         let name = name.trim();
-        let valid = limiter_name(name);
+        let moviepilot = self.inner.moviepilot.get().cloned();
+        let valid = if moviepilot.is_some() {
+            moviepilot_login_name(name)
+        } else {
+            limiter_name(name)
+        };
         let attempt = self
             .inner
             .limiter
@@ -327,6 +404,12 @@ impl Accounts {
         }
         if attempt.slow {
             tokio::time::sleep(self.inner.limiter.limits().slowdown).await;
+        }
+        if let Some(mp) = moviepilot {
+            let user = self
+                .check_at_moviepilot(&mp, name, password, attempt, client)
+                .await?;
+            return self.issue(user, ttl).await;
         }
         let user = self.store().user_by_name(name).await?;
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
@@ -354,6 +437,64 @@ impl Accounts {
             }
         };
         attempt.succeeded();
+        self.issue(user, ttl).await
+    }
+
+    /// Checks `name`/`password` at MoviePilot under a check permit and adopts the MoviePilot
+    /// user as the host account (see the module docs). Consumes the limiter attempt.
+    async fn check_at_moviepilot(
+        &self,
+        mp: &GatewayClient,
+        name: &str,
+        password: &str,
+        attempt: limiter::Attempt,
+        client: IpAddr,
+    ) -> Result<User> {
+        let Ok(Ok(permit)) = tokio::time::timeout(
+            self.inner.hash_wait,
+            Arc::clone(&self.inner.hashing).acquire_owned(),
+        )
+        .await
+        else {
+            attempt.unchecked();
+            return Err(CoreError::LoginBusy);
+        };
+        let answer = mp.login(name, password).await;
+        drop(permit);
+        let signed_in = match answer {
+            Ok(r) => r,
+            Err(GatewayError::LoginRejected) => {
+                attempt.failed();
+                tracing::info!(peer = %client, "login failed");
+                return Err(CoreError::InvalidCredentials);
+            }
+            Err(GatewayError::AccountDisabled) => {
+                attempt.failed();
+                tracing::info!(peer = %client, "login of a disabled MoviePilot account");
+                return Err(CoreError::AccountDisabled);
+            }
+            Err(e) => {
+                // MoviePilot is down or answered oddly: nobody's guess, not counted.
+                attempt.unchecked();
+                tracing::warn!(error = %e, "MoviePilot sign-in unavailable");
+                return Err(CoreError::SignInUnavailable(e.to_string()));
+            }
+        };
+        attempt.succeeded();
+        let user = self
+            .store()
+            .adopt_moviepilot_user(mpa_store::MoviePilotSignIn {
+                user_id: signed_in.user_id,
+                user_name: signed_in.username,
+                super_user: signed_in.super_user,
+                token: signed_in.token.expose().to_owned(),
+            })
+            .await?;
+        Ok(user)
+    }
+
+    /// Issues a login token for `user`, valid for `ttl`.
+    async fn issue(&self, user: User, ttl: Duration) -> Result<IssuedToken> {
         let token = new_token();
         let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::days(7));
         let expires_at = Utc::now() + ttl;

@@ -21,13 +21,67 @@ pub struct Agent {
 }
 
 /// Session ids only locate; they never authorise. Keep them to a safe alphabet so they can appear
-/// in logs and file names without escaping.
+/// in logs and file names without escaping. Server-side ids ([`server_session_id`]) are a user
+/// prefix plus a client id, so they may be longer than [`MAX_CLIENT_SESSION_ID`].
 pub fn valid_session_id(id: &str) -> bool {
     !id.is_empty()
-        && id.len() <= 128
+        && id.len() <= MAX_CLIENT_SESSION_ID + USER_PREFIX_LEN
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
+}
+
+/// Longest session id a client may send.
+pub const MAX_CLIENT_SESSION_ID: usize = 128;
+
+/// `u` + 16 hex + `:`.
+const USER_PREFIX_LEN: usize = 18;
+
+/// The namespace of `user`'s sessions: `u<16 hex of SHA-256 over the user id>:`. User ids are
+/// stable (a rename keeps them, a reused name gets a new one), so the namespace is too.
+fn user_prefix(user: &UserId) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("mpa-session-owner:{}", user.0).as_bytes());
+    format!("u{}:", &hex::encode(digest)[..16])
+}
+
+/// The server-side id of the session a client calls `client_id`, for `user`: the same client id
+/// names a different session for every user, so no one can probe or squat another's ids.
+pub fn server_session_id(user: &UserId, client_id: &str) -> String {
+    format!("{}{client_id}", user_prefix(user))
+}
+
+/// The id the owner's clients use for the stored session `server_id` (the inverse of
+/// [`server_session_id`]); a chat stored before ids were derived keeps its old id.
+pub fn client_session_id<'a>(owner: &UserId, server_id: &'a str) -> &'a str {
+    server_id
+        .strip_prefix(user_prefix(owner).as_str())
+        .unwrap_or(server_id)
+}
+
+/// Whose sessions a client's session id is looked up in ([`Agent::resolve_session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionScope {
+    /// The caller's own sessions. Every protocol entry (the stream API, the OpenAI endpoint) and
+    /// the static admin token use only this: another user's id there is a missing one.
+    Own,
+    /// The web page's explicit admin continuation of another user's existing chat: the chat keeps
+    /// its owner, tools run as the admin. Anyone else, or a chat that does not exist, is "not
+    /// found".
+    AdminContinue(UserId),
+}
+
+/// A client's session id resolved to the session it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    /// The server-side id (chat row, live actor, evidence).
+    pub id: String,
+    /// The id the client used and keeps using.
+    pub client_id: String,
+    /// Whose session it is (the caller, unless an admin continues another user's chat).
+    pub owner: UserId,
+    /// Whether it exists already (stored or live); otherwise using it creates it for the caller.
+    pub exists: bool,
 }
 
 pub fn new_session_id() -> String {
@@ -76,6 +130,68 @@ impl Agent {
         actor.is_admin || &actor.user_id == owner
     }
 
+    /// Who owns the session `server_id` (live or stored), if it exists.
+    async fn owner_of(&self, server_id: &str) -> Result<Option<UserId>> {
+        if let Some(h) = self.live(server_id) {
+            return Ok(Some(h.owner().clone()));
+        }
+        Ok(self
+            .services
+            .store
+            .chat(server_id)
+            .await?
+            .map(|c| c.user_id))
+    }
+
+    /// The session `client_id` names in `owner`'s namespace: the derived id, or — for chats
+    /// stored before ids were derived — the old id itself when `owner` owns it. Another user's
+    /// old id resolves like a missing one (a new derived id), so it can be neither read nor
+    /// squatted.
+    async fn locate(&self, owner: &UserId, client_id: &str) -> Result<SessionRef> {
+        let derived = server_session_id(owner, client_id);
+        let mut found = SessionRef {
+            id: derived.clone(),
+            client_id: client_id.to_string(),
+            owner: owner.clone(),
+            exists: false,
+        };
+        if self.owner_of(&derived).await?.as_ref() == Some(owner) {
+            found.exists = true;
+        } else if self.owner_of(client_id).await?.as_ref() == Some(owner) {
+            found.id = client_id.to_string();
+            found.exists = true;
+        }
+        Ok(found)
+    }
+
+    /// Resolves a client's session id (see [`SessionScope`]). An id a client may not send is
+    /// [`CoreError::InvalidSessionId`]; an [`SessionScope::AdminContinue`] the caller may not
+    /// use, or of a chat that does not exist, is [`CoreError::SessionNotFound`] either way.
+    pub async fn resolve_session(
+        &self,
+        actor: &Actor,
+        client_id: &str,
+        scope: &SessionScope,
+    ) -> Result<SessionRef> {
+        if client_id.len() > MAX_CLIENT_SESSION_ID || !valid_session_id(client_id) {
+            return Err(CoreError::InvalidSessionId(client_id.to_string()));
+        }
+        match scope {
+            SessionScope::AdminContinue(owner) if owner != &actor.user_id => {
+                if !actor.is_admin {
+                    return Err(CoreError::SessionNotFound);
+                }
+                let found = self.locate(owner, client_id).await?;
+                if found.exists {
+                    Ok(found)
+                } else {
+                    Err(CoreError::SessionNotFound)
+                }
+            }
+            _ => self.locate(&actor.user_id, client_id).await,
+        }
+    }
+
     /// The live session `session_id` (loaded from its snapshot, or new). Another user's session is
     /// reported as not found; admins may continue it and it keeps its original owner.
     pub async fn session(
@@ -84,11 +200,28 @@ impl Agent {
         session_id: &str,
         channel: &str,
     ) -> Result<SessionHandle> {
+        self.session_owned(actor, session_id, channel, None).await
+    }
+
+    /// The body of [`Agent::session`] and [`Agent::submit_to`]: with `expect`, anything
+    /// not owned by that user is "not found", and a missing session is created only when the
+    /// expected owner is the caller.
+    async fn session_owned(
+        &self,
+        actor: &Actor,
+        session_id: &str,
+        channel: &str,
+        expect: Option<&UserId>,
+    ) -> Result<SessionHandle> {
         if !valid_session_id(session_id) {
             return Err(CoreError::InvalidSessionId(session_id.to_string()));
         }
+        let allowed = |owner: &UserId| match expect {
+            Some(e) => e == owner && Self::may_access(actor, owner),
+            None => Self::may_access(actor, owner),
+        };
         if let Some(h) = self.live(session_id) {
-            if !Self::may_access(actor, h.owner()) {
+            if !allowed(h.owner()) {
                 return Err(CoreError::SessionNotFound);
             }
             return Ok(h);
@@ -111,10 +244,14 @@ impl Agent {
         }
         let data = match self.services.store.chat(session_id).await? {
             Some(chat) => {
-                if !Self::may_access(actor, &chat.user_id) {
+                if !allowed(&chat.user_id) {
                     return Err(CoreError::SessionNotFound);
                 }
                 SessionData::from_chat(chat)
+            }
+            // An admin continuing a chat that was deleted meanwhile must not create one.
+            None if expect.is_some_and(|e| e != &actor.user_id) => {
+                return Err(CoreError::SessionNotFound);
             }
             None => SessionData::new(session_id, actor.user_id.clone(), channel),
         };
@@ -123,7 +260,7 @@ impl Agent {
         if let Some(h) = map.get(session_id)
             && !h.is_closed()
         {
-            if !Self::may_access(actor, h.owner()) {
+            if !allowed(h.owner()) {
                 return Err(CoreError::SessionNotFound);
             }
             return Ok(h.clone());
@@ -149,8 +286,10 @@ impl Agent {
         }
     }
 
-    /// Loads (or creates) the session and queues a turn in it as `actor`. If the session's actor
-    /// was reclaimed for idleness in between, it is loaded again from its snapshot once.
+    /// Loads (or creates) the session with this server-side id and queues a turn in it as
+    /// `actor` (local tools and tests; front ends resolve a client's id first, see
+    /// [`Agent::submit_to`]). If the session's actor was reclaimed for idleness in between, it is
+    /// loaded again from its snapshot once.
     pub async fn submit(
         &self,
         actor: &Actor,
@@ -159,16 +298,47 @@ impl Agent {
         text: String,
         images: Vec<String>,
     ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
-        self.submit_with_context(actor, session_id, channel, text, images, None)
+        let op = mpa_protocol::Op::UserInput {
+            text,
+            images,
+            client_context: None,
+        };
+        self.submit_owned(actor, session_id, channel, None, op)
             .await
     }
 
-    /// [`Agent::submit`] with a stateless client's earlier conversation, which a session the
-    /// host has not seen takes in before the input (the OpenAI-compatible endpoint).
-    pub async fn submit_with_context(
+    /// Queues `op` in the session (see [`Agent::session_owned`] for `expect`). If the session's
+    /// actor was reclaimed for idleness in between, it is loaded again from its snapshot once.
+    async fn submit_owned(
         &self,
         actor: &Actor,
         session_id: &str,
+        channel: &str,
+        expect: Option<&UserId>,
+        op: mpa_protocol::Op,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        let handle = self
+            .session_owned(actor, session_id, channel, expect)
+            .await?;
+        let first = handle.send(actor, op.clone());
+        let rx = match first {
+            Err(CoreError::SessionClosed) if !handle.is_shutting_down() => self
+                .session_owned(actor, session_id, channel, expect)
+                .await?
+                .send(actor, op)?,
+            other => other?,
+        };
+        rx.ok_or(CoreError::SessionClosed)
+    }
+
+    /// Queues a turn as `actor` in a resolved session ([`Agent::resolve_session`]): the session
+    /// keeps its owner, the turn (and its tools) runs as `actor`. `client_context` is a stateless
+    /// client's earlier conversation, which a session the host has not seen takes in before the
+    /// input (the OpenAI-compatible endpoint).
+    pub async fn submit_to(
+        &self,
+        actor: &Actor,
+        r: &SessionRef,
         channel: &str,
         text: String,
         images: Vec<String>,
@@ -179,16 +349,8 @@ impl Agent {
             images,
             client_context,
         };
-        let handle = self.session(actor, session_id, channel).await?;
-        let first = handle.send(actor, op.clone());
-        let rx = match first {
-            Err(CoreError::SessionClosed) if !handle.is_shutting_down() => self
-                .session(actor, session_id, channel)
-                .await?
-                .send(actor, op)?,
-            other => other?,
-        };
-        rx.ok_or(CoreError::SessionClosed)
+        self.submit_owned(actor, &r.id, channel, Some(&r.owner), op)
+            .await
     }
 
     /// Stops the session's running turn (if any); `false` when nothing was running.

@@ -36,6 +36,12 @@ pub enum CoreError {
     LoginBusy,
     #[error("password hashing failed: {0}")]
     PasswordHashing(String),
+    /// MoviePilot accepted the credentials but has disabled the account.
+    #[error("this MoviePilot account is disabled / 该 MoviePilot 账户未启用")]
+    AccountDisabled,
+    /// `MPA_AUTH=moviepilot` and MoviePilot's login could not be reached or read.
+    #[error("cannot sign in with MoviePilot right now: {0} / 暂时无法通过 MoviePilot 登录")]
+    SignInUnavailable(String),
 }
 
 impl CoreError {
@@ -61,6 +67,8 @@ impl CoreError {
             CoreError::LoginRateLimited { .. } => "too_many_login_attempts",
             CoreError::LoginBusy => "login_busy",
             CoreError::PasswordHashing(_) => "internal_error",
+            CoreError::AccountDisabled => "account_disabled",
+            CoreError::SignInUnavailable(_) => "moviepilot_unavailable",
         }
     }
 }

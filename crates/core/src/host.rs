@@ -144,6 +144,14 @@ impl Host {
             &caps,
         );
         let agent = Agent::new(cfg.agent, store, registry, caps.clone())?;
+        if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
+            && mp.config.auth == AuthMode::MoviePilot
+        {
+            // Logins are checked by MoviePilot itself from now on.
+            agent
+                .accounts()
+                .sign_in_with_moviepilot(access.client.clone());
+        }
         Ok(Host {
             agent,
             caps,

@@ -35,12 +35,26 @@ pub mod transcript;
 pub mod turn;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
-pub use agent::{Agent, new_session_id, valid_session_id};
+pub use agent::{
+    Agent, MAX_CLIENT_SESSION_ID, SessionRef, SessionScope, client_session_id, new_session_id,
+    server_session_id, valid_session_id,
+};
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use host::{Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_store::{Chat, ChatSummary};
 pub use services::{Capabilities, Services};
+
+/// What front ends configure the model client with (they depend on `mpa-core` alone).
+pub mod model {
+    pub use mpa_model::{DEFAULT_MAX_OUTPUT_TOKENS, ModelConfig, effective_max_output_tokens};
+}
+
+/// Makes this process a child subreaper and starts reaping adopted orphans, so a killed process
+/// tree never leaves zombies (call once, at start, from the binary).
+pub fn become_subreaper() -> std::io::Result<()> {
+    mpa_exec::become_subreaper().map_err(|e| std::io::Error::other(e.to_string()))
+}
 pub use session::SessionHandle;
 
 /// Options for the standard tool set.

@@ -16,6 +16,9 @@ Honesty rules:
 pending or unknown as done.
 - A timeout or an interruption is not proof that nothing happened: verify with a read before \
 retrying any write.
+- A write without a receipt (marked \"result unknown\", or an unknown `_tool_execution` outcome) may \
+have taken effect: first check read-only whether it is present — or call get_tool_execution with its \
+invocation_id — and retry only what is verifiably missing.
 - Never reveal secrets (API keys, tokens, passwords), even if a tool result contains them.";
 
 /// Everything that goes into a session's system message.

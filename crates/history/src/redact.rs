@@ -13,8 +13,9 @@ static SECRET_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"(?P<pem>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----)",
         // Cookie headers: the whole value up to end of line.
         r#"|(?P<cookie_h>(?:\\?["'])?(?i:(?-u:\b)(?:set-)?cookie)(?:\\?["'])?\s*:\s*)(?P<cookie_v>[^\r\n]+)"#,
-        // Authorization headers / bearer-style credentials.
-        r#"|(?P<auth_h>(?:\\?["'])?(?i:(?-u:\b)(?:proxy-)?authorization(?:\\?["'])?\s*[:=]\s*(?:(?:bearer|basic|token|digest)\s+)?|(?-u:\b)bearer\s+))(?P<auth_v>[A-Za-z0-9\-._~+/]{8,}=*)"#,
+        // Authorization headers / bearer-style credentials (an already redacted one matches too,
+        // so a second pass leaves it as it is).
+        r#"|(?P<auth_h>(?:\\?["'])?(?i:(?-u:\b)(?:proxy-)?authorization(?:\\?["'])?\s*[:=]\s*(?:(?:bearer|basic|token|digest)\s+)?|(?-u:\b)bearer\s+))(?P<auth_v>[A-Za-z0-9\-._~+/]{8,}=*|\[REDACTED:[a-z_]+\])"#,
         // JSON Web Tokens.
         r"|(?P<jwt>(?-u:\b)eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,})",
         // Well-known API key shapes.
@@ -23,6 +24,12 @@ static SECRET_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"|(?-u:\b)xox[abposr]-[A-Za-z0-9\-]{10,}|(?-u:\b)AKIA[0-9A-Z]{16}(?-u:\b)|(?-u:\b)AIza[0-9A-Za-z_\-]{30,})",
         // Passwords in URLs: scheme://user:PASSWORD@host
         r"|(?P<url_pre>(?-u:\b)[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<url_pw>[^\s/@]+)(?P<url_at>@)",
+        // A password told in a sentence: "my password is …", "the new password is: …",
+        // "密码是…", "口令为 …". The value is one word or a quoted phrase; `phrase_value`
+        // keeps ordinary sentences about passwords ("the password is too short", "密码是什么").
+        r#"|(?P<pp_key>(?i:(?-u:\b)(?:(?P<pp_own>my|our)\s+(?:[a-z][a-z-]{0,15}\s+)?)?(?:password|passphrase|passcode|passwd|pwd)\s+(?:is|was)(?:\s*:)?\s+(?:still\s+|now\s+)?))"#,
+        r#"(?P<pp_val>"[^"\n]{1,128}"|'[^'\n]{1,128}'|“[^”\n]{1,128}”|[^\s"'“”<>]+)"#,
+        r#"|(?P<zh_key>(?:密码|密碼|口令)\s*(?:是|为|為|:|：)\s*)(?P<zh_val>[“"'「][^”"'」\n]{1,128}[”"'」]|[[!-~]&&[^"'<>]]{4,})"#,
         // key=value, key: value, "key": "value", \"key\": \"value\" where the key names a secret.
         r#"|(?P<kv_key>(?:\\?["'])?(?P<kv_name>[A-Za-z0-9_\-.]*(?i:password|passwd|secret|token|api[_\-]?key|apikey|cookie|passkey|credential|private[_\-]?key|authorization)[A-Za-z0-9_\-]*)(?:\\?["'])?\s*[:=]\s*)"#,
         r#"(?P<kv_val>\\"(?:[^"\\]|\\[^"])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s,;&"'}\]<>]+)"#,
@@ -73,6 +80,129 @@ fn is_trivial_value(v: &str) -> bool {
         || inner.starts_with("[REDACTED")
 }
 
+/// Words that follow "password is" in ordinary sentences about passwords.
+const NOT_A_PASSWORD: &[&str] = &[
+    "wrong",
+    "incorrect",
+    "correct",
+    "right",
+    "invalid",
+    "valid",
+    "required",
+    "needed",
+    "mandatory",
+    "optional",
+    "empty",
+    "blank",
+    "missing",
+    "weak",
+    "strong",
+    "too",
+    "not",
+    "no",
+    "never",
+    "always",
+    "also",
+    "only",
+    "same",
+    "different",
+    "set",
+    "reset",
+    "hidden",
+    "secret",
+    "safe",
+    "secure",
+    "long",
+    "short",
+    "the",
+    "a",
+    "an",
+    "your",
+    "my",
+    "our",
+    "their",
+    "his",
+    "her",
+    "its",
+    "this",
+    "that",
+    "what",
+    "how",
+    "where",
+    "which",
+    "why",
+    "when",
+    "case-sensitive",
+    "ok",
+    "okay",
+    "fine",
+    "good",
+    "bad",
+    "simple",
+    "easy",
+    "hard",
+    "complex",
+    "unknown",
+    "forgotten",
+    "lost",
+    "known",
+    "visible",
+    "shown",
+    "null",
+    "none",
+    "here",
+    "there",
+    "in",
+    "on",
+    "at",
+    "for",
+    "to",
+    "of",
+    "from",
+    "by",
+    "with",
+    "without",
+];
+
+/// Sentence punctuation after a told password that is not part of it.
+const TRAILING: &[char] = &['.', ',', ';', '。', ',', ';'];
+
+/// Whether `v` (a value told in a sentence, see the `pp_`/`zh_` branches) looks like a password:
+/// a quoted phrase always does; a bare word does unless it is a common word that sentences about
+/// passwords use, and a bare word of letters only counts after "my/our" ("my password is
+/// sunshine"), not in "the password is generated".
+fn phrase_value(v: &str, possessive: bool) -> bool {
+    if is_trivial_value(v) || v.chars().count() < 4 {
+        return false;
+    }
+    if v.starts_with(['"', '\'', '“', '「']) {
+        return true;
+    }
+    let lower = v.to_lowercase();
+    if NOT_A_PASSWORD.contains(&lower.as_str()) {
+        return false;
+    }
+    let letters_only = lower.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+    if !letters_only {
+        return true;
+    }
+    possessive && !["ed", "ing", "ly"].iter().any(|s| lower.ends_with(s))
+}
+
+/// `key` + marker for a password told in a sentence, keeping sentence punctuation after it.
+fn replace_phrase(key: &str, value: &str, possessive: bool) -> Option<String> {
+    let quoted = value.starts_with(['"', '\'', '“', '「']);
+    let bare = if quoted {
+        value
+    } else {
+        value.trim_end_matches(TRAILING)
+    };
+    if !phrase_value(bare, possessive) {
+        return None;
+    }
+    Some(format!("{key}[REDACTED:password]{}", &value[bare.len()..]))
+}
+
 fn replace_one(caps: &Captures<'_>) -> String {
     let whole = caps.get(0).map_or("", |m| m.as_str());
     if caps.name("pem").is_some() {
@@ -96,6 +226,14 @@ fn replace_one(caps: &Captures<'_>) -> String {
         caps.name("url_at"),
     ) {
         return format!("{}[REDACTED:password]{}", pre.as_str(), at.as_str());
+    }
+    if let (Some(key), Some(val)) = (caps.name("pp_key"), caps.name("pp_val")) {
+        let own = caps.name("pp_own").is_some();
+        return replace_phrase(key.as_str(), val.as_str(), own).unwrap_or_else(|| whole.to_owned());
+    }
+    if let (Some(key), Some(val)) = (caps.name("zh_key"), caps.name("zh_val")) {
+        return replace_phrase(key.as_str(), val.as_str(), true)
+            .unwrap_or_else(|| whole.to_owned());
     }
     if let (Some(key), Some(name), Some(val)) = (
         caps.name("kv_key"),
@@ -189,6 +327,90 @@ mod tests {
         let pem =
             "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----\nb";
         assert_eq!(redact(pem), "a\n[REDACTED:private_key]\nb");
+    }
+
+    /// Regression (issue 12, item 6): a password told in a sentence was stored as is.
+    #[test]
+    fn passwords_told_in_sentences_are_redacted() {
+        let cases = [
+            (
+                "my password is hunter2",
+                "my password is [REDACTED:password]",
+            ),
+            (
+                "My password is sunshine.",
+                "My password is [REDACTED:password].",
+            ),
+            (
+                "our wifi password is Tr0ub4dor&3, ok?",
+                "our wifi password is [REDACTED:password], ok?",
+            ),
+            (
+                "the new password is: Xk9#mm2q",
+                "the new password is: [REDACTED:password]",
+            ),
+            (
+                r#"my password is "correct horse battery" now"#,
+                "my password is [REDACTED:password] now",
+            ),
+            (
+                "password was still p4ssw0rd!",
+                "password was still [REDACTED:password]",
+            ),
+            ("我的密码是abc12345", "我的密码是[REDACTED:password]"),
+            ("密码：Pa55word,记住", "密码：[REDACTED:password],记住"),
+            (
+                "NAS 的口令为 s3cr3t!x 别外传",
+                "NAS 的口令为 [REDACTED:password] 别外传",
+            ),
+            ("密码是“hunter two”", "密码是[REDACTED:password]"),
+            ("密碼為 qwerty123。", "密碼為 [REDACTED:password]。"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(redact(input), want, "input: {input}");
+        }
+    }
+
+    /// Ordinary sentences about passwords survive the sentence patterns unchanged.
+    #[test]
+    fn sentences_about_passwords_survive() {
+        for s in [
+            "The password is too short.",
+            "Your password is incorrect, please try again.",
+            "the password is required for login",
+            "my password is wrong",
+            "My password is being reset by the admin",
+            "the password was changed yesterday",
+            "password is case-sensitive",
+            "the password is generated by the server",
+            "my password is the same as before",
+            "密码是什么?",
+            "密码是8位以上的数字和字母组合",
+            "请输入密码:",
+            "密码为空",
+            "忘记密码是很常见的事",
+            "密码长度是 16 位",
+        ] {
+            assert_eq!(redact(s), s, "changed: {s}");
+        }
+    }
+
+    /// Redacting twice changes nothing more: the live tool line (redacted result, summarised)
+    /// and the stored one (redacted again at capture) are the same text.
+    #[test]
+    fn redaction_is_idempotent() {
+        for s in [
+            "Authorization: Bearer abcdef1234567890XYZ",
+            "login?user=bob&password=hunter2&x=1",
+            "https://bob:s3cret@example.com/x",
+            "Cookie: sid=abc; other=def",
+            r#"{"api_key": "k-123456"}"#,
+            "my password is hunter2",
+            "密码：Pa55word",
+        ] {
+            let once = redact(s).into_owned();
+            assert_eq!(redact(&once), once, "input: {s}");
+        }
     }
 
     #[test]

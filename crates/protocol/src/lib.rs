@@ -523,6 +523,11 @@ pub enum Event {
         status: TurnStatus,
         final_text: String,
     },
+    /// A result for the user's eyes only (a confirmed secret read): shown, never stored in the
+    /// chat, the display history or the evidence, never sent to the model.
+    Protected {
+        content: String,
+    },
 }
 
 #[cfg(test)]

@@ -1,7 +1,14 @@
-//! `/api/v1/agent/*`: the SSE chat stream and the session endpoints. Session ids only locate; the
-//! core decides access, and another user's session is "not found" everywhere.
+//! `/api/v1/agent/*`: the SSE chat stream and the session endpoints. Session ids only locate: a
+//! client's id is resolved in the caller's own namespace ([`mpa_core::Agent::resolve_session`]),
+//! so another user's id is exactly a missing one everywhere — a new session on the stream, 404
+//! on the others. Responses carry the client's id, never the server-side one.
+//!
+//! The one way into another user's chat is the web page's explicit admin continuation: a login
+//! admin names the owner (`user_id` in the stream body, `?user_id=` on the other routes) of an
+//! existing chat; it keeps its owner and tools run as the admin. The static `MPA_ADMIN_TOKEN`
+//! never gets it (its `user_id` is ignored), and a non-admin naming anyone else gets 404.
 
-use crate::auth::Authed;
+use crate::auth::{ADMIN_TOKEN_USER_ID, Authed};
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::sse::{FRAME_QUEUE, error_frames, pump};
@@ -12,7 +19,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use mpa_core::CoreError;
+use mpa_core::{CoreError, SessionRef, SessionScope};
+use mpa_protocol::{Actor, UserId};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -28,6 +36,42 @@ pub struct StreamRequest {
     pub session_id: Option<String>,
     #[serde(default)]
     pub images: Vec<String>,
+    /// The owner of the chat `session_id` names, when a login admin continues another user's
+    /// chat from the web page (see the module docs).
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// `?user_id=`: the owner of the chat a login admin opens from the web page.
+#[derive(Deserialize)]
+pub struct OwnerQuery {
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// Where a web request looks its session id up: the caller's own sessions unless a login admin
+/// names another owner (the static admin token never does; see the module docs).
+pub fn web_scope(actor: &Actor, user_id: Option<String>) -> SessionScope {
+    match user_id.filter(|u| !u.is_empty()) {
+        Some(u) if actor.user_id.0 != ADMIN_TOKEN_USER_ID => SessionScope::AdminContinue(UserId(u)),
+        _ => SessionScope::Own,
+    }
+}
+
+/// Resolves a path's session id for the routes that only read or change an existing session:
+/// an id no client could have been given is "not found" there, like a missing one.
+async fn existing(
+    state: &AppState,
+    actor: &Actor,
+    session_id: &str,
+    owner: OwnerQuery,
+) -> Result<SessionRef, ApiError> {
+    let scope = web_scope(actor, owner.user_id);
+    match state.agent.resolve_session(actor, session_id, &scope).await {
+        Ok(r) => Ok(r),
+        Err(CoreError::InvalidSessionId(_)) => Err(CoreError::SessionNotFound.into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// An SSE response whose frames come from `rx`.
@@ -64,13 +108,18 @@ pub async fn stream(
     if req.text.trim().is_empty() && req.images.is_empty() {
         return Err(ApiError::bad_request("text must not be empty"));
     }
-    let session_id = match req.session_id.filter(|s| !s.is_empty()) {
+    let client_id = match req.session_id.filter(|s| !s.is_empty()) {
         Some(s) => s,
         None => mpa_core::new_session_id(),
     };
+    let scope = web_scope(&actor, req.user_id);
+    let session = state
+        .agent
+        .resolve_session(&actor, &client_id, &scope)
+        .await?;
     let submitted = state
         .agent
-        .submit(&actor, &session_id, WEB_CHANNEL, req.text, req.images)
+        .submit_to(&actor, &session, WEB_CHANNEL, req.text, req.images, None)
         .await;
     let events = match submitted {
         Ok(rx) => rx,
@@ -80,7 +129,7 @@ pub async fn stream(
         Err(e) => return Err(e.into()),
     };
     let (tx, rx) = mpsc::channel(FRAME_QUEUE);
-    tokio::spawn(pump(events, tx, state.cfg.heartbeat));
+    tokio::spawn(pump(events, tx, state.cfg.heartbeat, session.client_id));
     Ok(sse_response(rx))
 }
 
@@ -95,10 +144,11 @@ pub struct ListQuery {
     pub all: Option<bool>,
 }
 
-/// The fields a session list row and a session detail share.
+/// The fields a session list row and a session detail share; `session_id` is the id its owner's
+/// clients use.
 fn summary_json(c: &mpa_core::ChatSummary, processing: bool) -> Value {
     json!({
-        "session_id": c.session_id,
+        "session_id": mpa_core::client_session_id(&c.user_id, &c.session_id),
         "title": c.title,
         "user_id": c.user_id.0,
         "channel": c.channel,
@@ -140,9 +190,11 @@ pub async fn session_detail(
     State(state): State<AppState>,
     Authed(actor): Authed,
     Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let processing = is_processing(&state, &session_id);
-    match state.agent.chat_for(&actor, &session_id).await {
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    let processing = is_processing(&state, &r.id);
+    match state.agent.chat_for(&actor, &r.id).await {
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["display_messages"] = c.display_messages;
@@ -152,16 +204,11 @@ pub async fn session_detail(
         }
         // Started but not yet snapshotted (its first turn is still running).
         Err(CoreError::SessionNotFound) => {
-            state.agent.check_access(&actor, &session_id).await?;
-            let owner = state
-                .agent
-                .live(&session_id)
-                .map(|h| h.owner().0.clone())
-                .unwrap_or_default();
+            state.agent.check_access(&actor, &r.id).await?;
             Ok(Json(json!({
-                "session_id": session_id,
+                "session_id": r.client_id,
                 "title": "",
-                "user_id": owner,
+                "user_id": r.owner.0,
                 "channel": WEB_CHANNEL,
                 "message_count": 0,
                 "display_messages": [],
@@ -176,18 +223,22 @@ pub async fn delete_session(
     State(state): State<AppState>,
     Authed(actor): Authed,
     Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    state.agent.delete_session(&actor, &session_id).await?;
-    tracing::info!(session = %session_id, "session deleted");
-    Ok(Json(json!({"deleted": true, "session_id": session_id})))
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    state.agent.delete_session(&actor, &r.id).await?;
+    tracing::info!(session = %r.id, "session deleted");
+    Ok(Json(json!({"deleted": true, "session_id": r.client_id})))
 }
 
 pub async fn stop_session(
     State(state): State<AppState>,
     Authed(actor): Authed,
     Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let stopped = state.agent.stop_session(&actor, &session_id).await?;
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    let stopped = state.agent.stop_session(&actor, &r.id).await?;
     Ok(Json(json!({"stopped": stopped})))
 }
 

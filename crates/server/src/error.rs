@@ -131,6 +131,8 @@ impl From<CoreError> for ApiError {
             CoreError::SessionClosed => StatusCode::SERVICE_UNAVAILABLE,
             CoreError::UnknownTool(_) | CoreError::WeakPassword { .. } => StatusCode::BAD_REQUEST,
             CoreError::InvalidCredentials => StatusCode::UNAUTHORIZED,
+            CoreError::AccountDisabled => StatusCode::FORBIDDEN,
+            CoreError::SignInUnavailable(_) => StatusCode::BAD_GATEWAY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

@@ -12,7 +12,8 @@
 //! - [`router`]: the routes, for embedding.
 //!
 //! Routes: `GET /healthz`; `POST /api/v1/login`, `POST /api/v1/logout`, `GET /api/v1/me`;
-//! `POST /api/v1/agent/stream` (SSE: `start`, `delta`, `tool`, `error`, `heartbeat`, `done`);
+//! `POST /api/v1/agent/stream` (SSE: `start`, `delta`, `tool`, `error`, `heartbeat`, `done`, and
+//! `interaction-protected` for a confirmed secret read);
 //! `GET /api/v1/agent/sessions?page&count[&all]`, `GET|DELETE /api/v1/agent/sessions/{id}`,
 //! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
 //! `/` and `/assets/*` (the page).
@@ -28,8 +29,12 @@
 //! served by hyper's HTTP/1 server directly (`serve.rs`), since axum's `serve` cannot set the
 //! header timeout.
 //!
-//! Invariants: session ids from clients only locate — access is decided by the core, and another
-//! user's session answers 404 exactly like a missing one; a client hanging up never stops a turn;
+//! Invariants: session ids from clients only locate — the core derives the server-side id from
+//! the caller's user id and the client's id ([`mpa_core::Agent::resolve_session`]), so the same
+//! client id names a different session for every user and another user's id is exactly a missing
+//! one on every route (a new session on the stream and the OpenAI endpoint, 404 elsewhere);
+//! responses carry the client's id. Only a login admin's explicit continuation from the web page
+//! (`user_id`, see [`chat`]) reaches another user's chat; a client hanging up never stops a turn;
 //! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
 
 pub mod auth;

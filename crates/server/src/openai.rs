@@ -3,6 +3,10 @@
 //! message of the request is submitted (for a session it has never seen, the request's earlier
 //! messages go along as context); the `user` field (or an `X-Session-Id` header) selects the
 //! session. The answer is the agent's final text; tool activity is left out.
+//!
+//! Sessions here are always the caller's own ([`mpa_core::SessionScope::Own`]), admins and the
+//! static admin token included: another user's session id is exactly a missing one (a new
+//! session of the caller's).
 
 use crate::auth::Authed;
 use crate::chat::sse_response;
@@ -139,19 +143,26 @@ pub async fn completions(
     // Always the id `/v1/models` lists, whatever the client asked for.
     let _ = req.model;
     let model = state.cfg.model_name.clone();
-    let session_id = session_for(&actor, &headers, req.user.as_deref());
+    let session = state
+        .agent
+        .resolve_session(
+            &actor,
+            &session_for(&actor, &headers, req.user.as_deref()),
+            &mpa_core::SessionScope::Own,
+        )
+        .await?;
     // A stateless client resends the whole conversation; a session the agent has never seen gets
     // the earlier turns as context so nothing the client showed the user is lost.
-    let is_new = state.agent.check_access(&actor, &session_id).await.is_err();
-    let context = if is_new {
-        client_context(&req.messages)
-    } else {
+    let context = if session.exists {
         None
+    } else {
+        client_context(&req.messages)
     };
     let events = state
         .agent
-        .submit_with_context(&actor, &session_id, OPENAI_CHANNEL, text, images, context)
+        .submit_to(&actor, &session, OPENAI_CHANNEL, text, images, context)
         .await?;
+    let session_id = session.client_id;
     let id = format!("chatcmpl-{}", mpa_core::new_session_id());
     let mut resp = if req.stream {
         let (tx, rx) = mpsc::channel(FRAME_QUEUE);

@@ -4,6 +4,7 @@
 //! receiver never stops it) and writes its snapshot when it ends.
 
 use bytes::Bytes;
+use mpa_core::redaction::redact;
 use mpa_protocol::{Event, Outcome};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -34,11 +35,13 @@ pub fn tool_status(outcome: Outcome) -> &'static str {
 }
 
 /// The SSE frame for one non-delta event (`None` for events the web protocol does not carry).
-fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
+/// `session_id` is the id the client uses (not the server-side one). Tool lines are redacted the
+/// way the stored chat is, so a secret a tool printed never reaches the page live either.
+fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Option<Value> {
     Some(match ev {
         Event::TurnStarted {
-            session_id,
             assistant_message_id,
+            ..
         } => json!({"type": "start", "session_id": session_id,
                     "assistant_message_id": assistant_message_id}),
         Event::ToolStarted {
@@ -46,7 +49,7 @@ fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
             name,
             message,
         } => json!({"type": "tool", "tool_id": tool_id, "name": name, "status": "running",
-                    "message": message, "assistant_message_id": assistant_message_id}),
+                    "message": redact(message), "assistant_message_id": assistant_message_id}),
         Event::ToolFinished {
             tool_id,
             name,
@@ -54,11 +57,14 @@ fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
             message,
         } => json!({"type": "tool", "tool_id": tool_id, "name": name,
                     "status": tool_status(*outcome), "outcome": outcome.as_str(),
-                    "message": message, "assistant_message_id": assistant_message_id}),
+                    "message": redact(message), "assistant_message_id": assistant_message_id}),
         Event::Error { code, message } => {
             json!({"type": "error", "code": code, "message": message})
         }
         Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
+        Event::Protected { content } => {
+            json!({"type": "interaction-protected", "content": content})
+        }
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }
@@ -67,12 +73,13 @@ fn event_frame(ev: &Event, assistant_message_id: &str) -> Option<Value> {
     })
 }
 
-/// Reads `events` until the turn ends, writing frames to `out`. Returns early (dropping `events`)
-/// when the client is gone.
+/// Reads `events` until the turn ends, writing frames to `out`; `session_id` is the client's id
+/// of the session. Returns early (dropping `events`) when the client is gone.
 pub async fn pump(
     mut events: mpsc::UnboundedReceiver<Event>,
     out: mpsc::Sender<Bytes>,
     heartbeat: Duration,
+    session_id: String,
 ) {
     let mut buf = String::new();
     let mut flush_at: Option<Instant> = None;
@@ -110,7 +117,7 @@ pub async fn pump(
                 }
                 if !flush(&mut buf, &out).await { return; }
                 flush_at = None;
-                if let Some(v) = event_frame(&ev, &assistant_message_id) {
+                if let Some(v) = event_frame(&ev, &session_id, &assistant_message_id) {
                     if out.send(frame(&v)).await.is_err() { return; }
                     last_sent = Instant::now();
                 }
@@ -160,7 +167,7 @@ mod tests {
     async fn deltas_coalesce_tools_flush_and_done_ends() {
         let (etx, erx) = mpsc::unbounded_channel();
         let (otx, mut orx) = mpsc::channel(64);
-        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15)));
+        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15), "s".into()));
         etx.send(Event::TurnStarted {
             session_id: "s".into(),
             assistant_message_id: "m".into(),
@@ -223,7 +230,7 @@ mod tests {
     async fn silence_brings_a_heartbeat_and_a_hangup_stops_reading() {
         let (etx, erx) = mpsc::unbounded_channel::<Event>();
         let (otx, mut orx) = mpsc::channel(64);
-        let task = tokio::spawn(pump(erx, otx, Duration::from_millis(20)));
+        let task = tokio::spawn(pump(erx, otx, Duration::from_millis(20), "s".into()));
         assert_eq!(parse(&orx.recv().await.unwrap())["type"], "heartbeat");
         drop(orx);
         task.await.unwrap();

@@ -160,15 +160,8 @@ async fn other_users_sessions_are_404_everywhere_and_nothing_changes() {
 
     let missing = env.get(&bob, "/api/v1/agent/sessions/never-existed").await;
     assert_eq!(missing.0, StatusCode::NOT_FOUND);
-    let r = env
-        .stream(&bob, json!({"text": "steal", "session_id": "a1"}))
-        .await;
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    assert_eq!(
-        r.json::<Value>().await.unwrap(),
-        missing.1,
-        "same answer as a missing session"
-    );
+    // (Bob streaming with "a1" gets a new session of his own, like any unused id: see
+    // tests/session_ids.rs.)
     assert_eq!(env.get(&bob, "/api/v1/agent/sessions/a1").await, missing);
     let del = env
         .send(reqwest::Method::DELETE, &bob, "/api/v1/agent/sessions/a1")
@@ -192,16 +185,26 @@ async fn other_users_sessions_are_404_everywhere_and_nothing_changes() {
     assert_eq!(after, before);
     assert_eq!(env.mock.request_count(), requests_before, "no turn ran");
 
-    // The admin reads and continues alice's chat; alice stays the owner.
-    let (s, seen) = env.get(&admin, "/api/v1/agent/sessions/a1").await;
+    // The admin reads and continues alice's chat, naming her as the owner (the web page's
+    // explicit continuation); alice stays the owner.
+    let owner = before["user_id"].as_str().unwrap();
+    let (s, seen) = env
+        .get(
+            &admin,
+            &format!("/api/v1/agent/sessions/a1?user_id={owner}"),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(seen["display_messages"], before["display_messages"]);
     let (_, all) = env.get(&admin, "/api/v1/agent/sessions?all=true").await;
     assert_eq!(all["sessions"][0]["session_id"], "a1");
     env.mock.push(MockReply::text("admin here"));
     let frames = Frames::new(
-        env.stream(&admin, json!({"text": "continue", "session_id": "a1"}))
-            .await,
+        env.stream(
+            &admin,
+            json!({"text": "continue", "session_id": "a1", "user_id": owner}),
+        )
+        .await,
     )
     .all()
     .await;
@@ -499,16 +502,29 @@ async fn shutdown_stops_a_running_turn_and_writes_its_snapshot() {
     );
     frames.until("tool").await;
     let store = env.store.clone();
+    let env_accounts = env.accounts.clone();
     env.shutdown().await;
     let rest = frames.all().await;
     assert_eq!(rest.last().unwrap()["type"], "done");
-    let chat = store.chat("S").await.unwrap().expect("snapshot written");
+    let alice = env_accounts.find("alice").await.unwrap().unwrap().id;
+    let chat = store
+        .chat(&mpa_core::server_session_id(&alice, "S"))
+        .await
+        .unwrap()
+        .expect("snapshot written");
     let tool = chat
         .agent_messages
         .iter()
         .find(|m| m.role == mpa_protocol::Role::Tool)
         .unwrap();
     assert!(tool.outcome.is_some_and(|o| o.is_error()), "{tool:?}");
+    // Regression (issue 12, item 6): the notice names the shutdown, not the user.
+    let notice = chat.agent_messages.last().unwrap().text();
+    assert!(
+        notice.contains("stopped because the host was shutting down"),
+        "{notice}"
+    );
+    assert!(!notice.contains("by the user"), "{notice}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,6 +13,8 @@ const I18N = {
     netError: 'Network error. Check the connection and try again.', stopped: 'Stopped.',
     queueFull: 'This chat is busy; wait for the current reply to finish.', stillRunning: 'Still working on this chat…',
     lang: '中文', running: 'running', done: 'done', error: 'failed', admin: 'admin',
+    succeeded: 'succeeded', failed: 'failed', pending: 'pending — submitted, not finished yet',
+    unknown: 'unknown — may or may not have happened; verify before retrying',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -22,6 +24,7 @@ const I18N = {
     badLogin: '用户名或密码错误。', tooMany: '尝试次数过多，请稍后再试。', netError: '网络错误，请检查连接后重试。',
     stopped: '已停止。', queueFull: '此对话正忙，请等待当前回复完成。', stillRunning: '此对话仍在处理中…',
     lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
+    succeeded: '成功', failed: '失败', pending: '已提交，尚未完成', unknown: '结果未知——可能已生效，重试前请先核实',
   },
 };
 
@@ -29,7 +32,8 @@ const $ = (id) => document.getElementById(id);
 const state = {
   lang: localStorage.getItem('mpa.lang') || (/^zh/i.test(navigator.language) ? 'zh' : 'en'),
   token: localStorage.getItem('mpa.token'),
-  me: null, sessionId: null, busy: false, sessions: [], poll: null,
+  // owner: set when an admin continues another user's chat (the explicit admin continuation).
+  me: null, sessionId: null, owner: null, busy: false, sessions: [], poll: null,
 };
 const t = (k) => (I18N[state.lang] && I18N[state.lang][k]) || I18N.en[k] || k;
 
@@ -135,8 +139,8 @@ async function signedIn() {
   $('app-view').hidden = false;
   $('who').textContent = state.me.name + (state.me.is_admin ? ' · ' + t('admin') : '');
   await loadSessions();
-  const m = /^#\/s\/(.+)$/.exec(location.hash);
-  if (m) await openSession(decodeURIComponent(m[1]));
+  const m = /^#\/s\/([^?]+)(?:\?user_id=(.+))?$/.exec(location.hash);
+  if (m) await openSession(decodeURIComponent(m[1]), m[2] ? decodeURIComponent(m[2]) : null);
   else newChat();
 }
 
@@ -229,54 +233,74 @@ function addError(text) {
   scrollDown();
 }
 
-function toolLine(el, status, name, message) {
-  el.className = 'tool ' + status;
+// The outcome word (succeeded / failed / pending / unknown) in the page's language; an unknown
+// write gets its own look (amber "?"), never the success check mark.
+const OUTCOMES = ['succeeded', 'failed', 'pending', 'unknown'];
+const ICONS = { succeeded: '✓', failed: '!', pending: '…', unknown: '?' };
+
+function toolLine(el, status, name, message, outcome) {
+  const known = OUTCOMES.includes(outcome) ? outcome : null;
+  el.className = 'tool ' + status + (known ? ' outcome-' + known : '');
   el.dataset.status = status;
+  if (known) el.dataset.outcome = known; else delete el.dataset.outcome;
   el.textContent = '';
   const icon = document.createElement('span');
   icon.className = 'icon';
-  icon.textContent = status === 'done' ? '✓' : status === 'error' ? '!' : '';
+  icon.textContent = known ? ICONS[known] : status === 'done' ? '✓' : status === 'error' ? '!' : '';
   const n = document.createElement('span');
   n.className = 'name';
   n.textContent = name || 'tool';
+  const w = document.createElement('span');
+  w.className = 'outcome';
+  w.textContent = t(known || status);
   const m = document.createElement('span');
   m.className = 'text';
-  m.textContent = (message || '') + ' · ' + t(status);
-  el.title = message || '';
-  el.append(icon, n, m);
+  m.textContent = message || '';
+  el.title = (message || '') + ' · ' + t(known || status);
+  el.append(icon, n, w, m);
 }
 
-function addTool(status, name, message) {
+function addTool(status, name, message, outcome) {
   emptyNode.remove();
   const el = document.createElement('div');
-  toolLine(el, status, name, message);
+  toolLine(el, status, name, message, outcome);
   $('messages').append(el);
   scrollDown();
   return el;
 }
 
-function renderHistory(messages) {
+// While the turn still runs, the saved chat is its recovery form (written after every step in
+// case the process dies): its "result unknown" lines and notice are not shown then.
+function renderHistory(messages, processing) {
   clearMessages();
   for (const m of messages || []) {
+    if (processing && m.recovery) continue;
     if (m.role === 'user') addUser(m.content);
     else if (m.role === 'assistant') addAssistant(m.content, m.notice);
-    else if (m.role === 'tool') addTool(m.status, m.name, m.message);
+    else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
   }
 }
 
-async function openSession(id) {
+// The session's address for the routes and the URL: its id, plus its owner when an admin
+// continues another user's chat.
+function sessionPath(id, owner) {
+  return encodeURIComponent(id) + (owner ? '?user_id=' + encodeURIComponent(owner) : '');
+}
+
+async function openSession(id, owner = null) {
   stopPolling();
-  const r = await api('GET', '/api/v1/agent/sessions/' + encodeURIComponent(id));
+  const r = await api('GET', '/api/v1/agent/sessions/' + sessionPath(id, owner));
   if (!r.ok) { newChat(); return; }
   const s = await r.json();
   state.sessionId = id;
-  location.hash = '#/s/' + encodeURIComponent(id);
+  state.owner = owner && owner !== state.me.id ? owner : null;
+  location.hash = '#/s/' + sessionPath(id, state.owner);
   $('chat-title').textContent = s.title || t('untitled');
   $('delete-chat').hidden = false;
-  renderHistory(s.display_messages);
+  renderHistory(s.display_messages, s.is_processing);
   if (s.is_processing) {
     addTool('running', t('appName'), t('stillRunning'));
-    state.poll = setTimeout(() => openSession(id), 1500);
+    state.poll = setTimeout(() => openSession(id, state.owner), 1500);
   }
   renderSessions();
 }
@@ -289,6 +313,7 @@ function stopPolling() {
 function newChat() {
   stopPolling();
   state.sessionId = null;
+  state.owner = null;
   history.replaceState(null, '', location.pathname);
   $('chat-title').textContent = t('newChat');
   $('delete-chat').hidden = true;
@@ -318,6 +343,7 @@ async function send(text) {
   try {
     const body = { text };
     if (state.sessionId) body.session_id = state.sessionId;
+    if (state.owner) body.user_id = state.owner;
     const r = await api('POST', '/api/v1/agent/stream', body);
     if (!r.ok) {
       const e = await r.json().catch(() => ({}));
@@ -342,7 +368,7 @@ async function send(text) {
         if (f.type === 'start') {
           const fresh = state.sessionId !== f.session_id;
           state.sessionId = f.session_id;
-          history.replaceState(null, '', '#/s/' + encodeURIComponent(f.session_id));
+          history.replaceState(null, '', '#/s/' + sessionPath(f.session_id, state.owner));
           $('delete-chat').hidden = false;
           if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
         } else if (f.type === 'delta') {
@@ -352,8 +378,15 @@ async function send(text) {
         } else if (f.type === 'tool') {
           endSegment();
           const el = tools.get(f.tool_id);
-          if (el) toolLine(el, f.status, f.name, f.message);
-          else tools.set(f.tool_id, addTool(f.status, f.name, f.message));
+          if (el) toolLine(el, f.status, f.name, f.message, f.outcome);
+          else tools.set(f.tool_id, addTool(f.status, f.name, f.message, f.outcome));
+        } else if (f.type === 'interaction-protected') {
+          // A confirmed secret read: shown here only, never stored in the chat history.
+          endSegment();
+          const b = bubble('assistant');
+          b.classList.add('notice');
+          b.textContent = f.content;
+          scrollDown();
         } else if (f.type === 'error') {
           endSegment();
           addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
@@ -420,7 +453,7 @@ function init() {
     ev.target.style.height = Math.min(ev.target.scrollHeight + 2, window.innerHeight * 0.4) + 'px';
   });
   $('stop').addEventListener('click', () => {
-    if (state.sessionId) api('POST', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId) + '/stop').catch(() => {});
+    if (state.sessionId) api('POST', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId) + '/stop' + (state.owner ? '?user_id=' + encodeURIComponent(state.owner) : '')).catch(() => {});
   });
   $('new-chat').addEventListener('click', () => {
     if (!state.busy) newChat();
@@ -428,7 +461,7 @@ function init() {
   });
   $('delete-chat').addEventListener('click', async () => {
     if (!state.sessionId || !confirm(t('confirmDelete'))) return;
-    await api('DELETE', '/api/v1/agent/sessions/' + encodeURIComponent(state.sessionId)).catch(() => {});
+    await api('DELETE', '/api/v1/agent/sessions/' + sessionPath(state.sessionId, state.owner)).catch(() => {});
     newChat();
     loadSessions();
   });

@@ -266,6 +266,29 @@ impl Store {
         .await
     }
 
+    /// This user's open (`running`/`unknown`) rows in one session, newest first, at most `limit`:
+    /// what a recovered conversation must verify before retrying.
+    pub async fn ledger_open_in_session(
+        &self,
+        principal_id: &str,
+        session_id: &str,
+        limit: usize,
+    ) -> Result<Vec<LedgerRecord>> {
+        let (p, s) = (principal_id.to_string(), session_id.to_string());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM agent_invocations WHERE principal_id = ?1 AND session_id = ?2 \
+                 AND status IN ('running', 'unknown') ORDER BY id DESC LIMIT ?3"
+            ))?;
+            let rows = stmt
+                .query_map(params![p, s, limit], record)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
     /// Marks a row `unknown` after read-back could not confirm it, or `succeeded` after it did
     /// (the conditional update keeps resolved rows untouched).
     pub async fn ledger_resolve(&self, id: i64, status: LedgerStatus) -> Result<bool> {

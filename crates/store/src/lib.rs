@@ -19,7 +19,8 @@
 //!
 //! Invariants: user ids are random UUIDs, never reused and never derived from names, so a rename
 //! changes nothing and a re-used name never inherits another user's chats. The store never sees a
-//! password or a token, only their hashes. Every call runs on the blocking pool behind a
+//! password or a login token, only their hashes; the one secret it keeps is a MoviePilot user's own
+//! sign-in token ([`moviepilot`]), needed to call MoviePilot as that user. Every call runs on the blocking pool behind a
 //! semaphore, never on the async executor.
 
 pub mod chats;
@@ -32,7 +33,7 @@ pub mod users;
 pub use chats::{Chat, ChatSummary};
 pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
 pub use migrations::SCHEMA_VERSION;
-pub use moviepilot::MoviePilotLink;
+pub use moviepilot::{MoviePilotLink, MoviePilotSignIn};
 pub use users::User;
 
 use chrono::{DateTime, Utc};

@@ -1,8 +1,9 @@
 //! The MoviePilot identity of each account: the MoviePilot user it acts as (linked by an admin,
 //! or adopted when signing in with MoviePilot) and that user's own sign-in token. The token is
-//! stored only here (the database file is 0600) and never logged.
+//! stored only here (the database file is 0600), never logged, and never in a chat, an error or
+//! evidence.
 
-use crate::users::{By, User, query_user};
+use crate::users::{By, User, insert_user, query_user, valid_name};
 use crate::{Result, Store, StoreError, is_unique_violation};
 use mpa_protocol::UserId;
 use rusqlite::{OptionalExtension, params};
@@ -15,7 +16,131 @@ pub struct MoviePilotLink {
     pub user_name: String,
 }
 
+/// What MoviePilot's sign-in said about a user.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MoviePilotSignIn {
+    /// MoviePilot's user id (decimal): the identity, unchanged by renames.
+    pub user_id: String,
+    pub user_name: String,
+    pub super_user: bool,
+    /// The user's own MoviePilot token.
+    pub token: String,
+}
+
+impl std::fmt::Debug for MoviePilotSignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MoviePilotSignIn")
+            .field("user_id", &self.user_id)
+            .field("user_name", &self.user_name)
+            .field("super_user", &self.super_user)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The host name for a MoviePilot user name: characters a host name cannot have become `_`,
+/// at most 64 characters; an empty result falls back to `mp<ID>`.
+pub fn host_name_for(mp_name: &str, mp_id: &str) -> String {
+    let cleaned: String = mp_name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '.' | '_' | '-' | '@') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if valid_name(&cleaned) && cleaned.chars().any(|c| c != '_') {
+        cleaned
+    } else {
+        format!("mp{mp_id}")
+    }
+}
+
+/// `name` with `-mp<ID>` appended, kept within 64 characters.
+fn disambiguated(name: &str, mp_id: &str) -> String {
+    let suffix = format!("-mp{mp_id}");
+    let keep = 64usize.saturating_sub(suffix.chars().count());
+    let mut out: String = name.chars().take(keep).collect();
+    out.push_str(&suffix);
+    out
+}
+
+fn name_free(c: &rusqlite::Connection, name: &str, except: Option<&str>) -> Result<bool> {
+    let owner: Option<String> = c
+        .query_row("SELECT id FROM users WHERE name = ?1", params![name], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(match owner {
+        None => true,
+        Some(id) => except == Some(id.as_str()),
+    })
+}
+
 impl Store {
+    /// The account of a MoviePilot user who just signed in, in one transaction: found by the
+    /// MoviePilot user id (so a rename in MoviePilot keeps the same account and data), else
+    /// created. Its admin flag becomes MoviePilot's superuser flag and the token is stored. The
+    /// name follows MoviePilot's when it is free; an unrelated account of that name is never
+    /// taken over (the new account is then `NAME-mp<ID>`; an administrator can link an existing
+    /// local account beforehand with `mpagent user link`).
+    pub async fn adopt_moviepilot_user(&self, s: MoviePilotSignIn) -> Result<User> {
+        if s.user_id.is_empty() || !s.user_id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(StoreError::InvalidName(format!(
+                "MoviePilot user id {:?}",
+                s.user_id
+            )));
+        }
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let wanted = host_name_for(&s.user_name, &s.user_id);
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM users WHERE moviepilot_user_id = ?1",
+                    params![s.user_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let id = match existing {
+                Some(id) => {
+                    let current: String = tx.query_row(
+                        "SELECT name FROM users WHERE id = ?1",
+                        params![id],
+                        |r| r.get(0),
+                    )?;
+                    // Follow a rename in MoviePilot when the new name is free here.
+                    if current != wanted && name_free(&tx, &wanted, Some(&id))? {
+                        tx.execute(
+                            "UPDATE users SET name = ?1 WHERE id = ?2",
+                            params![wanted, id],
+                        )?;
+                    }
+                    id
+                }
+                None => {
+                    let name = if name_free(&tx, &wanted, None)? {
+                        wanted
+                    } else {
+                        disambiguated(&wanted, &s.user_id)
+                    };
+                    insert_user(&tx, &name, s.super_user, None)?.id.0
+                }
+            };
+            tx.execute(
+                "UPDATE users SET is_admin = ?1, moviepilot_user_id = ?2, moviepilot_user_name = ?3, \
+                 moviepilot_token = ?4 WHERE id = ?5",
+                params![s.super_user, s.user_id, s.user_name, s.token, id],
+            )?;
+            let user = query_user(&tx, By::Id, &id)?.ok_or(StoreError::NoSuchUser(id))?;
+            tx.commit()?;
+            Ok(user)
+        })
+        .await
+    }
+
     /// Links (or, with `None`, unlinks) an account; one MoviePilot user links to one account.
     pub async fn set_moviepilot_link(
         &self,
@@ -116,5 +241,86 @@ impl Store {
             .flatten())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign_in(id: &str, name: &str, super_user: bool, token: &str) -> MoviePilotSignIn {
+        MoviePilotSignIn {
+            user_id: id.into(),
+            user_name: name.into(),
+            super_user,
+            token: token.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_moviepilot_user_keeps_one_account_across_renames_and_takes_over_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        // A local account that happens to share the MoviePilot name is not taken over.
+        let local = store.create_user("alice", true, None).await.unwrap();
+        let a = store
+            .adopt_moviepilot_user(sign_in("2", "alice", false, "t1"))
+            .await
+            .unwrap();
+        assert_ne!(a.id, local.id);
+        assert_eq!((a.name.as_str(), a.is_admin), ("alice-mp2", false));
+        assert_eq!(
+            store.moviepilot_token(&a.id).await.unwrap().as_deref(),
+            Some("t1")
+        );
+        assert_eq!(store.moviepilot_token(&local.id).await.unwrap(), None);
+        // Renamed in MoviePilot and made a superuser: same account, new name, new flag, new token.
+        let b = store
+            .adopt_moviepilot_user(sign_in("2", "alice smith", true, "t2"))
+            .await
+            .unwrap();
+        assert_eq!(b.id, a.id);
+        assert_eq!((b.name.as_str(), b.is_admin), ("alice_smith", true));
+        assert_eq!(
+            store.moviepilot_token(&b.id).await.unwrap().as_deref(),
+            Some("t2")
+        );
+        let link = store.moviepilot_link(&b.id).await.unwrap().unwrap();
+        assert_eq!(
+            (link.user_id.as_str(), link.user_name.as_str()),
+            ("2", "alice smith")
+        );
+        // An account an admin linked beforehand is the one a sign-in finds.
+        store
+            .set_moviepilot_link(
+                &local.id,
+                Some(MoviePilotLink {
+                    user_id: "7".into(),
+                    user_name: "carol".into(),
+                }),
+            )
+            .await
+            .unwrap();
+        let c = store
+            .adopt_moviepilot_user(sign_in("7", "carol", false, "t3"))
+            .await
+            .unwrap();
+        assert_eq!(c.id, local.id);
+        assert_eq!((c.name.as_str(), c.is_admin), ("carol", false));
+        // Names no account can have fall back to the id.
+        let d = store
+            .adopt_moviepilot_user(sign_in("9", "///", false, "t4"))
+            .await
+            .unwrap();
+        assert_eq!(d.name, "mp9");
+        assert!(matches!(
+            store
+                .adopt_moviepilot_user(sign_in("x1", "eve", false, "t5"))
+                .await,
+            Err(StoreError::InvalidName(_))
+        ));
+        assert!(
+            !format!("{:?}", sign_in("1", "a", false, "secret-token")).contains("secret-token")
+        );
     }
 }

@@ -190,7 +190,7 @@ pub(crate) fn query_user(c: &Connection, by: By, value: &str) -> Result<Option<U
         .transpose()
 }
 
-fn insert_user(
+pub(crate) fn insert_user(
     c: &Connection,
     name: &str,
     is_admin: bool,

@@ -223,3 +223,104 @@ async fn parallel_claims_from_many_sessions_lose_and_duplicate_nothing() {
         .is_err()
     );
 }
+
+#[tokio::test]
+async fn open_rows_of_a_session_are_listed_newest_first_and_only_for_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let mut ids = Vec::new();
+    for (inv, principal, session) in [
+        ("a", "u1", "s1"),
+        ("b", "u1", "s1"),
+        ("c", "u1", "s1"),
+        ("other-user", "u2", "s1"),
+        ("other-session", "u1", "s2"),
+    ] {
+        let mut k = key(inv, "d");
+        k.principal_id = principal.into();
+        k.session_id = session.into();
+        let Claim::Acquired { id, claim_token } = store.ledger_claim(k).await.unwrap() else {
+            panic!()
+        };
+        ids.push((id, claim_token));
+    }
+    // a: unknown, b: succeeded (resolved, not listed), c: still running.
+    store
+        .ledger_finish(ids[0].0, &ids[0].1, LedgerStatus::Unknown)
+        .await
+        .unwrap();
+    store
+        .ledger_finish(ids[1].0, &ids[1].1, LedgerStatus::Succeeded)
+        .await
+        .unwrap();
+    let open = store.ledger_open_in_session("u1", "s1", 10).await.unwrap();
+    let listed: Vec<(&str, LedgerStatus)> = open
+        .iter()
+        .map(|r| (r.invocation_id.as_str(), r.status))
+        .collect();
+    assert_eq!(
+        listed,
+        [("c", LedgerStatus::Running), ("a", LedgerStatus::Unknown)]
+    );
+    assert_eq!(
+        store
+            .ledger_open_in_session("u1", "s1", 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .ledger_open_in_session("u3", "s1", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_sessions_claiming_and_finishing_at_once_leave_exactly_one_finished_row_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let mut tasks = Vec::new();
+    for s in 0..100 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut finished = 0;
+            for i in 0..10 {
+                let mut k = key(&format!("w{i}"), &format!("d{i}"));
+                k.session_id = format!("s{s}");
+                // A racing duplicate of the same write: one of the two claims acquires it.
+                let (a, b) = tokio::join!(store.ledger_claim(k.clone()), store.ledger_claim(k));
+                for claim in [a.unwrap(), b.unwrap()] {
+                    if let Claim::Acquired { id, claim_token } = claim {
+                        assert!(
+                            store
+                                .ledger_finish(id, &claim_token, LedgerStatus::Succeeded)
+                                .await
+                                .unwrap()
+                        );
+                        finished += 1;
+                    }
+                }
+            }
+            finished
+        }));
+    }
+    let mut finished = 0;
+    for t in tasks {
+        finished += t.await.unwrap();
+    }
+    assert_eq!(finished, 1000, "every write acquired exactly once");
+    let conn = rusqlite::Connection::open(dir.path().join("agent.db")).unwrap();
+    let (rows, succeeded, distinct): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT COUNT(*), SUM(status = 'succeeded'), \
+             COUNT(DISTINCT session_id || '/' || invocation_id) FROM agent_invocations",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, succeeded, distinct), (1000, 1000, 1000));
+}

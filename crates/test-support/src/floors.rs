@@ -36,9 +36,15 @@ pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
         _ => vec![],
     };
     if dev {
-        // Tests may use the mock model server and the fake MoviePilot (a real HTTP world).
+        // Tests may use the mock model server and the fake MoviePilot (a real HTTP world), and
+        // build fixtures with the crates below their own floor; product code may not.
         out.extend(["mpa-test-support", "mpa-eval"]);
+        if matches!(package, "mpa-server" | "mpa-cli") {
+            out.extend(CAPABILITY.iter().copied());
+        }
     }
+    out.sort_unstable();
+    out.dedup();
     out
 }
 

@@ -39,6 +39,11 @@ pub(crate) enum Body {
         code: u16,
         body: String,
     },
+    /// The request body as received, posted to `{base_url}/chat/completions` of a real server;
+    /// its status, content type and bytes are relayed as they arrive.
+    Forward {
+        base_url: String,
+    },
 }
 
 /// How a stream is cut short.
@@ -172,6 +177,14 @@ impl MockReply {
     /// ([`MockReply::text`], [`MockReply::tool_calls`]) needs none of this for a request with
     /// `stream: false`: it is rendered as a `chat.completion` JSON body then, as a server would. `Content-Type` is JSON when the
     /// body parses as JSON, else text.
+    /// Relays the request to a real OpenAI-compatible server (`base_url` ends in `/v1`): script
+    /// the first replies, then let a real model answer the rest of the conversation.
+    pub fn forward_to(base_url: &str) -> Self {
+        Self::new(Body::Forward {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+        })
+    }
+
     pub fn status(code: u16, body: &str) -> Self {
         Self::new(Body::Status {
             code,
@@ -216,7 +229,7 @@ impl MockReply {
                 .map(|p| format!("data: {p}\n\n").into_bytes())
                 .collect(),
             Body::RawBytes(segments) => segments.clone(),
-            Body::Status { .. } => Vec::new(),
+            Body::Status { .. } | Body::Forward { .. } => Vec::new(),
         }
     }
 

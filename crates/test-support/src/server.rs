@@ -26,6 +26,8 @@ struct Recorded {
     default: Option<MockReply>,
     responder: Option<Responder>,
     requests: Vec<Value>,
+    /// False: bodies are counted but not kept (benchmarks with multi-megabyte requests).
+    forget_bodies: bool,
     headers: Vec<Vec<(String, String)>>,
 }
 
@@ -149,6 +151,12 @@ impl MockModelServer {
         self.shared.lock().headers.clone()
     }
 
+    /// Stops keeping request bodies (each later one is recorded as `null`, headers as empty) while
+    /// still counting requests: for benchmarks whose requests are megabytes each.
+    pub fn forget_request_bodies(&self) {
+        self.shared.lock().forget_bodies = true;
+    }
+
     /// Number of chat requests received so far.
     pub fn request_count(&self) -> usize {
         *self.shared.count.borrow()
@@ -203,7 +211,11 @@ fn serve_on_own_runtime(
                 return;
             }
         }
-        let app = axum::Router::new().fallback(handle).with_state(shared);
+        // No body limit: the host benchmarks send requests of many megabytes.
+        let app = axum::Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(shared);
         tokio::select! {
             _ = axum::serve(listener, app) => {}
             _ = shutdown => {}
@@ -255,19 +267,67 @@ async fn handle(
             .pop_front()
             .or_else(|| responder.map(|f| f(&request)))
             .or_else(|| rec.default.clone());
-        rec.requests.push(request);
-        rec.headers.push(header_list);
+        if rec.forget_bodies {
+            rec.requests.push(Value::Null);
+            rec.headers.push(Vec::new());
+        } else {
+            rec.requests.push(request);
+            rec.headers.push(header_list);
+        }
         let n = rec.requests.len();
         (reply, n)
     };
     shared.count.send_replace(n);
     match reply {
+        Some(MockReply {
+            body: crate::reply::Body::Forward { base_url },
+            ..
+        }) => forward(&base_url, body).await,
         Some(reply) => respond(reply, streamed),
         None => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &serde_json::json!({"error": {
                 "message": format!("mock model server: no scripted reply left for request #{n}"),
                 "type": "mock_script_exhausted"}})
+            .to_string(),
+        ),
+    }
+}
+
+/// Posts the body to the real server and relays its answer as it streams.
+async fn forward(base_url: &str, body: Bytes) -> Response {
+    let url = format!("{base_url}/chat/completions");
+    let sent = reqwest::Client::builder().no_proxy().build().map(|c| {
+        c.post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    });
+    let upstream = match sent {
+        Ok(fut) => fut.await,
+        Err(e) => Err(e),
+    };
+    match upstream {
+        Ok(up) => {
+            let status = StatusCode::from_u16(up.status().as_u16())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let content_type = up
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok());
+            let mut resp = Response::new(HttpBody::from_stream(up.bytes_stream()));
+            *resp.status_mut() = status;
+            if let Some(ct) = content_type {
+                resp.headers_mut()
+                    .insert(axum::http::header::CONTENT_TYPE, ct);
+            }
+            resp
+        }
+        Err(e) => json_response(
+            StatusCode::BAD_GATEWAY,
+            &serde_json::json!({"error": {
+                "message": format!("mock model server: forwarding to {url} failed: {e}"),
+                "type": "mock_forward_failed"}})
             .to_string(),
         ),
     }
@@ -287,6 +347,10 @@ fn respond(reply: MockReply, streamed: bool) -> Response {
     let json = (!streamed).then(|| reply.json_body()).flatten();
     let mut resp = match &reply.body {
         Body::Script { .. } if let Some(json) = &json => json_response(StatusCode::OK, json),
+        Body::Forward { .. } => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            r#"{"error":{"message":"mock model server: a forwarded reply is relayed, not played","type":"mock_internal"}}"#,
+        ),
         Body::Status { code, body } => {
             let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let is_json = serde_json::from_str::<Value>(body).is_ok();

@@ -6,6 +6,7 @@
 pub mod guides;
 pub mod identity;
 pub mod rules;
+pub mod secret_read;
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 //! submitted the turn. Stop goes around the queue so it reaches the running turn at once.
 
 pub mod data;
+pub mod recovery;
 
 use crate::error::{CoreError, Result};
 use crate::review::RunningReview;
@@ -138,6 +139,8 @@ async fn actor_loop(
                 StopCause::User
             }
         };
+        // A conversation recovered from a killed turn first learns which writes are unresolved.
+        recovery::annotate(&services.store, &actor, &mut data).await;
         let outcome = run_turn(&services, &mut data, input, &events, cancel, stop_cause).await;
         if let Some(start) = outcome.review {
             let reviewing = shared.reviewing.clone();

@@ -242,8 +242,12 @@ pub fn interrupted(started: bool) -> ToolOutput {
     )
 }
 
-/// A one-line human summary of a result for tool activity lines.
+/// A one-line human summary of a result for tool activity lines, taken from the redacted result:
+/// the live `tool` event and the stored chat (whose result is redacted first) show the same line,
+/// and a secret is never cut in half before redaction could see it.
 pub fn summary_line(content: &str) -> String {
+    let redacted = crate::redaction::redact(content);
+    let content: &str = &redacted;
     let from_json = serde_json::from_str::<serde_json::Value>(content)
         .ok()
         .and_then(|v| {

@@ -135,7 +135,8 @@ async fn read_back(check: Option<&dyn ReadBackCheck>, ctx: &ToolContext) -> Read
     }
 }
 
-/// The identity of one ledgered call.
+/// The identity of one ledgered call: identical `moviepilot_api` writes of one user request share
+/// one; any other call is identified by its call id within the request.
 pub struct Identity {
     pub key: LedgerKey,
     /// Identical writes of one user request share the identity (`moviepilot_api`).
@@ -158,7 +159,10 @@ pub fn identity(
     } else if call_id.is_empty() {
         uuid::Uuid::new_v4().simple().to_string()
     } else {
-        call_id.chars().take(255).collect()
+        // The call id, scoped to the user request: local model servers number calls per response
+        // (`call_0`, or the host fills that in when the server sends no id), so a bare call id
+        // would refuse — or answer from an old record — a new write in a later request.
+        sha256_hex(&canonical(&json!([ctx.request_id, "call", call_id])))
     };
     Identity {
         key: LedgerKey {

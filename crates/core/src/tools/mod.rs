@@ -118,6 +118,10 @@ pub struct SessionState {
     pub results: read_tool_result::ResultStore,
     /// This user request's tool discovery (`LLM_MAX_TOOLS > 0`).
     pub discovery: search_tools::Discovery,
+    /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
+    pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,
+    /// Set by the host for the one confirmed secret read; consumed by that call.
+    pub secret_read_confirmed: bool,
 }
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.

@@ -267,6 +267,10 @@ impl TypedTool for MoviePilotApi {
                 );
             }
         };
+        let show_secrets = args.query.as_ref().is_some_and(|q| {
+            crate::moviepilot::secret_read::shows_secrets(&Value::Object(q.clone()))
+        });
+        let confirmed_secret_read = crate::moviepilot::secret_read::take_confirmed(&ctx.session);
         let call = CallContext {
             token,
             session_id: Some(ctx.session_id.clone()),
@@ -283,8 +287,11 @@ impl TypedTool for MoviePilotApi {
         match self.access.client.send(&prepared, &call).await {
             Ok(resp) => {
                 let mut result = resp.result_json();
-                // Secrets never reach the model unless the user confirmed a secret read.
-                mpa_gateway::redact_secrets(&mut result);
+                // Secrets never reach the model: only a read the user confirmed keeps them, and
+                // its result goes to the user alone (see `moviepilot::secret_read`).
+                if !(confirmed_secret_read && show_secrets) {
+                    mpa_gateway::redact_secrets(&mut result);
+                }
                 let rejected = result.get("success") == Some(&Value::Bool(false));
                 let outcome = if rejected {
                     Outcome::Failed

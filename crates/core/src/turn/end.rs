@@ -1,15 +1,103 @@
 //! Turn end: interruption notice (on stop or failure), plan snapshot on the last AI/tool message,
 //! secret redaction of this turn's messages, and the chat snapshot written to the main store.
+//!
+//! The same snapshot is also written during the turn, after every completed step
+//! ([`checkpoint`]), in its recovery form: calls without a received result are answered
+//! "result unknown" and a recovery notice closes it. A process killed mid-turn (kill -9, a crash,
+//! power loss) thus leaves the conversation up to its last completed step, and the next turn sees
+//! it; a turn that ends normally overwrites it with the real snapshot.
 
 use crate::plan::PLAN_METADATA_KEY;
 use crate::redaction::redact;
+use crate::review::ReviewCounters;
 use crate::services::Services;
-use crate::session::SessionData;
+use crate::session::{PersistedState, SessionData};
+use crate::tools::{SessionState, ToolOutput};
+use crate::transcript::Transcript;
 use crate::turn::StopCause;
-use mpa_protocol::{Content, ContentPart, Message, Role, TurnStatus};
-use mpa_store::Chat;
+use chrono::{DateTime, Utc};
+use mpa_protocol::{Content, ContentPart, Message, Outcome, Role, ToolCall, TurnStatus, UserId};
+use mpa_store::{Chat, Store};
+use std::sync::{Arc, Mutex};
 
 pub const INTERRUPTION_KEY: &str = "moviepilot_interruption";
+/// Marks the notice of a snapshot written mid-turn (the turn never reached its end); the next
+/// turn lists the session's open write receipts under it (see `session::recovery`).
+pub const RECOVERY_KEY: &str = "moviepilot_recovery";
+
+/// The notice closing a mid-turn snapshot. Only read when the process died before the turn ended.
+pub const RECOVERY_NOTICE: &str = "[The previous turn did not finish: the host stopped before the turn \
+ended (for example the process was killed or crashed). The conversation is kept up to the last completed \
+step. Tool calls without a received result are marked \"result unknown\": they may or may not have taken \
+effect. Before retrying any write, verify read-only whether it is already present (read the download, \
+subscription or setting, or call get_tool_execution with the invocation_id of its receipt); retry only \
+what is verifiably missing.]";
+
+/// The result a mid-turn snapshot gives a call that had not reported one yet.
+pub fn unanswered_result(call: &ToolCall) -> Message {
+    let out = ToolOutput::unknown(
+        "interrupted",
+        "result unknown: the host stopped before this call reported a result; its effects may or may \
+         not have happened — verify the current state read-only before retrying",
+    );
+    let mut m = Message::tool(
+        call.id.clone(),
+        call.name.clone(),
+        out.content,
+        Outcome::Unknown,
+    );
+    m.metadata = out.metadata;
+    m.metadata
+        .insert(RECOVERY_KEY.into(), serde_json::Value::Bool(true));
+    m
+}
+
+/// Whether a message belongs to the recovery form of a turn not yet continued (a running turn's
+/// snapshot, or one a killed process left): the web page hides these while the turn still runs.
+pub fn is_recovery_form(m: &Message) -> bool {
+    m.metadata.get(RECOVERY_KEY) == Some(&serde_json::Value::Bool(true))
+}
+
+fn notice(text: String, recovery: bool) -> Message {
+    let mut m = Message::assistant(text, vec![]);
+    m.metadata
+        .insert(INTERRUPTION_KEY.into(), serde_json::Value::Bool(true));
+    if recovery {
+        m.metadata
+            .insert(RECOVERY_KEY.into(), serde_json::Value::Bool(true));
+    }
+    m
+}
+
+fn current_plan(tools: &Mutex<SessionState>) -> Option<serde_json::Value> {
+    tools
+        .lock()
+        .ok()
+        .and_then(|s| s.plan.as_ref().map(|p| p.to_json()))
+}
+
+/// The plan snapshot goes on the last AI/tool message of the turn.
+fn attach_plan(tail: &mut [Message], plan: Option<serde_json::Value>) {
+    if let Some(plan) = plan
+        && let Some(last) = tail
+            .iter_mut()
+            .rev()
+            .find(|m| matches!(m.role, Role::Assistant | Role::Tool))
+    {
+        last.metadata.insert(PLAN_METADATA_KEY.into(), plan);
+    }
+}
+
+fn title_of(title: &str, messages: &[Message]) -> String {
+    if !title.is_empty() {
+        return title.to_string();
+    }
+    messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|first| make_title(&first.text()))
+        .unwrap_or_default()
+}
 
 pub async fn finish(
     services: &Services,
@@ -19,7 +107,7 @@ pub async fn finish(
     error: Option<&str>,
     cause: StopCause,
 ) {
-    let notice = match status {
+    let text = match status {
         TurnStatus::Stopped => Some(format!(
             "[The previous turn was stopped {}. Tool calls without a received result are marked \
              \"result unknown\": verify the current state read-only before retrying any write.]",
@@ -35,39 +123,15 @@ pub async fn finish(
         )),
         TurnStatus::Completed | TurnStatus::IterationLimit | TurnStatus::Partial => None,
     };
-    if let Some(text) = notice {
-        let mut m = Message::assistant(text, vec![]);
-        m.metadata
-            .insert(INTERRUPTION_KEY.into(), serde_json::Value::Bool(true));
-        data.transcript.push(m);
+    if let Some(text) = text {
+        data.transcript.push(notice(text, false));
     }
-    let plan = data
-        .tools
-        .lock()
-        .ok()
-        .and_then(|s| s.plan.as_ref().map(|p| p.to_json()));
-    if let Some(plan) = plan
-        && let Some(last) = data
-            .transcript
-            .tail_mut(turn_start)
-            .iter_mut()
-            .rev()
-            .find(|m| matches!(m.role, Role::Assistant | Role::Tool))
-    {
-        last.metadata.insert(PLAN_METADATA_KEY.into(), plan);
-    }
+    let plan = current_plan(&data.tools);
+    attach_plan(data.transcript.tail_mut(turn_start), plan);
     for m in data.transcript.tail_mut(turn_start) {
         redact_message(m);
     }
-    if data.title.is_empty()
-        && let Some(first) = data
-            .transcript
-            .messages()
-            .iter()
-            .find(|m| m.role == Role::User)
-    {
-        data.title = make_title(&first.text());
-    }
+    data.title = title_of(&data.title, data.transcript.messages());
     let messages = data.transcript.messages();
     let chat = Chat {
         session_id: data.session_id.clone(),
@@ -83,6 +147,110 @@ pub async fn finish(
     };
     if let Err(e) = services.store.save_chat(chat).await {
         tracing::error!(session = %data.session_id, error = %e, "chat snapshot not saved");
+    }
+}
+
+/// What a mid-turn snapshot needs besides the transcript, taken when the turn's model loop
+/// starts (the frozen system prompt is set by then).
+pub struct Checkpoint {
+    pub session_id: String,
+    pub owner: UserId,
+    pub channel: String,
+    pub title: String,
+    pub created_at: DateTime<Utc>,
+    /// The session state at loop start; the review counters are taken fresh at each write.
+    pub persisted: PersistedState,
+    pub tools: Arc<Mutex<SessionState>>,
+    pub turn_start: usize,
+}
+
+impl Checkpoint {
+    pub fn of(data: &SessionData, turn_start: usize) -> Self {
+        Self {
+            session_id: data.session_id.clone(),
+            owner: data.owner.clone(),
+            channel: data.channel.clone(),
+            title: data.title.clone(),
+            created_at: data.created_at,
+            persisted: data.persisted.clone(),
+            tools: Arc::clone(&data.tools),
+            turn_start,
+        }
+    }
+}
+
+/// Answers every call of `messages[from..]` that has no result yet with "result unknown", right
+/// after the results that did arrive.
+pub fn mark_unanswered(messages: &mut Vec<Message>, from: usize) {
+    let mut i = from.min(messages.len());
+    while i < messages.len() {
+        if messages[i].role != Role::Assistant || messages[i].tool_calls.is_empty() {
+            i += 1;
+            continue;
+        }
+        let mut end = i + 1;
+        while end < messages.len() && messages[end].role == Role::Tool {
+            end += 1;
+        }
+        let missing: Vec<Message> = messages[i]
+            .tool_calls
+            .iter()
+            .filter(|c| {
+                !messages[i + 1..end]
+                    .iter()
+                    .any(|m| m.tool_call_id.as_deref() == Some(c.id.as_str()))
+            })
+            .map(unanswered_result)
+            .collect();
+        let n = missing.len();
+        messages.splice(end..end, missing);
+        i = end + n;
+    }
+}
+
+/// The recovery form of the conversation so far: this turn's unanswered calls marked "result
+/// unknown", the recovery notice, the plan, secrets redacted.
+pub fn recovery_messages(
+    transcript: &Transcript,
+    turn_start: usize,
+    plan: Option<serde_json::Value>,
+) -> Vec<Message> {
+    let mut messages = transcript.messages().to_vec();
+    let start = turn_start.min(messages.len());
+    mark_unanswered(&mut messages, start);
+    messages.push(notice(RECOVERY_NOTICE.to_string(), true));
+    attach_plan(&mut messages[start..], plan);
+    for m in &mut messages[start..] {
+        redact_message(m);
+    }
+    messages
+}
+
+/// Writes the recovery snapshot of a running turn. A failure is logged; the turn goes on (the
+/// invocation ledger, not the snapshot, is the durable boundary of writes).
+pub async fn checkpoint(
+    store: &Store,
+    cp: &Checkpoint,
+    review: &ReviewCounters,
+    transcript: &Transcript,
+) {
+    let messages = recovery_messages(transcript, cp.turn_start, current_plan(&cp.tools));
+    let mut persisted = cp.persisted.clone();
+    persisted.review = review.clone();
+    let chat = Chat {
+        session_id: cp.session_id.clone(),
+        user_id: cp.owner.clone(),
+        channel: cp.channel.clone(),
+        title: title_of(&cp.title, &messages),
+        display_messages: display_messages(&messages),
+        message_count: messages.len() as i64,
+        agent_messages: messages,
+        session_state: persisted.to_json(),
+        created_at: cp.created_at,
+        updated_at: chrono::Utc::now(),
+    };
+    if let Err(e) = store.save_chat(chat).await {
+        tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
     }
 }
 
@@ -142,19 +310,26 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
                     if m.metadata.contains_key(INTERRUPTION_KEY) {
                         v["notice"] = serde_json::Value::Bool(true);
                     }
+                    if is_recovery_form(m) {
+                        v["recovery"] = serde_json::Value::Bool(true);
+                    }
                     out.push(v);
                 }
             }
             Role::Tool => {
                 let outcome = m.outcome.unwrap_or(mpa_protocol::Outcome::Unknown);
-                out.push(serde_json::json!({
+                let mut v = serde_json::json!({
                     "role": "tool",
                     "tool_id": m.tool_call_id,
                     "name": m.name,
                     "outcome": outcome.as_str(),
                     "status": if outcome.is_error() { "error" } else { "done" },
                     "message": crate::tools::invoke::summary_line(&m.text()),
-                }));
+                });
+                if is_recovery_form(m) {
+                    v["recovery"] = serde_json::Value::Bool(true);
+                }
+                out.push(v);
             }
             Role::System => {}
         }
@@ -165,6 +340,54 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "moviepilot_api".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn unanswered_calls_get_result_unknown_right_after_the_results_that_arrived() {
+        let mut t = Transcript::restored(vec![Message::user("earlier")]);
+        t.push(Message::user("add both"));
+        t.push(Message::assistant(
+            "",
+            vec![call("a"), call("b"), call("c")],
+        ));
+        t.push(Message::tool(
+            "b",
+            "moviepilot_api",
+            "{}",
+            Outcome::Succeeded,
+        ));
+        let m = recovery_messages(&t, 1, Some(serde_json::json!({"objective": "x"})));
+        let shape: Vec<(Role, Option<&str>, Option<Outcome>)> = m
+            .iter()
+            .map(|m| (m.role, m.tool_call_id.as_deref(), m.outcome))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (Role::User, None, None),
+                (Role::User, None, None),
+                (Role::Assistant, None, None),
+                (Role::Tool, Some("b"), Some(Outcome::Succeeded)),
+                (Role::Tool, Some("a"), Some(Outcome::Unknown)),
+                (Role::Tool, Some("c"), Some(Outcome::Unknown)),
+                (Role::Assistant, None, None),
+            ]
+        );
+        assert!(m[4].text().contains("result unknown"));
+        let last = m.last().unwrap();
+        assert_eq!(last.text(), RECOVERY_NOTICE);
+        assert_eq!(last.metadata[RECOVERY_KEY], true);
+        assert_eq!(last.metadata[PLAN_METADATA_KEY]["objective"], "x");
+        // The live transcript is untouched.
+        assert_eq!(t.len(), 4);
+    }
 
     #[test]
     fn titles_are_bounded() {

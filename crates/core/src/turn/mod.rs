@@ -70,13 +70,27 @@ pub struct TurnOutcome {
     pub review: Option<ReviewStart>,
 }
 
-/// A turn's step hooks: evidence capture after every step, the skill-review counter per tool
-/// response.
+/// A turn's step hooks: evidence capture and the recovery snapshot after every step, the
+/// skill-review counter per tool response.
 struct TurnHooks<'a> {
     capture: Option<capture::CaptureTarget<'a>>,
+    checkpoint: end::Checkpoint,
     review: &'a mut crate::review::ReviewCounters,
     usage: &'a mut model_call::UsageSnapshot,
     services: &'a Services,
+}
+
+impl TurnHooks<'_> {
+    /// The chat snapshot as of now, in its recovery form (overwritten when the turn ends).
+    async fn checkpoint(&self, transcript: &Transcript) {
+        end::checkpoint(
+            &self.services.store,
+            &self.checkpoint,
+            self.review,
+            transcript,
+        )
+        .await;
+    }
 }
 
 #[async_trait]
@@ -101,7 +115,10 @@ impl StepHooks for TurnHooks<'_> {
         }
     }
 
-    async fn on_compacted(&mut self, removed: &[mpa_protocol::Message]) {
+    async fn on_compacted(&mut self, transcript: &Transcript, removed: &[mpa_protocol::Message]) {
+        // This turn's first message moved with the compaction.
+        let last = transcript.compaction_count().saturating_sub(1);
+        self.checkpoint.turn_start = transcript.rebase(self.checkpoint.turn_start, last);
         // Compacted-out messages stay in the evidence store, marked, and searchable.
         if let Some(target) = &self.capture {
             capture::mark_compacted(target, removed).await;
@@ -113,6 +130,8 @@ impl StepHooks for TurnHooks<'_> {
         if let Some(target) = &self.capture {
             capture::flush(target, transcript).await;
         }
+        // So does the chat: a process killed now leaves the conversation up to this step.
+        self.checkpoint(transcript).await;
     }
 }
 
@@ -141,7 +160,26 @@ pub async fn run_turn(
 
     let mut memory_due = false;
     let mut system = None;
-    let end = match host_command::answer(services, &actor, &input.text).await {
+    let confirmation = crate::moviepilot::secret_read::answer(
+        services,
+        &actor,
+        &data.session_id,
+        &data.channel,
+        &mut data.persisted.pending_secret_read,
+        &data.tools,
+        &input.text,
+    )
+    .await;
+    let host_reply = match confirmation {
+        Some(a) => {
+            if let Some(content) = a.protected {
+                sink.emit(Event::Protected { content });
+            }
+            Some(a.reply)
+        }
+        None => host_command::answer(services, &actor, &input.text).await,
+    };
+    let end = match host_reply {
         Some(reply) => {
             sink.emit(Event::Delta {
                 content: reply.clone(),
@@ -205,21 +243,34 @@ pub async fn run_turn(
                 budget: services.budget_limits(),
                 acting_note,
             };
+            let checkpoint = end::Checkpoint::of(data, turn_start);
             let mut hooks = TurnHooks {
                 capture: capture::CaptureTarget::for_session(
                     services.caps.history.as_ref(),
                     data,
                     &services.cfg.model.model,
                 ),
+                checkpoint,
                 review: &mut data.persisted.review,
                 usage: &mut data.persisted.usage,
                 services,
             };
+            // The request is kept even if the process dies during the first model call.
+            hooks.checkpoint(&data.transcript).await;
             let end = steps::run(&setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
             system = Some(sys);
             end
         }
     };
+    // A question the host asked during the loop is kept with the session.
+    if let Some(p) = data
+        .tools
+        .lock()
+        .ok()
+        .and_then(|mut s| s.pending_secret_read.take())
+    {
+        data.persisted.pending_secret_read = Some(p);
+    }
     if let Some((code, message)) = &end.error {
         sink.emit(Event::Error {
             code: code.clone(),

@@ -9,6 +9,7 @@ use super::compact;
 use super::model_call::{self, ModelCallEnd};
 use super::request::{Tail, assemble};
 use super::tool_calls::{self, ToolStage};
+use crate::moviepilot::secret_read;
 use crate::tools::SessionState;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
@@ -29,7 +30,7 @@ pub trait StepHooks: Send {
     /// A model call was answered: its usage and the budget of its request.
     fn on_model_answer(&mut self, _usage: &Usage, _budget: &RequestBudget) {}
     /// A compaction was committed; these messages left the live context.
-    async fn on_compacted(&mut self, _removed: &[Message]) {}
+    async fn on_compacted(&mut self, _transcript: &Transcript, _removed: &[Message]) {}
     /// Messages before this index are in the evidence store and may be compacted away.
     fn evidence_watermark(&self, transcript: &Transcript) -> usize {
         transcript.len()
@@ -209,7 +210,7 @@ pub async fn run(
         drop(req);
         if let (ModelCallEnd::Answer(_), Some(c)) = (&answer, pending.take()) {
             let removed = transcript.compact(c.cut, c.prefix);
-            hooks.on_compacted(&removed).await;
+            hooks.on_compacted(transcript, &removed).await;
             compacted = true;
         }
         let completion = match answer {
@@ -278,6 +279,37 @@ pub async fn run(
             break;
         }
         hooks.on_tool_calls(&calls);
+        // (Settings are administrators' operations: anyone else is refused by the policy.)
+        if setup.tools.origin == crate::tools::policy::Origin::Turn
+            && setup.tools.actor.is_admin
+            && let Some(secret) = calls.iter().find(|c| secret_read::requests_secrets(c))
+        {
+            // Spec §11.4: none of this response's calls runs; the host asks the user.
+            let interactive = secret_read::interactive(setup.tools.channel);
+            for call in &calls {
+                let out = secret_read::paused(interactive);
+                let (m, full) = answered_without_running(call, out, sink);
+                transcript.push_with_full(m, full);
+            }
+            hooks.after_step(transcript).await;
+            if interactive {
+                secret_read::ask(
+                    setup.tools.state,
+                    secret,
+                    setup.tools.actor,
+                    setup.tools.channel,
+                );
+                sink.emit(Event::Delta {
+                    content: secret_read::QUESTION.to_string(),
+                });
+                transcript.push(Message::assistant(secret_read::QUESTION, vec![]));
+                hooks.after_step(transcript).await;
+                end.final_text = secret_read::QUESTION.to_string();
+                end.status = TurnStatus::Completed;
+                break;
+            }
+            continue;
+        }
         // Calls whose arguments were cut off are answered, never dispatched: `finish_reason:
         // "tool_calls"` alone proves nothing (llama.cpp reports it for cut-off calls too).
         let runnable: Vec<ToolCall> = calls
@@ -410,6 +442,15 @@ fn cut_off_result(call: &ToolCall, sink: &EventSink<'_>) -> (Message, Option<Str
         "arguments were cut off by the output limit; not executed. Send the call again with shorter \
          arguments, or split the work.",
     );
+    answered_without_running(call, out, sink)
+}
+
+/// A call answered by the host with `out`, never dispatched (its events still shown).
+fn answered_without_running(
+    call: &ToolCall,
+    out: crate::tools::ToolOutput,
+    sink: &EventSink<'_>,
+) -> (Message, Option<String>) {
     sink.emit(Event::ToolStarted {
         tool_id: call.id.clone(),
         name: call.name.clone(),

@@ -83,6 +83,10 @@ try {
   await page.click('#stop');
   await page.waitForSelector('#send:not([hidden])');
   expect(await page.isVisible('.tool.error'), 'stopped tool shows the error state');
+  expect((await page.textContent('.tool.outcome-unknown .outcome')).startsWith('unknown'),
+    'the stopped call says unknown, not succeeded');
+  expect((await page.textContent('.tool.outcome-unknown .icon')) === '?', 'an unknown call has its own mark');
+  expect((await page.textContent('.tool.outcome-succeeded .outcome')) === 'succeeded', 'the echo call says succeeded');
   expect(!(await page.isVisible('.tool.running')), 'no tool is left running');
 
   // Reload: the history comes back from the server.
@@ -98,6 +102,12 @@ try {
   // The Chinese UI.
   await page.click('.sidebar [data-action=lang]');
   expect((await page.textContent('#new-chat')) === '新对话', 'UI switches to Chinese');
+  await page.reload();
+  await page.waitForFunction(() => document.querySelectorAll('.msg.user').length === 2);
+  expect((await page.textContent('.tool.outcome-succeeded .outcome')) === '成功', 'tool lines say 成功 in Chinese');
+  expect((await page.textContent('.tool.outcome-unknown .outcome')).startsWith('结果未知'),
+    'an unknown call says 结果未知 in Chinese');
+  await page.screenshot({ path: shot.replace(/\.png$/, '-outcomes-zh.png'), fullPage: false });
 
   expect(consoleErrors.length === 0, 'no console errors: ' + consoleErrors.join(' | '));
   result.ok = true;

@@ -34,6 +34,16 @@ impl Env {
 
     /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
+        Env::start_caps(configure, false).await
+    }
+
+    /// A host with the evidence history (under the data dir, see [`Env::evidence`]) and the
+    /// admin-only `execute_command` tool, as `mpagent serve` runs.
+    pub async fn start_full() -> Env {
+        Env::start_caps(|_| {}, true).await
+    }
+
+    async fn start_caps(configure: impl FnOnce(&mut ServerConfig), full: bool) -> Env {
         let mock = MockModelServer::start().await;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
@@ -44,7 +54,16 @@ impl Env {
             max_retries: 0,
             ..Default::default()
         };
-        let caps = Capabilities::default();
+        let mut caps = Capabilities::default();
+        if full {
+            caps.exec = Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
+                dir.path().to_path_buf(),
+                dir.path().join("exec-output"),
+            )));
+            caps.history = Some(mpa_history::HistoryHub::new(
+                mpa_history::HistoryConfig::new(dir.path()),
+            ));
+        }
         let registry = default_registry(
             &RegistryOptions {
                 diagnostic_tools: true,
@@ -85,6 +104,67 @@ impl Env {
         if let Some(t) = self.task.take() {
             tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
         }
+    }
+
+    /// Every evidence row of every user (user key, session, role, content), in order; empty
+    /// without the history ([`Env::start_full`]).
+    pub fn evidence(&self) -> Vec<(String, String, String, String)> {
+        let root = self.dir.path().join("agent/runtime/history/users");
+        let mut out = Vec::new();
+        let Ok(users) = std::fs::read_dir(&root) else {
+            return out;
+        };
+        let mut users: Vec<_> = users.map(|e| e.unwrap().path()).collect();
+        users.sort();
+        for dir in users {
+            let db = dir.join("state.db");
+            if !db.exists() {
+                continue;
+            }
+            let key = dir.file_name().unwrap().to_string_lossy().into_owned();
+            let c = rusqlite::Connection::open(&db).unwrap();
+            let mut q = c
+                .prepare("SELECT session_id, role, content FROM messages ORDER BY id")
+                .unwrap();
+            let rows = q
+                .query_map([], |r| Ok((key.clone(), r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap();
+            out.extend(rows.map(Result::unwrap));
+        }
+        out
+    }
+
+    /// Waits until the evidence holds at least `n` rows and has stopped changing.
+    pub async fn evidence_settled(&self, n: usize) -> Vec<(String, String, String, String)> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut last = self.evidence();
+        loop {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let now = self.evidence();
+            if now.len() >= n && now == last {
+                return now;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "evidence never settled: {now:?}"
+            );
+            last = now;
+        }
+    }
+
+    /// Every chat row of the main store (session id, owner, transcript, display), by id.
+    pub fn chat_rows(&self) -> Vec<(String, String, String, String)> {
+        let db = rusqlite::Connection::open(self.dir.path().join("agent.db")).unwrap();
+        let mut q = db
+            .prepare(
+                "SELECT session_id, user_id, agent_messages, display_messages FROM chats \
+                 ORDER BY session_id",
+            )
+            .unwrap();
+        q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,624 @@
+//! The durable invocation ledger end to end (issue 14): real SQLite, the fake MoviePilot over real
+//! HTTP, turns driven by the mock model server. Duplicate writes collapse to one request, a lost
+//! receipt stays `unknown` and is answered from the record, a setting is verified by reading it
+//! back, a changed call under the same id is refused, a ledger that cannot record refuses the
+//! write, foreign receipts are indistinguishable from missing ones, and a turn's chat snapshot is
+//! written after every step in its recovery form.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
+use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
+use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
+use mpa_protocol::{Actor, EffectClass, Event, Message, Outcome, Role, TurnStatus};
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SECRET: &str = "test-secret";
+const MAGNET: &str = "magnet:?xt=urn:btih:0123456789abcdef0123456789abcdef01234567&dn=Three.Body";
+
+struct Env {
+    dir: tempfile::TempDir,
+    host: Host,
+    fake: FakeHandle,
+    mock: MockModelServer,
+    admin: Actor,
+    alice: Actor,
+    bob: Actor,
+}
+
+fn world() -> WorldState {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/worlds/demo.json");
+    StateFile::load(std::path::Path::new(demo)).unwrap().state
+}
+
+async fn env() -> Env {
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+        .await
+        .unwrap();
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
+        "admin" => Some(MoviePilotUser {
+            id: "1".into(),
+            name: "admin".into(),
+        }),
+        "alice" => Some(MoviePilotUser {
+            id: "2".into(),
+            name: "alice".into(),
+        }),
+        _ => None,
+    });
+    let mut cfg = HostConfig::new(
+        dir.path().join("data"),
+        AgentConfig::new(mpa_model::ModelConfig {
+            base_url: mock.base_url.clone(),
+            model: "gpt-4o".into(),
+            ..Default::default()
+        }),
+    );
+    cfg.moviepilot = Some(MoviePilotHostConfig {
+        config: MoviePilotConfig {
+            url: fake.url(),
+            secret_key: Some(SECRET.into()),
+            auth: AuthMode::Local,
+        },
+        identity: Some(Arc::new(resolver)),
+    });
+    let host = Host::open(cfg).await.unwrap();
+    let admin = host.local_actor("admin", true).await.unwrap();
+    let alice = host.local_actor("alice", false).await.unwrap();
+    let bob = host.local_actor("bob", false).await.unwrap();
+    Env {
+        dir,
+        host,
+        fake,
+        mock,
+        admin,
+        alice,
+        bob,
+    }
+}
+
+fn download_add() -> Value {
+    json!({"operation_id": "download.add", "body": {
+        "torrent_in": {"title": "Three Body S01", "enclosure": MAGNET},
+        "media_source": "themoviedb", "media_id": "204541"}})
+}
+
+fn fault(v: Value) -> Fault {
+    serde_json::from_value(v).unwrap()
+}
+
+impl Env {
+    /// Runs one user turn to its end.
+    async fn turn(&self, actor: &Actor, session: &str, text: &str) -> (TurnStatus, Vec<Event>) {
+        let mut rx = self
+            .host
+            .agent()
+            .submit(actor, session, "web", text.into(), vec![])
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(ev) = rx.recv().await {
+                if let Event::TurnEnded { status, .. } = ev {
+                    return status;
+                }
+                seen.push(ev);
+            }
+            panic!("no TurnEnded")
+        })
+        .await
+        .expect("the turn did not end");
+        (ended, seen)
+    }
+
+    /// The tool messages of the saved chat, by call id.
+    async fn tool_message(&self, actor: &Actor, session: &str, call_id: &str) -> Message {
+        let chat = self.host.agent().chat_for(actor, session).await.unwrap();
+        chat.agent_messages
+            .into_iter()
+            .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call_id))
+            .unwrap_or_else(|| panic!("no result for {call_id}"))
+    }
+
+    async fn tool(&self, actor: &Actor, session: &str, name: &str, args: Value) -> (Value, String) {
+        let (out, _) = self
+            .host
+            .agent()
+            .run_tool(actor, session, name, args)
+            .await
+            .unwrap();
+        (serde_json::from_str(&out.content).unwrap(), out.content)
+    }
+
+    /// Requests the fake saw for one operation.
+    fn sent(&self, operation: &str) -> usize {
+        self.fake
+            .ledger()
+            .iter()
+            .filter(|a| a.operation_id.as_deref() == Some(operation))
+            .count()
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.dir.path().join("data/agent.db")).unwrap()
+    }
+}
+
+fn content(m: &Message) -> Value {
+    serde_json::from_str(&m.text()).unwrap()
+}
+
+fn invocation_id(m: &Message) -> String {
+    m.metadata["moviepilot_invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_identical_download_adds_in_one_response_send_one_post_and_share_the_invocation_id() {
+    let e = env().await;
+    e.mock.push(MockReply::tool_calls(&[
+        ("call_a", "moviepilot_api", download_add()),
+        ("call_b", "moviepilot_api", download_add()),
+    ]));
+    e.mock.push(MockReply::text("submitted"));
+    let (status, _) = e.turn(&e.alice, "dup", "download Three Body S01").await;
+    assert_eq!(status, TurnStatus::Completed);
+    assert_eq!(e.sent("download.add"), 1, "the fake saw exactly one POST");
+    let a = e.tool_message(&e.alice, "dup", "call_a").await;
+    let b = e.tool_message(&e.alice, "dup", "call_b").await;
+    assert_eq!(invocation_id(&a), invocation_id(&b), "one identity");
+    let (ran, answered) = if content(&a).get("replayed").is_some() {
+        (content(&b), content(&a))
+    } else {
+        (content(&a), content(&b))
+    };
+    assert_eq!(ran["_tool_execution"]["invocation_id"], invocation_id(&a));
+    assert_eq!(ran["_tool_execution"]["outcome"], "succeeded", "{ran}");
+    assert_eq!(answered["replayed"], true, "{answered}");
+    assert_eq!(answered["invocation_id"], invocation_id(&a));
+    let msg = answered["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("existing execution record:") && msg.contains("not re-executed"),
+        "{msg}"
+    );
+
+    // A new explicit request runs the write again (the fake answers it as a duplicate, as
+    // MoviePilot would), under a new identity.
+    e.mock.push(MockReply::tool_calls(&[(
+        "call_c",
+        "moviepilot_api",
+        download_add(),
+    )]));
+    e.mock.push(MockReply::text("asked again"));
+    e.turn(&e.alice, "dup", "download it again").await;
+    assert_eq!(e.sent("download.add"), 2, "a later request executes again");
+    let last = e.fake.ledger().into_iter().last().unwrap();
+    assert!(last.duplicate_attempt, "the fake deduplicated it");
+    let c = e.tool_message(&e.alice, "dup", "call_c").await;
+    assert_ne!(invocation_id(&c), invocation_id(&a));
+    assert!(content(&c).get("replayed").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_receipt_is_unknown_and_the_retry_in_the_same_request_is_answered_from_the_record() {
+    let e = env().await;
+    e.fake.add_fault(fault(
+        json!({"operation": "download.add", "action": {"kind": "drop"}}),
+    ));
+    e.mock.push(MockReply::tool_calls(&[(
+        "call_1",
+        "moviepilot_api",
+        download_add(),
+    )]));
+    e.mock.push(MockReply::tool_calls(&[(
+        "call_2",
+        "moviepilot_api",
+        download_add(),
+    )]));
+    e.mock.push(MockReply::text(
+        "the download may or may not have been added",
+    ));
+    e.turn(&e.alice, "lost", "download Three Body S01").await;
+    assert_eq!(e.sent("download.add"), 1, "the retry was not sent");
+    let first = e.tool_message(&e.alice, "lost", "call_1").await;
+    assert_eq!(first.outcome, Some(Outcome::Unknown));
+    assert_eq!(content(&first)["_tool_execution"]["outcome"], "unknown");
+    let retry = e.tool_message(&e.alice, "lost", "call_2").await;
+    assert_eq!(retry.outcome, Some(Outcome::Unknown));
+    let r = content(&retry);
+    assert_eq!(r["execution_outcome"], "unknown");
+    assert_eq!(r["replayed"], true);
+    assert_eq!(r["invocation_id"], invocation_id(&first));
+
+    let (found, _) = e
+        .tool(
+            &e.alice,
+            "lost",
+            "get_tool_execution",
+            json!({"invocation_id": invocation_id(&first)}),
+        )
+        .await;
+    assert_eq!(found["success"], true);
+    assert_eq!(found["execution_status"], "unknown");
+    assert_eq!(found["tool_name"], "moviepilot_api");
+
+    // Unresolved, it is never executed again — not even by a later request in the session.
+    e.mock.push(MockReply::tool_calls(&[(
+        "call_3",
+        "moviepilot_api",
+        download_add(),
+    )]));
+    e.mock.push(MockReply::text("checked"));
+    e.turn(&e.alice, "lost", "try again").await;
+    assert_eq!(e.sent("download.add"), 1);
+    assert_eq!(
+        content(&e.tool_message(&e.alice, "lost", "call_3").await)["replayed"],
+        true
+    );
+}
+
+fn setting_update(body: Value) -> Value {
+    json!({"operation_id": "config.system.update", "body": body})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_succeeded() {
+    let e = env().await;
+    // The write lands, its reply is lost: the read-back sees the value → succeeded, reconciled.
+    e.fake
+        .add_fault(fault(json!({"operation": "config.system.update",
+        "action": {"kind": "drop"}, "nth": 1})));
+    let (v, _) = e
+        .tool(
+            &e.admin,
+            "cfg",
+            "moviepilot_api",
+            setting_update(json!({"setting_key": "SUBSCRIBE_SEARCH", "value": false})),
+        )
+        .await;
+    assert_eq!(v["execution_outcome"], "succeeded", "{v}");
+    assert_eq!(v["reconciled"], true);
+    assert_eq!(e.sent("config.system.get"), 1, "verified by one read");
+    let (rec, _) = e
+        .tool(
+            &e.admin,
+            "cfg",
+            "get_tool_execution",
+            json!({"invocation_id": v["invocation_id"]}),
+        )
+        .await;
+    assert_eq!(rec["execution_status"], "succeeded");
+    assert_eq!(e.fake.snapshot().settings["SUBSCRIBE_SEARCH"], json!(false));
+
+    // The connection drops before MoviePilot applied it: the read shows the old value → unknown.
+    e.fake
+        .add_fault(fault(json!({"operation": "config.system.update",
+        "action": {"kind": "drop", "after_effect": false}, "nth": 1})));
+    let (v, _) = e
+        .tool(
+            &e.admin,
+            "cfg",
+            "moviepilot_api",
+            setting_update(json!({"setting_key": "SUBSCRIBE_SEARCH", "value": true})),
+        )
+        .await;
+    assert_eq!(v["execution_outcome"], "unknown", "{v}");
+    assert!(v.get("reconciled").is_none());
+    assert_eq!(v["_tool_execution"]["outcome"], "unknown");
+    assert_eq!(e.sent("config.system.get"), 2, "read, not confirmed");
+    assert_eq!(e.fake.snapshot().settings["SUBSCRIBE_SEARCH"], json!(false));
+
+    // A sensitive key, a merge and a list upsert are never verified by a read: unknown.
+    let gets = e.sent("config.system.get");
+    for body in [
+        json!({"setting_key": "TMDB_API_KEY", "value": "new-key-value"}),
+        json!({"setting_key": "AgentNotes", "operation": "merge_dict", "value": {"a": 1}}),
+        json!({"setting_key": "MediaServers", "operation": "upsert_list_item",
+               "value": {"name": "Jellyfin", "type": "jellyfin", "enabled": false}}),
+    ] {
+        e.fake
+            .add_fault(fault(json!({"operation": "config.system.update",
+            "action": {"kind": "drop"}, "nth": 1})));
+        let (v, _) = e
+            .tool(
+                &e.admin,
+                "cfg",
+                "moviepilot_api",
+                setting_update(body.clone()),
+            )
+            .await;
+        assert_eq!(v["execution_outcome"], "unknown", "{body}: {v}");
+        assert!(v.get("reconciled").is_none(), "{body}: {v}");
+        let (rec, _) = e
+            .tool(
+                &e.admin,
+                "cfg",
+                "get_tool_execution",
+                json!({"invocation_id": v["_tool_execution"]["invocation_id"]}),
+            )
+            .await;
+        assert_eq!(rec["execution_status"], "unknown", "{body}");
+    }
+    assert_eq!(e.sent("config.system.get"), gets, "no read-back for these");
+}
+
+/// A write tool identified by its call id (like an external MCP tool): records every run.
+struct Notes(Arc<std::sync::Mutex<Vec<String>>>);
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoteArgs {
+    text: String,
+}
+
+#[async_trait::async_trait]
+impl TypedTool for Notes {
+    type Args = NoteArgs;
+    const NAME: &'static str = "note_write";
+    fn description(&self) -> String {
+        "Writes a note to an external notebook.".into()
+    }
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::new(EffectClass::ExternalSideEffect)
+    }
+    async fn run(&self, _ctx: ToolContext, args: NoteArgs) -> ToolOutput {
+        self.0.lock().unwrap().push(args.text);
+        ToolOutput::json(&json!({"success": true}), Outcome::Succeeded)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_call_id_with_changed_arguments_is_failed_and_not_executed() {
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = mpa_store::Store::open_in(dir.path()).unwrap();
+    let user = store.ensure_local_user("kim").await.unwrap();
+    let kim = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: false,
+    };
+    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tools = mpa_core::default_registry(
+        &mpa_core::RegistryOptions::default(),
+        &mpa_core::Capabilities::default(),
+    );
+    tools.register(mpa_core::tools::typed(Notes(Arc::clone(&notes))));
+    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        ..Default::default()
+    });
+    // One call at a time, so which of two clashing calls comes first is fixed.
+    cfg.max_parallel_tools = 1;
+    let agent = mpa_core::Agent::new(cfg, store, tools, mpa_core::Capabilities::default()).unwrap();
+    let turn = |text: &'static str| {
+        let (agent, kim) = (agent.clone(), kim.clone());
+        async move {
+            let mut rx = agent
+                .submit(&kim, "notes", "cli", text.into(), vec![])
+                .await
+                .unwrap();
+            while let Some(ev) = rx.recv().await {
+                if matches!(ev, Event::TurnEnded { .. }) {
+                    break;
+                }
+            }
+            let chat = agent.chat_for(&kim, "notes").await.unwrap();
+            chat.agent_messages
+                .into_iter()
+                .filter(|m| m.role == Role::Tool)
+                .map(|m| content(&m))
+                .collect::<Vec<Value>>()
+        }
+    };
+    mock.push(MockReply::tool_calls(&[
+        ("call_w", "note_write", json!({"text": "first"})),
+        ("call_w", "note_write", json!({"text": "changed"})),
+        ("call_same", "note_write", json!({"text": "twice"})),
+        ("call_same", "note_write", json!({"text": "twice"})),
+    ]));
+    mock.push(MockReply::text("noted"));
+    let results = turn("write the notes").await;
+    assert_eq!(results.len(), 4, "{results:#?}");
+    assert_eq!(results[0]["_tool_execution"]["outcome"], "succeeded");
+    assert_eq!(results[1]["execution_outcome"], "failed");
+    assert_eq!(results[1]["error"], "invocation_conflict");
+    assert_eq!(
+        results[1]["message"],
+        "same call id with changed tool or arguments; not executed"
+    );
+    // The same call twice: run once, the other answered from the record.
+    let replayed = results[2..]
+        .iter()
+        .filter(|r| r["replayed"] == true)
+        .count();
+    assert_eq!(replayed, 1, "{results:#?}");
+    assert_eq!(*notes.lock().unwrap(), ["first", "twice"]);
+
+    // Local model servers number calls per response: the same id in a later request is a new
+    // call, and runs.
+    mock.push(MockReply::tool_calls(&[(
+        "call_w",
+        "note_write",
+        json!({"text": "next request"}),
+    )]));
+    mock.push(MockReply::text("noted too"));
+    let results = turn("one more").await;
+    assert_eq!(results[4]["_tool_execution"]["outcome"], "succeeded");
+    assert_eq!(*notes.lock().unwrap(), ["first", "twice", "next request"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ledger_that_cannot_record_the_write_refuses_to_run_it() {
+    let e = env().await;
+    // Another process holds the database's write lock past the busy timeout.
+    let db = e.db();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let (v, _) = e
+        .tool(&e.alice, "nodb", "moviepilot_api", download_add())
+        .await;
+    assert_eq!(v["execution_outcome"], "failed", "{v}");
+    assert_eq!(v["error"], "ledger_unavailable");
+    assert_eq!(
+        v["message"],
+        "cannot durably record this write; tool not executed"
+    );
+    assert_eq!(e.sent("download.add"), 0, "nothing was sent");
+    db.execute_batch("ROLLBACK").unwrap();
+    let (v, _) = e
+        .tool(&e.alice, "nodb", "moviepilot_api", download_add())
+        .await;
+    assert_eq!(v["_tool_execution"]["outcome"], "succeeded", "{v}");
+    assert_eq!(e.sent("download.add"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_users_or_sessions_invocation_id_is_byte_identical_to_a_missing_one() {
+    let e = env().await;
+    let (v, _) = e
+        .tool(&e.alice, "mine", "moviepilot_api", download_add())
+        .await;
+    let id = v["_tool_execution"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (own, _) = e
+        .tool(
+            &e.alice,
+            "mine",
+            "get_tool_execution",
+            json!({"invocation_id": id}),
+        )
+        .await;
+    assert_eq!(own["execution_status"], "succeeded");
+    let lookup = |actor: &Actor, session: &str, id: &str| {
+        let (actor, session, id) = (actor.clone(), session.to_string(), id.to_string());
+        let agent = e.host.agent().clone();
+        async move {
+            let (out, outcome) = agent
+                .run_tool(
+                    &actor,
+                    &session,
+                    "get_tool_execution",
+                    json!({"invocation_id": id}),
+                )
+                .await
+                .unwrap();
+            (out.content, outcome)
+        }
+    };
+    let missing = lookup(&e.alice, "mine", "0123456789abcdef").await;
+    let other_user = lookup(&e.bob, "mine", &id).await;
+    let other_session = lookup(&e.alice, "elsewhere", &id).await;
+    let admin = lookup(&e.admin, "mine", &id).await;
+    assert_eq!(
+        missing.0,
+        r#"{"success":false,"error":"execution_not_found"}"#
+    );
+    for other in [&other_user, &other_session, &admin] {
+        assert_eq!(other, &missing, "indistinguishable from a missing id");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_turn_keeps_a_recovery_snapshot_with_the_call_marked_result_unknown() {
+    let e = env().await;
+    // The fake holds the write: the turn is mid-call until the fake lets go.
+    e.fake.add_fault(fault(json!({"operation": "download.add",
+        "action": {"kind": "stall", "ms": 3000}})));
+    e.mock.push(MockReply::tool_calls(&[(
+        "call_plan",
+        "update_plan",
+        json!({"objective": "Download Three Body S01", "steps": [
+            {"step": "Add the download", "status": "in_progress"},
+            {"step": "Check the queue", "status": "pending"}]}),
+    )]));
+    e.mock.push(MockReply::text_and_tool_calls(
+        "Adding it now.",
+        &[("call_dl", "moviepilot_api", download_add())],
+    ));
+    e.mock.push(MockReply::text("added"));
+    let mut rx = e
+        .host
+        .agent()
+        .submit(
+            &e.alice,
+            "midturn",
+            "web",
+            "download Three Body S01".into(),
+            vec![],
+        )
+        .await
+        .unwrap();
+    while let Some(ev) = rx.recv().await {
+        if matches!(&ev, Event::ToolStarted { tool_id, .. } if tool_id == "call_dl") {
+            break;
+        }
+    }
+    // The write is in flight: the saved chat already holds every message up to the call.
+    let chat = e.host.agent().chat_for(&e.alice, "midturn").await.unwrap();
+    let m = &chat.agent_messages;
+    let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant
+        ],
+        "{m:#?}"
+    );
+    assert_eq!(m[0].text(), "download Three Body S01");
+    assert_eq!(
+        m[2].outcome,
+        Some(Outcome::Succeeded),
+        "the plan result arrived"
+    );
+    assert_eq!(m[3].text(), "Adding it now.");
+    assert_eq!(m[4].tool_call_id.as_deref(), Some("call_dl"));
+    assert_eq!(m[4].outcome, Some(Outcome::Unknown));
+    assert!(m[4].text().contains("result unknown"), "{}", m[4].text());
+    assert!(m[5].metadata.contains_key("moviepilot_recovery"));
+    assert!(m[5].text().contains("get_tool_execution"));
+    let plan = m[5]
+        .metadata
+        .get("moviepilot_task_plan")
+        .expect("plan attached");
+    assert_eq!(plan["objective"], "Download Three Body S01");
+    let shown = chat.display_messages.as_array().unwrap();
+    // The page shows the unknown line only if the turn is not running any more.
+    assert!(
+        shown
+            .iter()
+            .any(|d| d["role"] == "tool" && d["outcome"] == "unknown" && d["recovery"] == true),
+        "{shown:#?}"
+    );
+    assert_eq!(shown.last().unwrap()["recovery"], true);
+    // The turn then ends normally and the real snapshot replaces the recovery form.
+    while let Some(ev) = rx.recv().await {
+        if matches!(ev, Event::TurnEnded { .. }) {
+            break;
+        }
+    }
+    let dl = e.tool_message(&e.alice, "midturn", "call_dl").await;
+    assert_eq!(dl.outcome, Some(Outcome::Succeeded));
+    let chat = e.host.agent().chat_for(&e.alice, "midturn").await.unwrap();
+    assert!(
+        !chat
+            .agent_messages
+            .iter()
+            .any(|m| m.metadata.contains_key("moviepilot_recovery"))
+    );
+    assert_eq!(chat.agent_messages.last().unwrap().text(), "added");
+}

@@ -1,0 +1,118 @@
+// The web page's tool lines without a browser: app.js is loaded into a Node `vm` context with a
+// minimal DOM stand-in, and `toolLine` renders every outcome in English and Chinese. Checks the
+// outcome word, the class the stylesheet keys on, and that an unknown write never looks like a
+// success. Prints one JSON line with what it observed; exits 1 on the first failed expectation.
+//
+// Env: MPA_WEB_DIR (the directory holding app.js and app.css).
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import vm from 'node:vm';
+
+const dir = process.env.MPA_WEB_DIR;
+const js = readFileSync(path.join(dir, 'app.js'), 'utf8');
+const css = readFileSync(path.join(dir, 'app.css'), 'utf8');
+const result = { ok: false, steps: [], lines: {} };
+
+function expect(cond, what) {
+  if (!cond) throw new Error('expectation failed: ' + what);
+  result.steps.push(what);
+}
+
+class El {
+  constructor(tag) {
+    this.tagName = tag; this.children = []; this.dataset = {}; this.className = ''; this.title = ''; this._text = '';
+    this.classList = { add() {}, remove() {} };
+  }
+  set textContent(v) { this._text = String(v); this.children = []; }
+  get textContent() { return this._text + this.children.map((c) => c.textContent).join(''); }
+  append(...cs) { this.children.push(...cs); }
+  remove() {}
+}
+
+const storage = new Map();
+const byId = new Map();
+const context = vm.createContext({
+  console,
+  localStorage: { getItem: (k) => storage.get(k) ?? null, setItem: (k, v) => storage.set(k, v) },
+  navigator: { language: 'en-US' },
+  location: { hash: '', pathname: '/' },
+  history: { replaceState() {} },
+  document: {
+    addEventListener() {},
+    createElement: (tag) => new El(tag),
+    getElementById: (id) => byId.get(id) || byId.set(id, new El('div')).get(id),
+    querySelectorAll: () => [],
+    documentElement: {},
+  },
+});
+
+try {
+  vm.runInContext(js, context, { filename: 'app.js' });
+  // The page's own lexical scope: `state` and `toolLine` as app.js declared them.
+  vm.runInContext('emptyNode = document.createElement("div");', context);
+  const render = (lang, status, outcome) => {
+    context.__args = { lang, status, outcome };
+    return vm.runInContext(`(() => {
+      state.lang = __args.lang;
+      const el = document.createElement('div');
+      toolLine(el, __args.status, 'moviepilot_api', 'download.add', __args.outcome);
+      const [icon, name, word, text] = el.children;
+      return { className: el.className, outcome: el.dataset.outcome, icon: icon.textContent,
+        name: name.textContent, word: word.textContent, text: text.textContent, title: el.title };
+    })()`, context);
+  };
+  const words = {
+    en: { succeeded: 'succeeded', failed: 'failed', pending: 'pending', unknown: 'unknown' },
+    zh: { succeeded: '成功', failed: '失败', pending: '已提交', unknown: '结果未知' },
+  };
+  const status = { succeeded: 'done', failed: 'error', pending: 'done', unknown: 'error' };
+  for (const lang of ['en', 'zh']) {
+    for (const outcome of ['succeeded', 'failed', 'pending', 'unknown']) {
+      const line = render(lang, status[outcome], outcome);
+      result.lines[`${lang}/${outcome}`] = line;
+      expect(line.word.startsWith(words[lang][outcome]), `${lang} ${outcome} line says ${words[lang][outcome]}`);
+      expect(line.className.split(' ').includes('outcome-' + outcome), `${lang} ${outcome} line has class outcome-${outcome}`);
+      expect(line.outcome === outcome, `${lang} ${outcome} line carries data-outcome`);
+      expect(line.name === 'moviepilot_api' && line.text === 'download.add', `${lang} ${outcome} line keeps name and message`);
+    }
+    const ok = result.lines[`${lang}/succeeded`];
+    const unknown = result.lines[`${lang}/unknown`];
+    expect(unknown.icon !== ok.icon && unknown.icon === '?', `${lang}: an unknown write has its own mark, not the check mark`);
+    expect(!unknown.word.includes(ok.word), `${lang}: the unknown word does not contain the success word`);
+    expect(result.lines[`${lang}/pending`].icon !== ok.icon, `${lang}: pending does not show the check mark`);
+  }
+  expect(render('en', 'running', undefined).word === 'running', 'a running line says running');
+  expect(render('zh', 'running', undefined).word === '进行中', 'a running line says 进行中 in Chinese');
+  // History: while the turn still runs, the recovery form of its snapshot is not shown.
+  const history = [
+    { role: 'user', content: 'download it' },
+    { role: 'tool', name: 'moviepilot_api', status: 'done', outcome: 'succeeded', message: 'plan saved' },
+    { role: 'tool', name: 'moviepilot_api', status: 'error', outcome: 'unknown', message: 'result unknown', recovery: true },
+    { role: 'assistant', content: '[The previous turn did not finish…]', notice: true, recovery: true },
+  ];
+  const shown = (processing) => {
+    context.__history = { history, processing };
+    return vm.runInContext(`(() => {
+      renderHistory(__history.history, __history.processing);
+      return $('messages').children.filter((c) => c !== emptyNode).map((c) => c.className);
+    })()`, context);
+  };
+  const running = shown(true);
+  const after = shown(false);
+  result.history = { running, after };
+  expect(running.length === 2 && !running.some((c) => c.includes('outcome-unknown')),
+    'a running turn hides its recovery form');
+  expect(after.length === 4 && after.some((c) => c.includes('outcome-unknown')),
+    'a turn that died shows its result unknown line and notice');
+  // The stylesheet gives unknown its own colour and border, different from success.
+  const rule = (sel) => (css.match(new RegExp(sel.replace(/[.]/g, '\\.') + '\\s*\\{([^}]*)\\}')) || [])[1] || '';
+  const unknownIcon = rule('.tool.outcome-unknown .icon');
+  const okIcon = rule('.tool.outcome-succeeded .icon');
+  expect(unknownIcon.includes('var(--run)') && okIcon.includes('var(--ok)'), 'unknown and succeeded icons have different colours');
+  expect(rule('.tool.outcome-unknown').includes('dashed'), 'an unknown line has a dashed border');
+  result.ok = true;
+} catch (e) {
+  result.error = String(e && e.stack || e);
+}
+console.log(JSON.stringify(result));
+process.exit(result.ok ? 0 : 1);

@@ -1,0 +1,53 @@
+//! The web page's tool lines show the outcome word in the page's language, and an unknown write
+//! looks different from a success: `tests/browser/tool_lines.mjs` renders them from the real
+//! `app.js` in Node with a minimal DOM (no browser needed). The Chromium test in
+//! `crates/cli/tests/serve_e2e.rs` checks the same lines on the live page.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn tool_lines_show_the_outcome_word_in_english_and_chinese_and_unknown_is_not_a_success() {
+    let node_runs = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mpa_test_support::external_program("node", node_runs) {
+        return;
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("node")
+        .arg(manifest.join("tests/browser/tool_lines.mjs"))
+        .env("MPA_WEB_DIR", manifest.join("web"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert!(out.status.success());
+    let line = |k: &str| report["lines"][k].clone();
+    assert_eq!(line("en/unknown")["icon"], "?");
+    assert_eq!(line("en/succeeded")["icon"], "✓");
+    assert!(
+        line("zh/unknown")["word"]
+            .as_str()
+            .unwrap()
+            .starts_with("结果未知")
+    );
+    assert_eq!(line("zh/succeeded")["word"], "成功");
+    assert_eq!(
+        line("en/unknown")["className"],
+        "tool error outcome-unknown"
+    );
+}

@@ -1,0 +1,57 @@
+//! The floors hold (DESIGN.md §1): `cargo metadata` of the whole workspace shows no dependency
+//! edge outside a crate's floor. A deliberate bad edge makes this fail (see the second test).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_test_support::floors::violations;
+use serde_json::json;
+
+fn workspace_metadata() -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn no_crate_depends_on_a_workspace_crate_outside_its_floor() {
+    let meta = workspace_metadata();
+    assert!(meta["packages"].as_array().unwrap().len() >= 10);
+    assert_eq!(violations(&meta), Vec::<String>::new());
+}
+
+#[test]
+fn a_bad_edge_is_reported() {
+    let pkg = |name: &str, deps: serde_json::Value| json!({"name": name, "dependencies": deps});
+    let meta = json!({"packages": [
+        pkg("mpa-protocol", json!([])),
+        pkg("mpa-history", json!([{"name": "mpa-protocol", "kind": null},
+                                  {"name": "mpa-exec", "kind": null}])),
+        pkg("mpa-exec", json!([{"name": "mpa-protocol", "kind": null}])),
+        pkg("mpa-server", json!([{"name": "mpa-core", "kind": null},
+                                 {"name": "mpa-store", "kind": null},
+                                 {"name": "mpa-test-support", "kind": "dev"}])),
+        pkg("mpa-core", json!([])),
+        pkg("mpa-store", json!([])),
+        pkg("mpa-test-support", json!([])),
+    ]});
+    assert_eq!(
+        violations(&meta),
+        vec![
+            "mpa-history -> mpa-exec (normal)",
+            "mpa-server -> mpa-store (normal)"
+        ]
+    );
+}
