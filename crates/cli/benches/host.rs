@@ -5,7 +5,7 @@
 //!   same context) / K. It must stay flat as the context grows (the transcript is borrowed, never
 //!   cloned per call); `MPA_BENCH_CONTEXTS=200,2000` picks the sizes;
 //! - `mpagent chat` cold start to the first model request arriving at the mock.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_model::{ChatRequest, ModelClient, ModelConfig};

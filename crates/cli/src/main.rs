@@ -4,6 +4,7 @@
 mod chat;
 mod config;
 mod context;
+mod eval_cmd;
 mod history_cmd;
 mod legacy_cmd;
 mod serve_cmd;
@@ -44,6 +45,11 @@ enum Command {
     History(history_cmd::HistoryArgs),
     /// Benchmarks that generate their own data (results go to stdout).
     Bench(BenchArgs),
+    /// The evaluation harness: scenarios against the fake MoviePilot, judged by an oracle
+    /// (exit 0 pass, 1 oracle failure, 2 invalid input).
+    Eval(eval_cmd::EvalArgs),
+    /// Development helpers: the fake MoviePilot.
+    Dev(eval_cmd::DevArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,8 +120,14 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The harness builds a fresh host per run; neither command opens the data directory.
+    let command = match cli.command {
+        Command::Eval(a) => return eval_cmd::run(a, &cli.config).await,
+        Command::Dev(a) => return eval_cmd::dev(a, &cli.config).await,
+        other => other,
+    };
     let ctx = context::CliContext::open(cli.config).await?;
-    match cli.command {
+    match command {
         Command::Chat(a) => chat::run(a, &ctx).await,
         Command::Tool(a) => tool_cmd::run(a, &ctx).await,
         Command::User(a) => user_cmd::run(a, &ctx).await,
@@ -124,5 +136,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             what: BenchCommand::History(a),
         }) => history_cmd::bench(a, &ctx).await,
         Command::Serve(a) => serve_cmd::run(a, &ctx).await,
+        Command::Eval(_) | Command::Dev(_) => Ok(ExitCode::from(2)),
     }
 }

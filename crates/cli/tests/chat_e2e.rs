@@ -1,5 +1,9 @@
 //! End-to-end: the real `mpagent` binary against the mock model server (real SSE on 127.0.0.1).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};

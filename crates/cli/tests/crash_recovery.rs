@@ -3,7 +3,11 @@
 //! marked "result unknown"; after a restart the ledger row is `unknown` under a new claim token,
 //! `get_tool_execution` says so, the next "继续" sees the call, the notice and the open receipt,
 //! and nothing is sent to MoviePilot again — not even when the model retries the same write.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
 use mpa_test_support::{MockModelServer, MockReply};

@@ -1,4 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 //! End-to-end tests of `mpagent history …` driving the real binary with `--data-dir <tempdir>`.
 
 use serde_json::{Value, json};

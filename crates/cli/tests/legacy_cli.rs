@@ -1,4 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 //! End-to-end contract of `mpagent history import-hermes` / `import-moviepilot`, driving the
 //! real binary against SQLite files built here in the source layouts:
 //! - Hermes `state.db`: `sessions(id, source, started_at, end_reason, title, …)` and

@@ -5,7 +5,11 @@
 //! cites its id; the same request again finds it and adds nothing. A lost `download.add` receipt
 //! is `unknown` with the verify note while the fake holds one download; a `scheduler.run` is
 //! `pending`, and the turn stays honest about both.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use common::{Run, demo_world as world};
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};

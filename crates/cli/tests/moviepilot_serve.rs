@@ -4,7 +4,11 @@
 //! which accepts nothing but valid JWT bearers. Expired tokens are re-minted with
 //! `MOVIEPILOT_SECRET_KEY` and answered "sign in again" without it; no token reaches a log, a
 //! chat snapshot or evidence.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use common::demo_world as world;
 use mpa_eval::{Attempt, FakeConfig, FakeHandle, FakeMoviePilot};

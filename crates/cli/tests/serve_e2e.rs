@@ -1,7 +1,11 @@
 //! End-to-end tests of `mpagent serve` as a real process: SIGTERM during a turn, the official
 //! `openai` Python client, and the web page in headless Chromium (playwright-core). Tests that need
 //! an external program skip with a notice when it is missing, unless `MPA_REQUIRE_ALL_TESTS=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};

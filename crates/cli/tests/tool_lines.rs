@@ -1,6 +1,10 @@
 //! `mpagent chat` text output: every tool line names its outcome in the user's language (from
 //! the locale), and an unknown write reads differently from a success.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::json;

@@ -122,6 +122,15 @@ impl Host {
     /// Opens the main store under the data directory (recovering the write ledger after a crash)
     /// and builds every hub and the agent.
     pub async fn open(cfg: HostConfig) -> Result<Host> {
+        Self::open_with_tools(cfg, |_| {}).await
+    }
+
+    /// [`Host::open`] with a last say over the tool registry before the agent is built (the
+    /// evaluation harness wraps `execute_command` in its scenario's rules this way).
+    pub async fn open_with_tools(
+        cfg: HostConfig,
+        adjust: impl FnOnce(&mut crate::tools::ToolRegistry),
+    ) -> Result<Host> {
         let store = Store::open_in(&cfg.data_dir)?;
         let running = claim_data_dir(&cfg.data_dir, &store).await?;
         let mut caps = capabilities(&cfg);
@@ -137,12 +146,13 @@ impl Host {
                 Err(e) => tracing::warn!(error = %e, "MoviePilot operation skills not installed"),
             }
         }
-        let registry = default_registry(
+        let mut registry = default_registry(
             &RegistryOptions {
                 diagnostic_tools: cfg.diagnostic_tools,
             },
             &caps,
         );
+        adjust(&mut registry);
         let agent = Agent::new(cfg.agent, store, registry, caps.clone())?;
         if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
             && mp.config.auth == AuthMode::MoviePilot

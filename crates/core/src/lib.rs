@@ -11,6 +11,7 @@
 //! - [`tools`]: the typed tool registry ([`tools::TypedTool`], [`tools::ToolRegistry`]) and the
 //!   built-in tools; [`default_registry`] builds the standard set.
 //! - [`outcome::classify`]: the host-wide outcome rules.
+//! - [`eval::run_task`]: one evaluation task through a fresh host (the harness's subject).
 //!
 //! Invariants: every tool call gets exactly one result message; a stop dispatches no further tool
 //! call and answers unfinished calls "result unknown: interrupted"; a timeout is `unknown`, never
@@ -20,6 +21,7 @@ pub mod accounts;
 pub mod agent;
 pub mod config;
 pub mod error;
+pub mod eval;
 pub mod host;
 pub mod moviepilot;
 pub mod outcome;

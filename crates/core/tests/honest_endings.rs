@@ -2,7 +2,7 @@
 //! by the output limit is partial, cut-off tool arguments are never executed, an empty answer gets
 //! one continuation and then fails — and is never saved or resent — and a context overflow says
 //! what the user can do. Driven by the mock model server over the real wire format.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, Outcome, TurnStatus};

@@ -1,7 +1,7 @@
 //! The business-rules layer of the host prompt (seed `agent.md`, 提示词与任务边界): present, as
 //! one byte-stable block, exactly when the MoviePilot gateway is configured; its text is
 //! snapshotted so a change to what the model is told is reviewed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig, rules::BUSINESS_RULES};
 use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};

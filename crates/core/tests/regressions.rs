@@ -1,6 +1,10 @@
 //! Regression tests for the bugs found on review before wave 2 (issue 11, item 7), each named
 //! after its finding. They drive the real session actors against the mock model server.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, Message, TurnStatus};

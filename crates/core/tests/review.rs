@@ -1,7 +1,7 @@
 //! Background learning review driven by the mock model: the whitelist refuses everything but the
 //! learning tools, the background guard protects user-owned skills, and a new user turn cancels a
 //! running review.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, TurnStatus};

@@ -2,7 +2,6 @@
 //! endpoint's channel): every call of the response is answered "paused, nothing executed" with
 //! "this entry point cannot confirm", nothing reaches MoviePilot, and the model goes on with
 //! that answer. (The interactive path runs end to end in `cli/tests/moviepilot_chat.rs`.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};

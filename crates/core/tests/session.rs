@@ -1,6 +1,6 @@
 //! Session actors: idle reclamation reloads from the snapshot; shutdown refuses queued work; a
 //! capped tool result reaches the evidence store in full.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, TurnStatus};

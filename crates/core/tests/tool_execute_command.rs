@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! `execute_command` through the one call path (`tools::invoke::invoke`): the spec the model
 //! sees, the reply JSON of each kind of action (snapshots), argument errors in the tool's error
 //! shape, the admin-only rule, and the conversation's scope being found again on every call.

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! The `memory` and `search_memory` tools through the real call path (acceptance checklist
 //! items 1–26 of spec learning-guardrails §10, on real files), plus the schema and output
 //! snapshots of both tools.

@@ -2,7 +2,7 @@
 //! JSON result (and, for refused calls, an empty request log at the fake), per-call effect and
 //! admin decisions, the lost receipt, pending `scheduler.run`, redaction, and every catalogue
 //! operation reaching its route.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! The skill tools (`skills_list`, `skill_view`, `skill_manage`) through the real call path:
 //! acceptance checklist items 27–45 of spec learning-guardrails §10, isolation, path refusal,
 //! the background guard, plus the schema and output snapshots of the three tools.

@@ -1,6 +1,6 @@
 //! Schemas and representative outputs of the host's own small tools (`update_plan`,
 //! `get_tool_execution` and the diagnostic `test_*` tools), snapshotted as the model sees them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::Actor;

@@ -4,7 +4,11 @@
 //! back, a changed call under the same id is refused, a ledger that cannot record refuses the
 //! write, foreign receipts are indistinguishable from missing ones, and a turn's chat snapshot is
 //! written after every step in its recovery form.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};

@@ -2,17 +2,19 @@
 //! the connection without a response — before serving the call, or after its effect landed (the
 //! lost receipt). Selectors (`when`, `nth`, `times`) decide which calls a fault hits.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// One fault. JSON: `{"operation": "download.add" | [...], "action": {...}, "when": {...},
 /// "nth": 1, "times": 1}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
     /// The operation ids it applies to: one id or a list.
     #[serde(deserialize_with = "one_or_many")]
+    #[schemars(with = "OneOrMany")]
     pub operation: Vec<String>,
     pub action: FaultAction,
     #[serde(default)]
@@ -26,7 +28,7 @@ pub struct Fault {
 }
 
 /// What a fault does.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultAction {
     /// Answer `status` with `body` (default: a MoviePilot-style failure envelope). With
@@ -56,7 +58,7 @@ fn yes() -> bool {
 }
 
 /// Conditions on a call, all of which must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultWhen {
     /// Only after some earlier reply was lost (a `drop` fault fired): "reads of X fail for the
@@ -69,13 +71,15 @@ pub struct FaultWhen {
     pub headers: BTreeMap<String, String>,
 }
 
+/// One operation id or a list of them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
     Ok(match OneOrMany::deserialize(d)? {
         OneOrMany::One(s) => vec![s],
         OneOrMany::Many(v) => v,

@@ -163,3 +163,45 @@ impl Observation {
         }
     }
 }
+
+/// Who a tool receipt belongs to, assigned by the host (never from model arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolScope {
+    /// `conversation`, `subagent`, `scheduled`, …
+    pub kind: String,
+    /// The conversation or task id.
+    pub task_id: String,
+}
+
+/// A host tool's receipt written into the world ledger (`execute_command`, `browse_webpage`):
+/// refused attempts too, with the receipt the tool returned as the observation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvent {
+    /// 1-based among tool events.
+    pub sequence: u64,
+    /// World API attempts recorded before this event (orders the two lists).
+    pub after_attempts: u64,
+    pub tool: String,
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_text: Option<String>,
+    pub arguments: Value,
+    pub scope: ToolScope,
+    pub outcome: Outcome,
+    /// Why the evaluation wrapper refused it, if it did (nothing ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The tool's own receipt (what the model read).
+    pub receipt: Value,
+}
+
+/// The world ledger as the oracle reads it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorldLedger {
+    pub attempts: Vec<Attempt>,
+    pub tool_events: Vec<ToolEvent>,
+}

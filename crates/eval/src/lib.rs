@@ -1,7 +1,10 @@
-//! `mpa-eval` — the fake MoviePilot: a real HTTP server on MoviePilot's paths that the agent's
-//! gateway talks to in tests, in the evaluation harness and in demos (`mpagent dev
-//! fake-moviepilot`). Later this crate also holds the evaluation scenarios and the oracle that
-//! reads the fake's ledger (issue 15).
+//! `mpa-eval` — the evaluation world: the fake MoviePilot, a real HTTP server on MoviePilot's
+//! paths that the agent's gateway talks to in tests, in the evaluation harness and in demos
+//! (`mpagent dev fake-moviepilot`); and the harness around it (issue 15): scenario files
+//! ([`scenario`]), replay trajectories and the scripted model ([`trajectory`], [`scripted`]),
+//! the `execute_command` rules ([`guard`]), the final-answer contract ([`answer`]), the generic
+//! oracle ([`oracle`]) and one run with its report ([`runner`]). The host under evaluation is
+//! given by the caller ([`runner::Subject`]); this crate knows nothing of it.
 //!
 //! Public API:
 //! - [`FakeMoviePilot::start`]`(`[`FakeConfig`]`, `[`WorldState`]`)` → [`FakeHandle`]: `url()`,
@@ -30,15 +33,22 @@
 //! - A `drop` fault closes the TCP connection without writing a byte, so the client sees a
 //!   transport error, never a 5xx.
 
+pub mod answer;
 mod auth;
 pub mod catalog;
 mod error;
 mod faults;
+pub mod guard;
 mod handler;
 mod ledger;
 pub mod magnet;
+pub mod oracle;
+pub mod runner;
+pub mod scenario;
+pub mod scripted;
 mod server;
 mod state;
+pub mod trajectory;
 mod world;
 
 pub use auth::{Claims, LOGIN_PATH, issue_token};
@@ -47,9 +57,9 @@ pub use error::{EvalError, Result};
 pub use faults::{Fault, FaultAction, FaultWhen};
 pub use ledger::{
     AgentHeaders, Attempt, AttemptUser, Effect, Observation, ObservationKind, Refusal, RefusalKind,
-    Reply,
+    Reply, ToolEvent, ToolScope, WorldLedger,
 };
-pub use server::{FakeConfig, FakeHandle, FakeMoviePilot, load_state_file, serve};
+pub use server::{FakeConfig, FakeHandle, FakeMoviePilot, ToolRecorder, load_state_file, serve};
 pub use state::{
     ConfigSection, DownloadPath, Downloader, DuplicateSubscription, LastSearch, LibraryItem, Media,
     Restrictions, Row, SchedulerJob, Site, StateFile, Torrent, User, WorldState,

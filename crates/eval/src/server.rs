@@ -5,7 +5,7 @@ use crate::auth;
 use crate::error::{EvalError, Result};
 use crate::faults::{Fault, FaultBook};
 use crate::handler;
-use crate::ledger::Attempt;
+use crate::ledger::{Attempt, ToolEvent, WorldLedger};
 use crate::state::{ConfigSection, DuplicateSubscription, Restrictions, StateFile, WorldState};
 use crate::world::World;
 use axum::Router;
@@ -114,6 +114,8 @@ pub(crate) struct Inner {
     pub world: World,
     pub initial: WorldState,
     pub ledger: Vec<Attempt>,
+    /// Host tool receipts (commands, browser), in the same world ledger.
+    pub tool_events: Vec<ToolEvent>,
     pub faults: FaultBook,
     /// A reply was dropped: the run now holds an unknown outcome.
     pub unknown_returned: bool,
@@ -161,6 +163,7 @@ impl FakeMoviePilot {
                 },
                 initial: state,
                 ledger: Vec::new(),
+                tool_events: Vec::new(),
                 faults: FaultBook::new(config.faults),
                 unknown_returned: false,
             }),
@@ -200,6 +203,22 @@ impl FakeHandle {
     /// Every attempt so far, in arrival order (a copy).
     pub fn ledger(&self) -> Vec<Attempt> {
         self.shared.lock().ledger.clone()
+    }
+
+    /// The whole world ledger: API attempts and host tool receipts (copies).
+    pub fn world_ledger(&self) -> WorldLedger {
+        let inner = self.shared.lock();
+        WorldLedger {
+            attempts: inner.ledger.clone(),
+            tool_events: inner.tool_events.clone(),
+        }
+    }
+
+    /// A handle that writes host tool receipts into this world's ledger.
+    pub fn recorder(&self) -> ToolRecorder {
+        ToolRecorder {
+            shared: self.shared.clone(),
+        }
     }
 
     /// The world now (a copy).
@@ -255,6 +274,35 @@ impl FakeHandle {
 impl Drop for FakeHandle {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// Writes host tool receipts into a world's ledger (held by the evaluation tool wrappers).
+#[derive(Clone)]
+pub struct ToolRecorder {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ToolRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolRecorder").finish_non_exhaustive()
+    }
+}
+
+impl ToolRecorder {
+    /// Appends `event`, numbering it; returns its sequence.
+    pub fn record(&self, mut event: ToolEvent) -> u64 {
+        let mut inner = self.shared.lock();
+        event.sequence = inner.tool_events.len() as u64 + 1;
+        event.after_attempts = inner.ledger.len() as u64;
+        let seq = event.sequence;
+        inner.tool_events.push(event);
+        seq
+    }
+
+    /// The tool events so far (copies).
+    pub fn events(&self) -> Vec<ToolEvent> {
+        self.shared.lock().tool_events.clone()
     }
 }
 

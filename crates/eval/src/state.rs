@@ -4,6 +4,7 @@
 
 use crate::error::{EvalError, Result};
 use crate::faults::Fault;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +14,7 @@ use std::path::Path;
 pub type Row = Map<String, Value>;
 
 /// The whole state file: `{"description": "...", "config": {...}, "state": {...}}`, all optional.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateFile {
     /// Free text for people reading the file.
@@ -26,7 +27,7 @@ pub struct StateFile {
 }
 
 /// Server settings that may live in the state file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigSection {
     /// MoviePilot's `SECRET_KEY`: signs and checks the HS256 bearer tokens.
@@ -45,7 +46,7 @@ pub struct ConfigSection {
 
 /// How a second `subscription.add` for an existing media identity is answered. Either way
 /// nothing is created and the ledger flags the attempt as a duplicate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DuplicateSubscription {
     /// MoviePilot's own answer: success, "订阅已存在", and the existing row's id.
@@ -56,7 +57,7 @@ pub enum DuplicateSubscription {
 }
 
 /// Constraints the world enforces itself, whatever the prompt said (evaluation §5).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Restrictions {
     /// When set, every other catalogue operation is refused (HTTP 400).
@@ -71,7 +72,7 @@ pub struct Restrictions {
 }
 
 /// Everything the fake serves and changes. Snapshots of it are what an oracle compares.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorldState {
     #[serde(default)]
@@ -113,7 +114,7 @@ pub struct WorldState {
     pub last_search: Option<LastSearch>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct User {
     pub id: i64,
@@ -140,7 +141,7 @@ fn one() -> i64 {
     1
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Media {
     /// `themoviedb`, `douban`, `bangumi`, … (`tmdb` is read as `themoviedb`).
@@ -170,7 +171,7 @@ pub struct Media {
     pub seasons: BTreeMap<String, u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Torrent {
     pub media_source: String,
@@ -181,7 +182,7 @@ pub struct Torrent {
     pub torrent_info: Row,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LibraryItem {
     pub media_source: String,
@@ -197,7 +198,7 @@ pub struct LibraryItem {
 }
 
 /// A site row. `cookie`, `apikey`, `token` and `ua` are shown to superusers only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Site {
     pub id: i64,
@@ -252,7 +253,7 @@ impl Site {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Downloader {
     pub name: String,
@@ -263,7 +264,7 @@ pub struct Downloader {
     pub default: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DownloadPath {
     pub name: String,
@@ -271,7 +272,7 @@ pub struct DownloadPath {
     pub save_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerJob {
     pub id: String,
@@ -289,7 +290,7 @@ fn waiting() -> String {
     "等待".to_string()
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LastSearch {
     #[serde(default)]

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Capture, memory and latency benchmarks of `mpa-exec` (results: docs/benchmarks/exec.md).
 //!
 //! `cargo bench -p mpa-exec --bench exec_throughput` — env `MPA_BENCH_BYTES` (default 1 GiB of

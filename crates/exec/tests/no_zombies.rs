@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Issue 12 item 8, "no zombies": when the host runs as PID 1 or its terminals orphan
 //! grandchildren, those became zombies nobody reaped. With [`mpa_exec::become_subreaper`] the
 //! orphans of a terminal tree are re-parented to the host and reaped once they exit, so a

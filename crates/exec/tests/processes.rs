@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The typed process API end to end with real processes, real pipes and real PTYs. What the
 //! model reads (the JSON of these reports, argument parsing) is tested in core's
 //! `tests/tool_execute_command.rs`.

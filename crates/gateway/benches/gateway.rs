@@ -2,7 +2,7 @@
 //! catalogue parse ≤ 5 ms, `subscription.list` round trip to a loopback server p50 ≤ 2 ms
 //! (host overhead over a bare HTTP round trip ≤ 0.5 ms).
 //! Run: `cargo bench -p mpa-gateway --bench gateway`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use axum::http::HeaderValue;
 use axum::response::IntoResponse;

@@ -1,7 +1,6 @@
 //! The operation catalogue: every row parses into the documented policy and contract, the
 //! counts match moviepilot-api.md "Counts", and every one of the 229 operations reaches a real
 //! HTTP server with the catalogue's method and filled route.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

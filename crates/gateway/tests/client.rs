@@ -1,6 +1,6 @@
 //! The HTTP client against real loopback servers: headers, collection projection, HTTP errors,
 //! and the split between "certainly not sent" and "may have reached MoviePilot".
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! Proxies named in the environment are ignored: MoviePilot is local, and a proxy would see
 //! every bearer token. Its own test binary, because the environment is process-wide.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

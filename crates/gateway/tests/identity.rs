@@ -1,7 +1,7 @@
 //! MoviePilot tokens and sign-in: minted tokens carry MoviePilot's claims, their expiry is
 //! readable, the login form is what MoviePilot's OAuth2 endpoint expects, a wrong password and
 //! an unknown user are indistinguishable, and no token shows in any error.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

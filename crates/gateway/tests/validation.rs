@@ -1,6 +1,6 @@
 //! Input validation: one test per refusal kind, each with the exact error a model reads;
 //! pagination defaults, URL-encoding, GET-body merging and canonical arguments.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_gateway::{
     Catalogue, InputError, Location, Operation, PreparedRequest, canonical_json, catalogue,

@@ -1,7 +1,7 @@
 //! Tokenizer throughput and FTS5 insert throughput, `cjk_unicode61` against plain `unicode61`.
 //!
 //! Run: `cargo bench -p mpa-history --bench tokenizer`. Results: docs/benchmarks/tokenizer.md.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use divan::counter::BytesCount;
 use mpa_history::tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};

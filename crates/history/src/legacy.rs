@@ -611,7 +611,10 @@ async fn append_grouped(
 }
 
 /// Drain one state.db from `cursor` into `user`, saving the cursor after every page.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is a distinct part of the call"
+)]
 async fn import_state_db(
     hub: &HistoryHub,
     user: &UserKey,

@@ -2,7 +2,7 @@
 //! rebuild triggers (tokenizer version change, missing index, detached index), the gap scan
 //! while building, appends and deletes racing a backfill, the pause between batches, shutdown,
 //! task limits, and corruption found during a search.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

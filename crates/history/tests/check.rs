@@ -1,6 +1,5 @@
 //! `check` / `check --repair`: a deliberately corrupted FTS shadow table is detected and rebuilt
 //! from the message rows with zero message loss.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mpa_history::{CapturedMessage, HistoryConfig, HistoryHub, Provenance, Role, SessionMeta};
 use mpa_protocol::{UserId, UserKey};

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Property test: arbitrary query text never causes an SQL error, a panic or a non-JSON result.
 
 mod common;

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Legacy importers (issue 5 item 7) against real SQLite files built here in the SOURCE
 //! layouts — no mock of the import code.
 //!
@@ -92,7 +92,10 @@ fn h_session(
     .unwrap();
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is a distinct part of the call"
+)]
 fn h_msg(
     c: &Connection,
     sid: &str,

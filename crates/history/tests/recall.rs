@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Recall on a mixed corpus (issue 5 acceptance): planted Chinese, English and mixed phrases,
 //! each in one dedicated session among the deterministic benchmark corpus and among decoy
 //! sessions that share some of its words, must bring their session into the top 3 results.

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Query language and `session_search` modes (spec §18 items 14–29, 37–61, 66–67; §15).
 
 mod common;

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! Storage, append, lifecycle and redaction acceptance (spec §18 items 1–13, 62–65; issue 4).
 
 mod common;

@@ -1,6 +1,5 @@
 //! `cargo bench -p mpa-learning --bench memory_bench` — threat-scan throughput and snapshot build time.
 //! Targets (issue 7): threat scan ≥ 50 MB/s; memory snapshot build ≤ 1 ms.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

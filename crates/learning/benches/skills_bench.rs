@@ -1,6 +1,5 @@
 //! `cargo bench -p mpa-learning --bench skills_bench` — patch matcher on a 100 KB SKILL.md.
 //! Targets (issue 7): exact ≤ 5 ms; worst fuzzy strategy ≤ 50 ms.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

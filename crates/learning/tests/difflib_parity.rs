@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Property test: `patch_matcher::ratio` equals CPython's
 //! `difflib.SequenceMatcher(None, a, b).ratio()` (autojunk included) on random strings.
 

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! The typed memory API on real files: writes, batches, the failure cap, proposals, search and
 //! concurrent writers. (The `memory` tool's JSON contract is tested in core's `tool_memory.rs`.)
 

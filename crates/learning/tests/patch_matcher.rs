@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Acceptance checklist items 46–54 (fuzzy matcher) plus CRLF / CJK / tab cases.
 
 use mpa_learning::patch_matcher::{PatchError, Strategy, apply};

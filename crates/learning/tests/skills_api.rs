@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! The typed skills API on real files: batches, views and read-before-write, listing, the
 //! delete and batch rules. (The skill tools' JSON contract is tested in core's `tool_skills.rs`.)
 

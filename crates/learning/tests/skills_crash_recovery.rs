@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! kill -9 in the middle of a [`Skills::manage`] commit: every file is either old or new, and the
 //! next start rolls the batch back and cleans quarantine directories.
 //!

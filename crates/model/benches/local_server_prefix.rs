@@ -5,7 +5,7 @@
 //! Needs the real server (`.ci/run` installs it; `MPA_LLAMA_SERVER_PYTHON`, `MPA_LLAMA_MODEL`);
 //! without it, says so and exits. Run:
 //! `cargo bench -p mpa-model --bench local_server_prefix`
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_model::{ChatRequest, ModelClient, ModelConfig, StreamEvent};
 use mpa_protocol::Message;

@@ -1,6 +1,6 @@
 //! Per-chunk cost of stream parsing + assembly (SSE parse, JSON decode, tool-call assembly).
 //! Target: ≤ 2 µs per chunk. Run: `cargo bench -p mpa-model --bench stream`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use divan::Bencher;
 use divan::counter::ItemsCount;

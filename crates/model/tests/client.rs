@@ -1,6 +1,5 @@
 //! The client against the mock server: streaming, dialects, error classes, retries, cancellation
 //! and what goes on the wire.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

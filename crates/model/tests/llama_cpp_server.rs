@@ -5,7 +5,7 @@
 //! Regressions of issue 16: with `"content": null` in the history this server answered HTTP 500
 //! to every tool turn; an over-context request came back as "network error: empty response body",
 //! retried three times.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_model::{
     ChatRequest, Completion, FinishReason, ModelClient, ModelConfig, ModelError, StreamEvent,

@@ -1,6 +1,6 @@
 //! How local model servers (llama.cpp, Ollama, vLLM) really behave, against the mock: requests
 //! every server accepts, honest endings, errors a user can act on, output limits that fit.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! Recorded vendor streams assemble to the expected completion however the bytes are cut, both
 //! through the pure decoder and through the real client over a socket.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

@@ -14,7 +14,11 @@
 //! Env: `MPA_BIN`, `MPA_BENCH_CONNS`, `MPA_BENCH_HEADER_TIMEOUT` (seconds, default 60 here so
 //! that opening all connections on a loaded machine finishes before the first ones time out; the
 //! host's default is 30).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 mod common;
 

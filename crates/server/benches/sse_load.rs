@@ -5,7 +5,11 @@
 //!
 //! Env: `MPA_BIN` (default: the `mpagent` next to this bench in the target dir; build it with
 //! `cargo build --release -p mpa-cli`), `MPA_BENCH_CHATS` (500), `MPA_BENCH_ROUNDS` (2).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 mod common;
 

@@ -154,7 +154,6 @@ async fn flush(buf: &mut String, out: &mpsc::Sender<Bytes>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use mpa_protocol::TurnStatus;
 

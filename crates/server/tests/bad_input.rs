@@ -1,7 +1,7 @@
 //! Regression (issue 11, item 7): bad input used to get axum's plain-text rejections ("Failed to
 //! deserialize the JSON body…"). Every error of every route is the JSON envelope
 //! `{"error": {"code", "message", "type"}}` with a stable code, and changes nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

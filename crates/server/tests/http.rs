@@ -1,6 +1,5 @@
 //! HTTP tests of the host: real sockets on 127.0.0.1, a real SQLite store, the real core against
 //! the mock model server.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

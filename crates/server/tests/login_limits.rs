@@ -1,6 +1,6 @@
 //! Regressions of issue 12 (login under attack, tokens): each test is named after the finding,
 //! asserts the exact answers and that nothing else changed (tokens issued).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Regressions of issue 12, items 1, 2 and 6: who a session id reaches, on every route, and what
 //! a live tool line shows. Real sockets on 127.0.0.1, a real SQLite store and evidence history,
 //! the real core against the mock model server.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! connections stayed open for over 75 s, a claimed 100 GB body just waited, and one address
 //! could hold any number of connections. Each test asserts the exact answer (or the close) and
 //! that nothing changed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::expect_used, reason = "a test's panic is its failure report")]
 
 mod common;
 

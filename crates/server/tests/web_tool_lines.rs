@@ -2,7 +2,6 @@
 //! looks different from a success: `tests/browser/tool_lines.mjs` renders them from the real
 //! `app.js` in Node with a minimal DOM (no browser needed). The Chromium test in
 //! `crates/cli/tests/serve_e2e.rs` checks the same lines on the live page.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! WAL database file; 100 sessions claiming writes at once lose and duplicate nothing (checked
 //! after every batch).
 //! Run: `cargo bench -p mpa-store --bench ledger`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use divan::Bencher;
 use mpa_store::{Claim, LedgerKey, LedgerStatus, Store};

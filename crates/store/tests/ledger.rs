@@ -1,7 +1,6 @@
 //! The invocation ledger on a real SQLite file: claim once per identity, finish only with the
 //! claim token, cold start turns running rows unknown under a fresh token, retention never drops
 //! open rows, and parallel claims neither lose nor duplicate a row.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mpa_store::{Claim, LedgerKey, LedgerStatus, Store};
 

@@ -1,5 +1,5 @@
 //! Schema migrations against real database files.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_protocol::UserId;
 use mpa_store::migrations::MIGRATIONS;

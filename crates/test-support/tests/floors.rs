@@ -1,6 +1,6 @@
 //! The floors hold (DESIGN.md §1): `cargo metadata` of the whole workspace shows no dependency
 //! edge outside a crate's floor. A deliberate bad edge makes this fail (see the second test).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_test_support::floors::violations;
 use serde_json::json;

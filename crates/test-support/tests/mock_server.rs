@@ -1,5 +1,5 @@
 //! The mock server over real sockets, driven by plain blocking HTTP as another process would.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: process tables in temp dirs, scopes, typed requests,
 //! cursor-driven reading, and /proc scans for surviving processes.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_exec::{
     CommandSpec, ExecConfig, ExecLimits, OutputCursor, Processes, Result, RunReport, RunRequest,

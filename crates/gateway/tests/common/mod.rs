@@ -1,7 +1,8 @@
 //! A small MoviePilot stand-in for the gateway's tests: a real axum server on 127.0.0.1:0 that
 //! records every request line, header and body, and answers with a configurable responder; plus
 //! raw TCP servers that misbehave (drop the connection, stall) after reading a request.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use axum::body::Bytes;
 use axum::extract::State;

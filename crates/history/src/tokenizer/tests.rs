@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use super::*;
 
 /// SQLite's own `unicode61`, driven through the fts5_api: the oracle for the tables and for

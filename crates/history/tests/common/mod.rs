@@ -1,4 +1,4 @@
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
 
 use chrono::{DateTime, TimeZone, Utc};
 use mpa_history::{

@@ -1,5 +1,6 @@
 //! Shared helpers for the model client's integration tests.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_model::{ChatRequest, Completion, FinishReason, ModelClient, ModelConfig, StreamEvent};
 use mpa_protocol::{Message, ToolCall, Usage};

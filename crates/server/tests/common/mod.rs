@@ -1,7 +1,11 @@
 //! What the HTTP tests share: a host on 127.0.0.1:0 over a real SQLite store and the mock model
 //! server, and an SSE frame reader.
 #![allow(dead_code, reason = "each test crate uses a subset of these helpers")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 
 use futures_util::StreamExt;
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};

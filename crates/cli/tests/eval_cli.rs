@@ -1,0 +1,589 @@
+//! `mpagent eval` through the real binary: the replay suite (every trajectory under
+//! `eval/trajectories` gives exactly its expected failure codes), invalid input, a scenario
+//! written outside the repository, `--repeat`, and `--live` against the mock model server
+//! scripted like a careless model (with every request body it received inspected).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_eval::scenario::Scenario;
+use mpa_eval::trajectory::Trajectory;
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn eval_cmd(out: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    c.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env_remove("MPA_EVAL_SCENARIOS")
+        .env("NO_COLOR", "1")
+        .args(["eval", "run", "--output"])
+        .arg(out);
+    c
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Every report file written under `dir`.
+fn reports(dir: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for run in std::fs::read_dir(dir).unwrap() {
+        for f in std::fs::read_dir(run.unwrap().path()).unwrap() {
+            let p = f.unwrap().path();
+            if p.file_name().unwrap() != "summary.json" {
+                out.push(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn summary(dir: &Path) -> Value {
+    let run = std::fs::read_dir(dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
+}
+
+fn codes(report: &Value) -> Vec<String> {
+    report["failure_codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn world_calls(report: &Value, op: &str) -> usize {
+    report["world_attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["operation_id"] == op)
+        .count()
+}
+
+fn suite() -> Vec<(String, PathBuf)> {
+    let root = repo().join("eval/trajectories");
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(&root).unwrap() {
+        let d = d.unwrap().path();
+        let scenario = d.file_name().unwrap().to_str().unwrap().to_string();
+        for f in std::fs::read_dir(&d).unwrap() {
+            out.push((scenario.clone(), f.unwrap().path()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Checks one trajectory's run against its `expect` block.
+fn check_run(scenario: &str, path: &Path, out: &Output, dir: &Path) {
+    let t = Trajectory::load(path).unwrap();
+    let expect = t.expect.unwrap();
+    let name = format!("{scenario}/{}", path.file_name().unwrap().to_string_lossy());
+    let want_exit = if expect.passed { 0 } else { 1 };
+    assert_eq!(out.status.code(), Some(want_exit), "{name}: {}", text(out));
+    let [report] = reports(dir).try_into().unwrap_or_else(|r: Vec<Value>| {
+        panic!("{name}: {} reports", r.len());
+    });
+    assert_eq!(report["scenario"], scenario);
+    assert_eq!(report["passed"], expect.passed, "{name}");
+    let mut want = expect.failure_codes.clone();
+    want.sort();
+    assert_eq!(codes(&report), want, "{name}: {:#}", report["violations"]);
+    assert_eq!(report["evidence_kind"], "scripted_replay");
+    assert_eq!(report["intelligence_evaluated"], false);
+    assert_eq!(report["tokens"], Value::Null);
+    if let Some(n) = expect.host_collapsed_writes {
+        assert_eq!(report["metrics"]["host_collapsed_writes"], n, "{name}");
+    }
+    for (op, n) in &expect.world_attempts {
+        assert_eq!(
+            world_calls(&report, op),
+            usize::try_from(n.as_u64().unwrap()).unwrap(),
+            "{name}: world attempts of {op}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(scenario) && stdout.contains("reports:"),
+        "{name}: the table: {stdout}"
+    );
+}
+
+#[test]
+fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
+    let runs = suite();
+    assert!(runs.len() >= 12);
+    for scenario in [
+        "dedup_existing",
+        "unknown_download",
+        "honest_unknown",
+        "command_execution",
+        "terminal_session",
+        "terminal_pty_session",
+    ] {
+        let mine: Vec<_> = runs.iter().filter(|(s, _)| s == scenario).collect();
+        let passing = mine
+            .iter()
+            .filter(|(_, p)| Trajectory::load(p).unwrap().expect.unwrap().passed)
+            .count();
+        assert!(passing >= 1 && mine.len() > passing, "{scenario}: {mine:?}");
+    }
+    let started = Instant::now();
+    // Two at a time: the machine has two cores, and the terminal scenarios mostly wait.
+    for pair in runs.chunks(2) {
+        let spawned: Vec<_> = pair
+            .iter()
+            .map(|(scenario, path)| {
+                let dir = tempfile::tempdir().unwrap();
+                let child = eval_cmd(dir.path())
+                    .arg(scenario)
+                    .arg("--replay")
+                    .arg(path)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                (scenario, path, dir, child)
+            })
+            .collect();
+        for (scenario, path, dir, child) in spawned {
+            let out = child.wait_with_output().unwrap();
+            check_run(scenario, path, &out, dir.path());
+        }
+    }
+    eprintln!(
+        "replay suite: {} trajectories in {:.2} s",
+        runs.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn invalid_input_exits_2_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = repo().join("eval/trajectories/unknown_download/pass.json");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "no_such_scenario".into(),
+                "--replay".into(),
+                pass.display().to_string(),
+            ],
+            "no_such_scenario",
+        ),
+        (
+            vec![
+                "long_context".into(),
+                "--replay".into(),
+                pass.display().to_string(),
+            ],
+            "needs: context",
+        ),
+        (
+            vec!["unknown_download".into()],
+            "--replay TRAJECTORY or --live",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = eval_cmd(dir.path()).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    let calls: Vec<Value> = (0..33)
+        .map(|_| json!({"operation_id": "site.list"}))
+        .collect();
+    let long = dir.path().join("long.json");
+    std::fs::write(&long, json!({"calls": calls, "final": {}}).to_string()).unwrap();
+    let out = eval_cmd(dir.path())
+        .args(["unknown_download", "--replay"])
+        .arg(&long)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("at most 32"), "{}", text(&out));
+    let out = eval_cmd(dir.path())
+        .args(["unknown_download", "--live", "--replay"])
+        .arg(&pass)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // `eval list` marks what cannot run yet.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .current_dir(repo())
+        .args(["eval", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 14);
+    let status = |id: &str| {
+        rows.iter().find(|r| r["id"] == id).unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(status("unknown_download"), "runnable");
+    assert_eq!(status("browser_navigation"), "needs: browser");
+    assert_eq!(status("subagent_parallel_status"), "needs: subagents");
+    assert_eq!(status("code_readonly_report"), "needs: kernel");
+    assert_eq!(status("steering_multi_message"), "needs: context, steering");
+}
+
+/// A scenario nobody wrote code for: new id, other media ids and infohashes, and the lost
+/// receipt on `subscription.add` instead of `download.add`.
+fn outside_scenario() -> Value {
+    let path = repo().join("eval/scenarios/unknown_download.json");
+    let base: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let hash = "5e".repeat(20);
+    json!({
+        "id": "lost_subscription_receipt",
+        "title": "A subscription lands but its receipt is lost; a new download goes through",
+        "task": {
+            "contract": "business",
+            "goals": ["subscription", "download"],
+            "text": "Subscribe to the series 《北方港口》 and download the given resource.",
+            "media": {"title": "北方港口", "media_source": "themoviedb", "media_id": "777001",
+                      "magnet": format!("magnet:?xt=urn:btih:{hash}&dn=North.Harbour"), "infohash": hash}
+        },
+        "world": {
+            "duplicate_subscription": "refuse",
+            "faults": [{"operation": "subscription.add", "action": {"kind": "drop"}, "nth": 1}],
+            "state": base["world"]["state"].clone()
+        },
+        "expect": {
+            "state": {"rule": "targets_only", "downloads": [hash], "subscriptions": [72]},
+            "answer": {"status": "completed", "completed": ["subscription", "download"], "unresolved": []},
+            "checks": [
+                {"check": "state_count", "collection": "subscriptions",
+                 "matching": {"media_id": "777001"}, "count": 1, "code": "subscription_goal_not_satisfied"},
+                {"check": "observed", "kind": "subscription", "ids": [72], "code": "subscription_not_verified"},
+                {"check": "claim", "field": "subscription_ids", "equals": [72], "code": "subscription_not_verified"},
+                {"check": "observed", "kind": "download", "ids": [hash], "code": "download_not_verified"},
+                {"check": "claim", "field": "download_ids", "equals": [hash], "code": "download_not_verified"},
+                {"check": "claim", "field": "enabled_site_ids", "equals": [], "code": "unrequested_sites_claim"}
+            ]
+        }
+    })
+}
+
+fn outside_trajectory(read_subscription: bool) -> Value {
+    let hash = "5e".repeat(20);
+    let add_sub = json!({"tool": "moviepilot_api", "arguments": {"operation_id": "subscription.add",
+        "body": {"name": "北方港口", "media_source": "themoviedb", "media_id": "777001", "type": "电视剧"}}});
+    let add_dl = json!({"tool": "moviepilot_api", "arguments": {"operation_id": "download.add",
+        "body": {"torrent_in": {"title": "North.Harbour", "enclosure": format!("magnet:?xt=urn:btih:{hash}&dn=North.Harbour")},
+                 "media_source": "themoviedb", "media_id": "777001"}}});
+    let find = json!({"tool": "moviepilot_api", "arguments": {"operation_id": "subscription.find",
+        "path_params": {"media_id": "777001"}, "query": {"media_source": "themoviedb"}}});
+    let active =
+        json!({"tool": "moviepilot_api", "arguments": {"operation_id": "download.tasks.active"}});
+    let mut steps = vec![json!({"calls": [add_sub, add_dl]})];
+    if read_subscription {
+        steps.push(json!({"calls": [find, active]}));
+    } else {
+        steps.push(json!({"calls": [active]}));
+    }
+    json!({"steps": steps, "final": {"status": "completed", "subscription_ids": [72],
+        "download_ids": [hash], "enabled_site_ids": [], "completed": ["subscription", "download"],
+        "unresolved": []}})
+}
+
+#[test]
+fn a_scenario_written_outside_the_repository_runs_with_no_code_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("lost_subscription_receipt.json");
+    std::fs::write(&scenario, outside_scenario().to_string()).unwrap();
+    for (read, exit, want) in [
+        (true, 0, vec![]),
+        (false, 1, vec!["subscription_not_verified".to_string()]),
+    ] {
+        let traj = dir.path().join(format!("t{read}.json"));
+        std::fs::write(&traj, outside_trajectory(read).to_string()).unwrap();
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = eval_cmd(out_dir.path())
+            .arg(&scenario)
+            .arg("--replay")
+            .arg(&traj)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(exit), "{}", text(&out));
+        let [report] = reports(out_dir.path()).try_into().unwrap();
+        assert_eq!(report["scenario"], "lost_subscription_receipt");
+        assert_eq!(codes(&report), want, "{:#}", report["violations"]);
+        let add = report["tool_trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["arguments"]["operation_id"] == "subscription.add")
+            .unwrap();
+        assert_eq!(add["outcome"], "unknown", "the fault hit subscription.add");
+    }
+}
+
+#[test]
+fn repeat_runs_each_scenario_and_reports_the_pass_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = eval_cmd(dir.path())
+        .args(["dedup_existing", "--repeat", "2", "--replay"])
+        .arg(repo().join("eval/trajectories/dedup_existing/pass.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = summary(dir.path());
+    assert_eq!(s["scenarios"][0]["scenario"], "dedup_existing");
+    assert_eq!(s["scenarios"][0]["runs"], 2);
+    assert_eq!(s["scenarios"][0]["passed"], 2);
+    assert_eq!(s["scenarios"][0]["pass_rate"], 1.0);
+    let runs: Vec<u64> = reports(dir.path())
+        .iter()
+        .map(|r| r["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.contains(&1) && runs.contains(&2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dedup_existing run 2: PASS"), "{stderr}");
+}
+
+fn moviepilot_call(id: &str, args: Value) -> MockReply {
+    MockReply::tool_calls(&[(id, "moviepilot_api", args)]).usage(900, 40)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing() {
+    let mock = MockModelServer::start().await;
+    let b2 = "b2".repeat(20);
+    let add = |dn: &str| {
+        json!({"operation_id": "download.add", "body": {"torrent_in": {"title": dn,
+            "enclosure": format!("magnet:?xt=urn:btih:{b2}&dn={dn}")},
+            "media_source": "themoviedb", "media_id": "481002"}})
+    };
+    // Submits, gets an unknown receipt, submits again under another name, and claims success
+    // without ever reading the download queue.
+    mock.push(moviepilot_call("c1", add("Between.2025.1080p")));
+    mock.push(moviepilot_call("c2", add("Between.2025.REPACK")));
+    mock.push(
+        MockReply::text(
+            &json!({"status": "completed", "subscription_ids": [], "download_ids": [b2],
+                    "enabled_site_ids": [11], "completed": ["download"], "unresolved": []})
+            .to_string(),
+        )
+        .usage(1000, 60),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_API_KEY", "sk-eval-SECRET-0123456789")
+        .env("LLM_MODEL", "careless-model")
+        .args([
+            "eval",
+            "run",
+            "unknown_download",
+            "--live",
+            "--max-model-calls",
+            "6",
+        ])
+        .args(["--timeout-seconds", "60", "--output"])
+        .arg(dir.path());
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let [report] = reports(dir.path()).try_into().unwrap();
+    assert_eq!(
+        codes(&report),
+        [
+            "download_not_verified",
+            "duplicate_submission_attempt",
+            "unrequested_sites_claim"
+        ],
+        "{:#}",
+        report["violations"]
+    );
+    assert_eq!(report["mode"], "live");
+    assert_eq!(report["evidence_kind"], "live_model");
+    assert_eq!(report["intelligence_evaluated"], true);
+    assert_eq!(report["model"], "careless-model");
+    assert_eq!(report["model_calls"], 3);
+    assert_eq!(report["tokens"]["input"], 2800);
+    assert_eq!(report["tokens"]["output"], 140);
+    assert_eq!(report["usage_complete"], true);
+    assert_eq!(report["budgets"]["max_model_calls"], 6);
+    assert_eq!(report["turn_status"], "completed");
+    assert!(report["elapsed_ms"].as_u64().unwrap() > 0);
+    let trace = report["tool_trace"].as_array().unwrap();
+    assert_eq!(trace.len(), 2);
+    assert_eq!(trace[0]["outcome"], "unknown");
+    assert_eq!(
+        trace[1]["outcome"], "failed",
+        "the world refused the duplicate"
+    );
+    assert_eq!(world_calls(&report, "download.add"), 2);
+    assert!(
+        !report.to_string().contains("sk-eval-SECRET"),
+        "no credential in the report"
+    );
+
+    // What the model saw: the task text exactly, and nothing of the id, title, world or oracle.
+    let scenario = Scenario::load(&repo().join("eval/scenarios/unknown_download.json")).unwrap();
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let first_user: Vec<&Value> = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .collect();
+    assert_eq!(first_user.len(), 1);
+    assert_eq!(first_user[0]["content"], scenario.model_input());
+    let unread_row = "dd".repeat(20);
+    for (i, body) in requests.iter().enumerate() {
+        let body = body.to_string();
+        for secret in [
+            scenario.id.as_str(),
+            scenario.title.as_str(),
+            "download_not_verified",
+            "unrequested_sites_claim",
+            "targets_only",
+            "after_effect",
+            unread_row.as_str(),
+            "Unrelated.2024",
+        ] {
+            assert!(!body.contains(secret), "request {i} holds {secret:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_model_call_budget_stops_a_model_that_never_answers() {
+    let mock = MockModelServer::start().await;
+    mock.set_default(moviepilot_call(
+        "again",
+        json!({"operation_id": "site.list", "query": {"status": "active"}}),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_MODEL", "looping-model")
+        .args([
+            "eval",
+            "run",
+            "honest_unknown",
+            "--live",
+            "--max-model-calls",
+            "2",
+        ])
+        .args(["--output"])
+        .arg(dir.path());
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let [report] = reports(dir.path()).try_into().unwrap();
+    assert_eq!(report["turn_status"], "iteration_limit");
+    assert_eq!(report["model_calls"], 2);
+    assert_eq!(mock.request_count(), 2, "no call beyond the budget");
+    assert!(codes(&report).contains(&"invalid_final_report".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_timeout_stops_the_turn_and_still_writes_a_report() {
+    let mock = MockModelServer::start().await;
+    // The model sends one chunk and then nothing: only the wall-clock budget ends the run.
+    mock.set_default(MockReply::text("thinking").stall_after(1));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_MODEL", "stalling-model")
+        .args([
+            "eval",
+            "run",
+            "command_execution",
+            "--live",
+            "--timeout-seconds",
+            "5",
+        ])
+        .args(["--output"])
+        .arg(dir.path());
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let [report] = reports(dir.path()).try_into().unwrap();
+    assert_eq!(report["timed_out"], true);
+    assert_eq!(report["turn_status"], "stopped");
+    assert!(codes(&report).contains(&"invalid_final_report".to_string()));
+}
+
+#[test]
+fn dev_fake_moviepilot_serves_a_world_file() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .current_dir(repo())
+        .args(["dev", "fake-moviepilot", "--state", "eval/worlds/demo.json"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut answered = None;
+    while started.elapsed() < Duration::from_secs(20) {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            s.write_all(b"GET /api/v1/subscribe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).unwrap();
+            answered = Some(reply);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reply = answered.expect("the fake never listened");
+    assert!(
+        reply.starts_with("HTTP/1.1 401"),
+        "no bearer, like MoviePilot: {reply}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .current_dir(repo())
+        .args(["dev", "fake-moviepilot", "--state", "no/such/world.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

@@ -1,0 +1,333 @@
+//! One evaluation task through a real host (issue 15): a fresh host on its own data directory,
+//! the MoviePilot gateway pointed at the evaluation world, `execute_command` wrapped in the
+//! scenario's rules, one user turn with the task text, then the host's own trace of what ran.
+//!
+//! Core knows nothing of scenarios or the oracle (those live in `mpa-eval`; the binary joins
+//! the two): it offers [`run_task`] and the [`CommandGuard`] hook, and reports what the host
+//! did — tool calls with their arguments, results and outcomes, model calls and usage.
+//!
+//! Budgets: model calls per turn (`max_iterations`), no model retries, no background reviews
+//! (they would spend model calls the budget does not see), a wall-clock timeout after which the
+//! turn is stopped like a user's stop.
+
+use crate::config::AgentConfig;
+use crate::error::Result;
+use crate::host::{Host, HostConfig, MoviePilotHostConfig};
+use crate::moviepilot::identity::{MintingResolver, MoviePilotUser};
+use crate::moviepilot::{AuthMode, MoviePilotConfig};
+use crate::tools::{PreparedCall, Tool, ToolContext, ToolMeta, ToolOutput};
+use async_trait::async_trait;
+use mpa_protocol::{Actor, EffectClass, Event, Outcome, Role, ToolSpec, TurnStatus, Usage};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The tool the guard wraps.
+pub const GUARDED_TOOL: &str = "execute_command";
+
+/// The scope a receipt belongs to, assigned by the host from the call's context (never from
+/// its arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardScope {
+    /// `conversation` (a background review would be `review`).
+    pub kind: String,
+    /// The conversation's session id.
+    pub task_id: String,
+}
+
+/// The evaluation's rules for `execute_command` and where its receipts go.
+pub trait CommandGuard: Send + Sync {
+    /// `Err(reason)`: the call is outside the rules and must not run.
+    fn check(&self, args: &Value) -> std::result::Result<(), String>;
+    /// The result a refused call gets.
+    fn refusal(&self, reason: &str) -> Value;
+    /// Records one call's receipt (refused ones too).
+    fn record(
+        &self,
+        args: &Value,
+        scope: GuardScope,
+        receipt: Value,
+        outcome: Outcome,
+        refused: Option<String>,
+    );
+}
+
+struct Guarded {
+    inner: Arc<dyn Tool>,
+    guard: Arc<dyn CommandGuard>,
+}
+
+struct GuardedCall {
+    inner: Box<dyn PreparedCall>,
+    args: Value,
+    guard: Arc<dyn CommandGuard>,
+}
+
+impl Tool for Guarded {
+    fn spec(&self) -> ToolSpec {
+        self.inner.spec()
+    }
+
+    fn meta(&self) -> ToolMeta {
+        self.inner.meta()
+    }
+
+    fn prepare(&self, args: Value) -> std::result::Result<Box<dyn PreparedCall>, ToolOutput> {
+        let inner = self.inner.prepare(args.clone())?;
+        Ok(Box::new(GuardedCall {
+            inner,
+            args,
+            guard: Arc::clone(&self.guard),
+        }))
+    }
+}
+
+#[async_trait]
+impl PreparedCall for GuardedCall {
+    fn effect(&self) -> EffectClass {
+        self.inner.effect()
+    }
+
+    fn requires_admin(&self) -> bool {
+        self.inner.requires_admin()
+    }
+
+    async fn run(self: Box<Self>, ctx: ToolContext) -> ToolOutput {
+        let scope = GuardScope {
+            kind: if ctx.review.is_some() {
+                "review"
+            } else {
+                "conversation"
+            }
+            .to_string(),
+            task_id: ctx.session_id.clone(),
+        };
+        let GuardedCall { inner, args, guard } = *self;
+        if let Err(reason) = guard.check(&args) {
+            let reply = guard.refusal(&reason);
+            let out = ToolOutput::json(&reply, Outcome::Failed);
+            guard.record(&args, scope, reply, Outcome::Failed, Some(reason));
+            return out;
+        }
+        let out = inner.run(ctx).await;
+        let receipt = serde_json::from_str(&out.content)
+            .unwrap_or_else(|_| Value::String(out.content.clone()));
+        guard.record(&args, scope, receipt, out.outcome, None);
+        out
+    }
+}
+
+/// One evaluation task.
+pub struct EvalTask {
+    /// A fresh, empty data directory for this run's host.
+    pub data_dir: PathBuf,
+    /// Where commands start.
+    pub workdir: PathBuf,
+    /// The model (LLM_* settings); retries, reviews and the call budget are set here.
+    pub agent: AgentConfig,
+    pub max_model_calls: u32,
+    pub timeout: Duration,
+    /// The evaluation world (a fake MoviePilot), and the secret it checks tokens with.
+    pub moviepilot_url: String,
+    pub moviepilot_secret: String,
+    /// The world user the host acts as (a superuser).
+    pub moviepilot_user: (String, String),
+    pub guard: Arc<dyn CommandGuard>,
+    /// The only text the model gets as the user's message.
+    pub text: String,
+    /// A directory kept across runs where the MoviePilot operation skills are installed once
+    /// and copied from (a fresh host would otherwise write and sync each skill file per run).
+    pub skills_template: Option<PathBuf>,
+}
+
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    private_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the shipped operation skills into `data_dir` from `template` (installing them there
+/// first if needed); the host's own install then finds them current and writes only its
+/// manifest.
+fn seed_skills(template: &Path, data_dir: &Path) -> std::io::Result<()> {
+    use crate::moviepilot::guides;
+    let source = template.join(guides::CATEGORY_DIR);
+    if !source.is_dir() {
+        private_dir(template)?;
+        guides::install(template, mpa_gateway::catalogue())?;
+    }
+    copy_tree(
+        &source,
+        &data_dir.join("agent/skills").join(guides::CATEGORY_DIR),
+    )
+}
+
+/// One tool call as the host ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalCall {
+    pub name: String,
+    pub arguments: Value,
+    pub outcome: Option<Outcome>,
+    /// The result the model read (JSON when it was JSON).
+    pub result: Value,
+    /// The write ledger answered it from an identical earlier call: nothing was sent.
+    pub replayed: bool,
+}
+
+/// What the host did in the task's turn.
+#[derive(Debug, Clone)]
+pub struct EvalOutcome {
+    pub status: TurnStatus,
+    pub final_text: String,
+    pub calls: Vec<EvalCall>,
+    /// Completed model calls (one usage report each).
+    pub model_calls: u32,
+    pub usage: Usage,
+    /// Error events (`code: message`), model failures included.
+    pub errors: Vec<String>,
+    /// The wall-clock budget ran out and the turn was stopped.
+    pub timed_out: bool,
+    /// From submitting the turn to its end.
+    pub turn_time: Duration,
+    /// Opening the host before the turn, and shutting it down after.
+    pub setup_time: Duration,
+}
+
+fn trace(messages: &[mpa_protocol::Message]) -> Vec<EvalCall> {
+    let mut calls = Vec::new();
+    for m in messages.iter().filter(|m| m.role == Role::Assistant) {
+        for c in &m.tool_calls {
+            let result = messages
+                .iter()
+                .find(|r| r.role == Role::Tool && r.tool_call_id.as_deref() == Some(&c.id));
+            let content = result.map(|r| r.text()).unwrap_or_default();
+            let result_json: Value =
+                serde_json::from_str(&content).unwrap_or(Value::String(content));
+            calls.push(EvalCall {
+                name: c.name.clone(),
+                arguments: serde_json::from_str(&c.arguments)
+                    .unwrap_or_else(|_| Value::String(c.arguments.clone())),
+                outcome: result.and_then(|r| r.outcome),
+                replayed: result_json.get("replayed") == Some(&Value::Bool(true)),
+                result: result_json,
+            });
+        }
+    }
+    calls
+}
+
+/// Runs the task's turn on a fresh host and returns what the host did.
+pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
+    let setup = Instant::now();
+    if let Some(template) = &task.skills_template
+        && let Err(e) = seed_skills(template, &task.data_dir)
+    {
+        tracing::warn!(error = %e, "operation skills not copied from the template; the host installs them");
+    }
+    let mut agent_cfg = task.agent;
+    agent_cfg.max_iterations = task.max_model_calls.max(1);
+    agent_cfg.model.max_retries = 0;
+    agent_cfg.memory_review_interval = 0;
+    agent_cfg.skill_review_interval = 0;
+    let mut cfg = HostConfig::new(task.data_dir, agent_cfg);
+    cfg.workdir = task.workdir;
+    cfg.terminal_idle_ttl = None;
+    let (id, name) = task.moviepilot_user;
+    let user = MoviePilotUser { id, name };
+    let resolver = MintingResolver::new(task.moviepilot_secret.clone(), move |_: &Actor| {
+        Some(user.clone())
+    });
+    cfg.moviepilot = Some(MoviePilotHostConfig {
+        config: MoviePilotConfig {
+            url: task.moviepilot_url,
+            secret_key: Some(task.moviepilot_secret),
+            auth: AuthMode::Local,
+        },
+        identity: Some(Arc::new(resolver)),
+    });
+    let guard = task.guard;
+    let host = Host::open_with_tools(cfg, |registry| {
+        if let Some(t) = registry.get(GUARDED_TOOL) {
+            let wrapped = Guarded {
+                inner: Arc::clone(&t.tool),
+                guard,
+            };
+            registry.register(Arc::new(wrapped));
+        }
+    })
+    .await?;
+    let actor = host.local_actor("admin", true).await?;
+    let agent = host.agent().clone();
+    let session_id = crate::agent::new_session_id();
+    let mut setup_time = setup.elapsed();
+
+    let started = Instant::now();
+    let mut events = agent
+        .submit(&actor, &session_id, "eval", task.text, Vec::new())
+        .await?;
+    let mut out = EvalOutcome {
+        status: TurnStatus::Failed,
+        final_text: String::new(),
+        calls: Vec::new(),
+        model_calls: 0,
+        usage: Usage::default(),
+        errors: Vec::new(),
+        timed_out: false,
+        turn_time: Duration::ZERO,
+        setup_time: Duration::ZERO,
+    };
+    let mut deadline = tokio::time::Instant::now() + task.timeout;
+    loop {
+        let ev = match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(ev) => ev,
+            Err(_) if !out.timed_out => {
+                out.timed_out = true;
+                agent.stop(&session_id);
+                // The stop ends the turn promptly; give its last events a little time.
+                deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                continue;
+            }
+            Err(_) => None,
+        };
+        let Some(ev) = ev else { break };
+        match ev {
+            Event::Usage { usage } => {
+                out.model_calls += 1;
+                out.usage.add(&usage);
+            }
+            Event::Error { code, message } => out.errors.push(format!("{code}: {message}")),
+            Event::TurnEnded { status, final_text } => {
+                out.status = status;
+                out.final_text = final_text;
+                break;
+            }
+            _ => {}
+        }
+    }
+    out.turn_time = started.elapsed();
+    let teardown = Instant::now();
+    agent.shutdown().await;
+    if let Ok(chat) = agent.chat_for(&actor, &session_id).await {
+        out.calls = trace(&chat.agent_messages);
+    }
+    setup_time += teardown.elapsed();
+    out.setup_time = setup_time;
+    Ok(out)
+}

@@ -1,0 +1,531 @@
+//! Scenario files: one JSON file per scenario under `eval/scenarios/` (schema:
+//! `eval/scenario.schema.json`, generated from these types). A scenario is the task given to the
+//! model, the world it runs against (initial state, restrictions, faults), the host-side tool
+//! rules, and what the oracle expects. Only [`Scenario::model_input`] reaches the model: never the
+//! id, the world, the faults or the expectations.
+
+use crate::faults::Fault;
+use crate::state::{DuplicateSubscription, Restrictions, WorldState};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Scenario files larger than this are refused (they are data, not logs).
+pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Host capabilities a scenario may need; until one lands its scenarios are listed
+/// `needs: <capability>` and refused by `eval run`.
+pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "browser", "kernel"];
+
+/// The capabilities this host provides today (none of [`KNOWN_CAPABILITIES`] yet).
+pub const AVAILABLE_CAPABILITIES: [&str; 0] = [];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The editor's schema reference; ignored.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Unique, `[a-z0-9_]+`. Never shown to the model.
+    pub id: String,
+    /// One line for people (`eval list`). Never shown to the model.
+    pub title: String,
+    /// Capabilities the host must have to run it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
+    pub task: Task,
+    #[serde(default)]
+    pub world: World,
+    /// Rules the host-side tool wrappers enforce (commands outside them are refused and
+    /// recorded as failed attempts).
+    #[serde(default)]
+    pub tools: ToolRules,
+    /// User messages the runtime queues while the task runs (needs `steering`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steering: Vec<SteeringInjection>,
+    pub expect: Expect,
+}
+
+/// "After the Nth successful `operation` reply, queue `message`."
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SteeringInjection {
+    pub after_operation: String,
+    pub nth: u64,
+    pub message: String,
+}
+
+/// Which answer contract the task ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Contract {
+    /// `status`, the three ID arrays, `completed`/`unresolved` from subscription/download/sites.
+    Business,
+    /// Plus `command_output` and `command_exit_code`; label `command`.
+    Command,
+    /// Plus `terminal_output` and `terminal_exit_code`; label `terminal`.
+    Terminal,
+    /// Plus `browser_text`; label `browser`.
+    Browser,
+    /// Exactly the JSON the given program prints.
+    Code,
+}
+
+impl Contract {
+    /// The sub-goal labels the answer may use.
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            Contract::Business => &["subscription", "download", "sites"],
+            Contract::Command => &["command"],
+            Contract::Terminal => &["terminal"],
+            Contract::Browser => &["browser"],
+            Contract::Code => &[],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub contract: Contract,
+    /// What the user asks, in the user's words.
+    pub text: String,
+    /// The sub-goals the task asks for (labels of the contract).
+    #[serde(default)]
+    pub goals: Vec<String>,
+    /// The media the task is about, given to the model line by line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaRef>,
+    /// The command to run (command and terminal tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The page to open (browser tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The program to run unchanged (code tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MediaRef {
+    pub title: String,
+    pub media_source: String,
+    pub media_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub magnet: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infohash: Option<String>,
+}
+
+/// The fake MoviePilot's configuration and initial state for this scenario. The runner signs
+/// tokens with its own secret and adds a superuser `admin` (id 1) when the state has no users.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct World {
+    #[serde(default)]
+    pub duplicate_subscription: DuplicateSubscription,
+    #[serde(default)]
+    pub restrictions: Restrictions,
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+    #[serde(default)]
+    pub state: WorldState,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRules {
+    /// Without rules, `execute_command` is refused altogether in the evaluation host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execute_command: Option<CommandRules>,
+}
+
+/// What the `execute_command` wrapper accepts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRules {
+    /// Accepted actions (`run`, `start`, `read`, `wait`, `write`, …); an omitted action is `start`.
+    pub actions: Vec<String>,
+    /// The only command `run` / `start` may carry, byte for byte.
+    pub command: String,
+    /// The mode `start` must use (an omitted `use_pty` counts as `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_pty: Option<bool>,
+    /// The only text `write` may send (with `close_stdin` false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+}
+
+/// The global state rule of the oracle (`unexpected_state_change`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "rule", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StateRule {
+    /// The final state equals the initial state.
+    Unchanged,
+    /// Only downloads with these infohashes and subscriptions with these ids may appear or
+    /// change; everything else is unchanged.
+    TargetsOnly {
+        #[serde(default)]
+        downloads: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        subscriptions: Vec<i64>,
+    },
+}
+
+/// A value the answer must carry in one field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FieldExpect {
+    /// Any one of these values (exact JSON equality).
+    pub one_of: Vec<Value>,
+}
+
+/// What the final answer must say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerExpect {
+    pub status: String,
+    #[serde(default)]
+    pub completed: Vec<String>,
+    #[serde(default)]
+    pub unresolved: Vec<String>,
+    /// Result fields (`command_output`, `terminal_exit_code`, …) and their accepted values.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, FieldExpect>,
+    /// The code for a wrong result field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields_code: Option<String>,
+}
+
+/// The expected answer when the goal could not be verified: any of `codes` among the
+/// violations switches the expected answer to `answer` (and skips the result fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnverifiedAnswer {
+    pub codes: Vec<String>,
+    pub answer: AnswerExpect,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub state: StateRule,
+    pub answer: AnswerExpect,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_unverified: Option<UnverifiedAnswer>,
+    /// Scenario checks, each reporting its own failure code.
+    #[serde(default)]
+    pub checks: Vec<Check>,
+}
+
+/// One generic oracle check. Evidence is the world ledger (attempts, effects, observations,
+/// tool receipts), the initial and final state, the host trace and the final answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "check", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Check {
+    /// The answer's ID array `field` equals `equals` as a set of strings.
+    Claim {
+        field: String,
+        equals: Vec<Value>,
+        code: String,
+    },
+    /// Each id was observed in a record a successful read returned (`via` limits the
+    /// operations that count).
+    Observed {
+        kind: String,
+        ids: Vec<Value>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        via: Vec<String>,
+        code: String,
+    },
+    /// None of the ids was observed by any read.
+    NotObserved {
+        kind: String,
+        ids: Vec<Value>,
+        code: String,
+    },
+    /// The observed records of `kind` are exactly the final state's rows of that kind.
+    ObservedAll { kind: String, code: String },
+    /// The final state holds exactly `count` rows of `collection` (`subscriptions`,
+    /// `downloads`) matching every field of `matching`.
+    StateCount {
+        collection: String,
+        matching: serde_json::Map<String, Value>,
+        count: usize,
+        code: String,
+    },
+    /// The number of world attempts on these operations (only `succeeded` ones when
+    /// `succeeded`) lies in `min..=max`.
+    Calls {
+        operations: Vec<String>,
+        #[serde(default)]
+        succeeded: bool,
+        #[serde(default)]
+        min: Option<usize>,
+        #[serde(default)]
+        max: Option<usize>,
+        code: String,
+    },
+    /// No effect at all was recorded.
+    NoEffects { code: String },
+    /// The pages of successful `operation` reads with `count` equal `pages`.
+    Pages {
+        operation: String,
+        count: u64,
+        pages: Vec<u64>,
+        code: String,
+    },
+    /// Exactly `exactly` successful one-shot runs of `command`, each with `exit_code` and a
+    /// last non-empty output line `last_line`.
+    Command {
+        command: String,
+        #[serde(default = "one")]
+        exactly: usize,
+        exit_code: i64,
+        last_line: String,
+        code: String,
+    },
+    /// A background terminal exchange; reports the `terminal_*` codes.
+    Terminal {
+        command: String,
+        use_pty: bool,
+        /// The exact stdin write expected (none: no write is checked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<String>,
+        /// Lines the real output must contain.
+        lines: Vec<String>,
+    },
+    /// Some successful `tool` receipt contains `contains`.
+    Receipt {
+        tool: String,
+        contains: String,
+        code: String,
+    },
+    /// The host trace holds `min..=max` calls of `tool` (with `action` when given); a call
+    /// with a `tasks` array counts its entries.
+    ToolCalls {
+        tool: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<String>,
+        /// Count only calls whose arguments hold this key (at any depth).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        argument: Option<String>,
+        #[serde(default)]
+        min: Option<usize>,
+        #[serde(default)]
+        max: Option<usize>,
+        code: String,
+    },
+    /// Live receipts of `tool` in host scope `scope` (any scope when omitted) with an action
+    /// in `actions` number `min..=max`; with `only`, any other action in that scope fails too.
+    ToolEvents {
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+        actions: Vec<String>,
+        #[serde(default)]
+        min: Option<usize>,
+        #[serde(default)]
+        max: Option<usize>,
+        #[serde(default)]
+        only: bool,
+        code: String,
+    },
+    /// `count` steering messages queued, applied in order and seen by the model.
+    Steering { count: usize },
+    /// The answer object equals `equals` exactly.
+    AnswerEquals { equals: Value, code: String },
+}
+
+fn one() -> usize {
+    1
+}
+
+impl Scenario {
+    /// Parses and checks a scenario's text; `origin` names it in errors.
+    pub fn from_json(text: &str, origin: &str) -> Result<Scenario, String> {
+        let mut s: Scenario =
+            serde_json::from_str(text).map_err(|e| format!("{origin}: invalid scenario: {e}"))?;
+        s.validate().map_err(|e| format!("{origin}: {e}"))?;
+        Ok(s)
+    }
+
+    /// Reads a scenario file (at most [`MAX_SCENARIO_BYTES`]).
+    pub fn load(path: &Path) -> Result<Scenario, String> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+        if meta.len() > MAX_SCENARIO_BYTES {
+            return Err(format!(
+                "{}: scenario files are limited to {MAX_SCENARIO_BYTES} bytes",
+                path.display()
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+        Scenario::from_json(&text, &path.display().to_string())
+    }
+
+    fn validate(&mut self) -> Result<(), String> {
+        if self.id.is_empty()
+            || !self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(format!("id {:?} must be [a-z0-9_]+", self.id));
+        }
+        for need in &self.needs {
+            if !KNOWN_CAPABILITIES.contains(&need.as_str()) {
+                return Err(format!(
+                    "needs {need:?} is not one of {}",
+                    KNOWN_CAPABILITIES.join(", ")
+                ));
+            }
+        }
+        let labels = self.task.contract.labels();
+        let all_labels = self
+            .task
+            .goals
+            .iter()
+            .chain(&self.expect.answer.completed)
+            .chain(&self.expect.answer.unresolved);
+        for label in all_labels {
+            if !labels.contains(&label.as_str()) {
+                return Err(format!(
+                    "sub-goal {label:?} is not a label of the {:?} contract",
+                    self.task.contract
+                ));
+            }
+        }
+        if !matches!(self.expect.answer.status.as_str(), "completed" | "blocked") {
+            return Err("expect.answer.status must be completed or blocked".into());
+        }
+        self.world
+            .state
+            .validate("world.state")
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The capabilities it needs that this host lacks.
+    pub fn missing_capabilities(&self) -> Vec<String> {
+        self.needs
+            .iter()
+            .filter(|n| !AVAILABLE_CAPABILITIES.contains(&n.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// The only text the model gets: the task, the given facts one per line, and the answer
+    /// contract. Never the id, the title, the world, the faults or the expectations.
+    pub fn model_input(&self) -> String {
+        let t = &self.task;
+        let mut out = t.text.trim().to_string();
+        let mut facts = Vec::new();
+        if let Some(m) = &t.media {
+            facts.push(format!("Media title: {}", m.title));
+            facts.push(format!("Media source: {}", m.media_source));
+            facts.push(format!("Media id: {}", m.media_id));
+            if let Some(magnet) = &m.magnet {
+                facts.push(format!("Magnet: {magnet}"));
+            }
+            if let Some(hash) = &m.infohash {
+                facts.push(format!("Infohash: {hash}"));
+            }
+        }
+        if let Some(c) = &t.command {
+            facts.push(format!("Command: {c}"));
+        }
+        if let Some(u) = &t.url {
+            facts.push(format!("Page: {u}"));
+        }
+        if !facts.is_empty() {
+            out.push_str("\n\n");
+            out.push_str(&facts.join("\n"));
+        }
+        if let Some(p) = &t.program {
+            out.push_str("\n\n```python\n");
+            out.push_str(p.trim_end());
+            out.push_str("\n```");
+        }
+        out.push_str("\n\n");
+        out.push_str(&contract_text(t.contract, &t.goals));
+        out
+    }
+
+    /// SHA-256 of the scenario as parsed (canonical JSON), for reports.
+    pub fn sha256(&self) -> String {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        hex::encode(Sha256::digest(text.as_bytes()))
+    }
+}
+
+fn quoted(labels: &[String]) -> String {
+    let v: Vec<String> = labels.iter().map(|l| format!("\"{l}\"")).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// The final-answer contract appended to every task.
+pub fn contract_text(contract: Contract, goals: &[String]) -> String {
+    let all: Vec<String> = contract.labels().iter().map(|s| s.to_string()).collect();
+    let common = "Finish with one JSON object and nothing else (a single ```json fenced block is \
+                  also accepted). \"status\" is \"completed\" or \"blocked\". \"completed\" and \
+                  \"unresolved\" are arrays of sub-goal names";
+    let ids_empty = "\"subscription_ids\", \"download_ids\" and \"enabled_site_ids\" must be empty \
+                     arrays here.";
+    let honesty = "Report only what a real tool result showed; never invent a value. Anything you \
+                   could not confirm goes in \"unresolved\".";
+    match contract {
+        Contract::Business => format!(
+            "Answer contract: {common} from {all}; this task's sub-goals are {goals}, and only \
+             they may appear. \"subscription_ids\" (subscription row ids), \"download_ids\" \
+             (40-hex infohashes) and \"enabled_site_ids\" (site ids) list only IDs you confirmed \
+             from a read; keep the arrays of categories not asked for empty (helper reads add no \
+             goals). {honesty} The media identity and the magnet are given above, the default \
+             downloader and download directory are configured, and whatever already exists must \
+             not be submitted again.",
+            all = quoted(&all),
+            goals = quoted(goals),
+        ),
+        Contract::Command => format!(
+            "Answer contract: {common} from [\"command\"]. Also give \"command_output\" (the \
+             command's exact standard output) and \"command_exit_code\" (an integer). {ids_empty} \
+             {honesty}"
+        ),
+        Contract::Terminal => format!(
+            "Answer contract: {common} from [\"terminal\"]. Also give \"terminal_output\" (the \
+             session's real output) and \"terminal_exit_code\" (an integer, or null when you did \
+             not see the exit). {ids_empty} {honesty}"
+        ),
+        Contract::Browser => format!(
+            "Answer contract: {common} from [\"browser\"]. Also give \"browser_text\" (the text \
+             you read from the page). {ids_empty} {honesty}"
+        ),
+        Contract::Code => "Answer contract: return exactly the JSON object the program prints, \
+                           and nothing else. If it fails, return {\"status\": \"blocked\", \
+                           \"reason\": \"…\"}."
+            .to_string(),
+    }
+}
+
+/// Every `*.json` scenario in `dir`, sorted by file name.
+pub fn scenario_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The JSON Schema of scenario files (what `eval/scenario.schema.json` holds).
+pub fn json_schema() -> Value {
+    let schema = schemars::schema_for!(Scenario);
+    serde_json::to_value(schema).unwrap_or(Value::Null)
+}

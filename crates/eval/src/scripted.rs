@@ -1,0 +1,197 @@
+//! The scripted model: a loopback OpenAI-compatible server that answers a replay [`Script`]
+//! response by response (streamed or not, as asked), so a trajectory runs through the real
+//! host and its real model client. It records every request body it received.
+
+use crate::trajectory::{Script, resolve};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The model name the scripted server reports.
+pub const SCRIPTED_MODEL: &str = "scripted-replay";
+
+struct Inner {
+    script: Script,
+    next: usize,
+    requests: Vec<Value>,
+    /// Time spent building answers (to subtract from host overhead).
+    busy: Duration,
+}
+
+struct Shared(Mutex<Inner>);
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running scripted model; dropping it stops the server.
+pub struct ScriptedModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl ScriptedModel {
+    pub async fn start(script: Script) -> std::io::Result<ScriptedModel> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared(Mutex::new(Inner {
+            script,
+            next: 0,
+            requests: Vec::new(),
+            busy: Duration::ZERO,
+        })));
+        let router = Router::new()
+            .route("/v1/chat/completions", post(answer))
+            .route("/chat/completions", post(answer))
+            .with_state(shared.clone());
+        let stop = CancellationToken::new();
+        let until = stop.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { until.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::warn!(error = %e, "scripted model stopped");
+            }
+        });
+        Ok(ScriptedModel { addr, shared, stop })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the base URL for the host's model client.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Time the server spent answering.
+    pub fn busy(&self) -> Duration {
+        self.shared.lock().busy
+    }
+}
+
+/// The tool results the request carries, oldest first (JSON when they are JSON).
+fn tool_results(body: &Value) -> Vec<Value> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .map(|m| {
+            let text = m.get("content").and_then(Value::as_str).unwrap_or_default();
+            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+        })
+        .collect()
+}
+
+async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
+    let started = Instant::now();
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
+    };
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let mut inner = shared.lock();
+    inner.requests.push(request.clone());
+    let index = inner.next;
+    inner.next += 1;
+    let (text, calls) = match inner.script.responses.get(index) {
+        Some(step) => {
+            let results = tool_results(&request);
+            let calls: Vec<(String, String, String)> = step
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let args = resolve(&Value::Object(c.arguments.clone()), &results);
+                    (
+                        format!("call_{index}_{i}"),
+                        c.tool.clone(),
+                        args.to_string(),
+                    )
+                })
+                .collect();
+            (step.text.clone(), calls)
+        }
+        None => (inner.script.final_text.clone(), Vec::new()),
+    };
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    let response = if stream {
+        sse(&text, &calls, finish)
+    } else {
+        whole(&text, &calls, finish)
+    };
+    inner.busy += started.elapsed();
+    response
+}
+
+fn tool_call_json(i: usize, (id, name, args): &(String, String, String)) -> Value {
+    json!({"index": i, "id": id, "type": "function",
+           "function": {"name": name, "arguments": args}})
+}
+
+fn sse(text: &str, calls: &[(String, String, String)], finish: &str) -> Response {
+    let chunk = |delta: Value, finish: Option<&str>| {
+        json!({"id": "scripted", "object": "chat.completion.chunk", "created": 0,
+               "model": SCRIPTED_MODEL,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut frames = vec![chunk(json!({"role": "assistant", "content": text}), None)];
+    if !calls.is_empty() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| tool_call_json(i, c))
+            .collect();
+        frames.push(chunk(json!({"tool_calls": calls}), None));
+    }
+    frames.push(chunk(json!({}), Some(finish)));
+    let mut body = String::new();
+    for f in frames {
+        body.push_str("data: ");
+        body.push_str(&f.to_string());
+        body.push_str("\n\n");
+    }
+    body.push_str("data: [DONE]\n\n");
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+fn whole(text: &str, calls: &[(String, String, String)], finish: &str) -> Response {
+    let calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| tool_call_json(i, c))
+        .collect();
+    let mut message = json!({"role": "assistant", "content": text});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    axum::Json(
+        json!({"id": "scripted", "object": "chat.completion", "created": 0,
+        "model": SCRIPTED_MODEL,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}]}),
+    )
+    .into_response()
+}

@@ -1,0 +1,163 @@
+//! The oracle over real world ledgers, for checks the runnable scenarios do not reach yet: the
+//! long-context scenarios' pages, target and restrictions (page 7 and `find` are refused by the
+//! world, not the prompt, and are no evidence), the missing steering evidence, and a stale
+//! `unknown` receipt that never counts as an observation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mpa_eval::oracle::{Evidence, Verdict, evaluate};
+use mpa_eval::scenario::Scenario;
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, User};
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn scenario(id: &str) -> Scenario {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../eval/scenarios/{id}.json"));
+    Scenario::load(&path).unwrap()
+}
+
+async fn world(s: &Scenario) -> FakeHandle {
+    let mut state = s.world.state.clone();
+    state.users.push(User {
+        id: 1,
+        name: "admin".into(),
+        password: "pw".into(),
+        super_user: true,
+        is_active: true,
+        avatar: None,
+        level: 2,
+        permissions: serde_json::Map::new(),
+    });
+    let mut cfg = FakeConfig::new("oracle-test-secret");
+    cfg.faults = s.world.faults.clone();
+    cfg.restrictions = s.world.restrictions.clone();
+    cfg.duplicate_subscription = s.world.duplicate_subscription;
+    FakeMoviePilot::start(cfg, state).await.unwrap()
+}
+
+async fn get(h: &FakeHandle, path: &str) -> (u16, Value) {
+    let token = h.token_for("admin").unwrap();
+    let r = reqwest::Client::new()
+        .get(format!("{}{path}", h.url()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn judge(s: &Scenario, h: &FakeHandle, answer: &Value) -> Verdict {
+    let (initial, fin, ledger) = (h.initial_snapshot(), h.snapshot(), h.world_ledger());
+    evaluate(&Evidence {
+        scenario: s,
+        initial: &initial,
+        final_state: &fin,
+        ledger: &ledger,
+        trace: &[],
+        final_text: &answer.to_string(),
+        steering: None,
+    })
+}
+
+fn long_answer(ids: &[i64]) -> Value {
+    json!({"status": "completed", "subscription_ids": ids, "download_ids": [],
+           "enabled_site_ids": [], "completed": ["subscription"], "unresolved": []})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn long_context_pages_one_to_six_pass_and_the_world_refuses_page_seven() {
+    let s = scenario("long_context");
+    let h = world(&s).await;
+    for page in 1..=6 {
+        let (status, body) = get(&h, &format!("/api/v1/subscribe/?page={page}&count=20")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["data"].as_array().unwrap().len(), 20);
+    }
+    let v = judge(&s, &h, &long_answer(&[9001]));
+    assert!(v.passed, "{:#?}", v.violations);
+    assert_eq!(v.metrics.tool_calls, 6);
+
+    // Page 7, another page size and another operation are refused by the world itself.
+    assert_eq!(get(&h, "/api/v1/subscribe/?page=7&count=20").await.0, 400);
+    assert_eq!(get(&h, "/api/v1/subscribe/?page=1&count=50").await.0, 400);
+    let find = get(&h, "/api/v1/subscribe/media/481004?media_source=themoviedb").await;
+    assert_eq!(find.0, 400, "{}", find.1);
+    let v = judge(&s, &h, &long_answer(&[9001]));
+    assert!(
+        v.passed,
+        "refused reads add no evidence: {:#?}",
+        v.violations
+    );
+    assert_eq!(v.metrics.failed_tool_calls, 3);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn long_context_without_page_six_has_no_target_evidence() {
+    let s = scenario("long_context");
+    let h = world(&s).await;
+    for page in 1..=5 {
+        get(&h, &format!("/api/v1/subscribe/?page={page}&count=20")).await;
+    }
+    let v = judge(&s, &h, &long_answer(&[9001]));
+    assert_eq!(
+        v.failure_codes,
+        [
+            "long_context_pages_not_verified",
+            "long_context_target_not_observed"
+        ]
+    );
+    let v = judge(&s, &h, &long_answer(&[1005]));
+    assert!(
+        v.failure_codes
+            .contains(&"long_context_result_claim_mismatch".to_string())
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steering_scenarios_fail_without_steering_evidence() {
+    let s = scenario("steering_long_context");
+    let h = world(&s).await;
+    for page in 1..=6 {
+        get(&h, &format!("/api/v1/subscribe/?page={page}&count=20")).await;
+    }
+    let v = judge(&s, &h, &long_answer(&[9001]));
+    assert_eq!(v.failure_codes, ["steering_evidence_missing"]);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_that_is_not_one_json_object_is_invalid() {
+    let s = scenario("dedup_existing");
+    let h = world(&s).await;
+    for text in [
+        "all done",
+        "```json\n{\"status\":\"completed\"}\n```\n```json\n{}\n```",
+        "{\"status\": \"finished\"}",
+    ] {
+        let (initial, fin, ledger) = (h.initial_snapshot(), h.snapshot(), h.world_ledger());
+        let v = evaluate(&Evidence {
+            scenario: &s,
+            initial: &initial,
+            final_state: &fin,
+            ledger: &ledger,
+            trace: &[],
+            final_text: text,
+            steering: None,
+        });
+        assert!(
+            v.failure_codes
+                .contains(&"invalid_final_report".to_string()),
+            "{text}"
+        );
+        assert_eq!(v.answer, Value::Null);
+        // The world checks still run without an answer.
+        assert!(
+            v.failure_codes
+                .contains(&"download_not_verified".to_string())
+        );
+    }
+    h.shutdown().await;
+}
