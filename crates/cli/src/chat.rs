@@ -153,7 +153,8 @@ impl Renderer {
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }
-            | Event::Usage { .. } => {}
+            | Event::Usage { .. }
+            | Event::Budget { .. } => {}
         }
         let _ = out.flush();
     }

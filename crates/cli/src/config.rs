@@ -171,6 +171,7 @@ impl Config {
         cfg.tool_timeout =
             (self.llm_tool_timeout > 0).then(|| Duration::from_secs(self.llm_tool_timeout));
         cfg.max_context_tokens_k = self.llm_max_context_tokens;
+        cfg.max_tools = self.llm_max_tools;
         cfg.support_image_input = self.llm_support_image_input;
         cfg
     }

@@ -46,7 +46,7 @@ fn compact(events: &[Value]) -> Vec<String> {
                 e["outcome"].as_str().unwrap()
             ),
             "plan_updated" => "plan_updated".to_string(),
-            "usage" => continue,
+            "usage" | "budget" => continue,
             "error" => format!("error:{}", e["code"].as_str().unwrap()),
             "turn_ended" => format!("turn_ended:{}", e["status"].as_str().unwrap()),
             other => other.to_string(),

@@ -11,6 +11,9 @@ pub struct AgentConfig {
     pub tool_timeout: Option<Duration>,
     /// Tool calls of one model response run concurrently up to this bound.
     pub max_parallel_tools: usize,
+    /// Tools offered on a request's first model call besides the always-on internal ones
+    /// (`LLM_MAX_TOOLS`; 0 = every tool, no discovery).
+    pub max_tools: u32,
     /// Fallback context window in K tokens when the catalogue does not know the model.
     pub max_context_tokens_k: u64,
     pub support_image_input: bool,
@@ -31,6 +34,7 @@ impl AgentConfig {
             max_iterations: 512,
             tool_timeout: Some(Duration::from_secs(300)),
             max_parallel_tools: 8,
+            max_tools: 0,
             max_context_tokens_k: 128,
             support_image_input: true,
             queue_capacity: 8,

@@ -72,6 +72,9 @@ pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::T
     use tools::{diagnostic, execute_command, typed, update_plan};
     let mut r = tools::ToolRegistry::new();
     r.register(typed(update_plan::UpdatePlan));
+    r.register(typed(tools::read_tool_result::ReadToolResult));
+    // Offered only when LLM_MAX_TOOLS > 0 (see `turn::begin::tool_selection`).
+    r.register(typed(tools::search_tools::SearchTools));
     if let Some(processes) = &caps.exec {
         r.register(typed(execute_command::ExecuteCommand {
             processes: processes.clone(),

@@ -208,7 +208,15 @@ async fn run(
     let mut transcript = Transcript::restored(start.messages);
     let first_new = transcript.len();
     transcript.push(Message::user(review_prompt(start.due)));
-    let specs = services.tools.specs_for(&actor);
+    // The turn's own specs (`search_tools` is a turn's, offered only with discovery on).
+    let specs: Vec<_> = services
+        .tools
+        .specs_for(&actor)
+        .into_iter()
+        .filter(|s| {
+            s.name != <crate::tools::search_tools::SearchTools as crate::tools::TypedTool>::NAME
+        })
+        .collect();
     let state = Arc::new(Mutex::new(crate::tools::SessionState::default()));
     let setup = LoopSetup {
         model: &services.model,
@@ -232,6 +240,8 @@ async fn run(
             max_model_calls: MAX_REVIEW_ITERATIONS,
             input_token_budget: Some(input_budget(&services)),
         },
+        budget: services.budget_limits(),
+        catalogue: None,
         acting_note: None,
     };
     let end = steps::run(

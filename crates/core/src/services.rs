@@ -27,12 +27,21 @@ pub struct Services {
 }
 
 impl Services {
+    /// What every model request is budgeted against: the catalogue's window for the model, else
+    /// `LLM_MAX_CONTEXT_TOKENS`.
+    pub fn budget_limits(&self) -> mpa_model::BudgetLimits {
+        mpa_model::BudgetLimits::for_model(&self.cfg.model, self.cfg.max_context_tokens_k)
+    }
+
     /// The one tool call path, configured for this host.
     pub fn invoker(&self) -> Invoker<'_> {
         Invoker {
             registry: &self.tools,
             timeout: self.cfg.tool_timeout,
             ledger: Some(&self.store),
+            max_result_chars: crate::result_cap::cap_for_window(
+                self.budget_limits().context_window_tokens,
+            ),
         }
     }
 }

@@ -14,6 +14,8 @@ pub struct Transcript {
     captured: usize,
     /// Full contents of capped tool results not yet captured, by message index.
     full: HashMap<usize, String>,
+    /// Each compaction as (cut, inserted): `messages[..cut]` became `inserted` messages.
+    compactions: Vec<(usize, usize)>,
 }
 
 impl Transcript {
@@ -23,6 +25,7 @@ impl Transcript {
             captured: messages.len(),
             messages,
             full: HashMap::new(),
+            compactions: Vec::new(),
         }
     }
 
@@ -80,6 +83,48 @@ impl Transcript {
         self.captured
     }
 
+    /// Replaces `messages[..cut]` with `prefix` (a compaction summary and the kept first user
+    /// message). The replaced messages must already be in the evidence store (or there is none):
+    /// the watermark moves with the messages, the prefix counts as captured.
+    /// Returns the replaced messages.
+    pub fn compact(&mut self, cut: usize, prefix: Vec<Message>) -> Vec<Message> {
+        let cut = cut.min(self.messages.len());
+        let inserted = prefix.len();
+        let removed: Vec<Message> = self.messages.splice(..cut, prefix).collect();
+        self.captured = if self.captured >= cut {
+            self.captured - cut + inserted
+        } else {
+            inserted
+        };
+        self.full = std::mem::take(&mut self.full)
+            .into_iter()
+            .filter(|(i, _)| *i >= cut)
+            .map(|(i, f)| (i - cut + inserted, f))
+            .collect();
+        self.compactions.push((cut, inserted));
+        removed
+    }
+
+    /// How many compactions happened (a mark for [`Transcript::rebase`]).
+    pub fn compaction_count(&self) -> usize {
+        self.compactions.len()
+    }
+
+    /// Where the message at `index` (before the compactions from `since` on) is now; a message
+    /// that was compacted away maps to the first message after the inserted prefix.
+    pub fn rebase(&self, index: usize, since: usize) -> usize {
+        self.compactions
+            .iter()
+            .skip(since)
+            .fold(index, |i, &(cut, inserted)| {
+                if i >= cut {
+                    i - cut + inserted
+                } else {
+                    inserted
+                }
+            })
+    }
+
     pub fn into_messages(self) -> Vec<Message> {
         self.messages
     }
@@ -109,5 +154,24 @@ mod tests {
         t.mark_captured(1);
         assert_eq!(t.captured(), 3);
         assert!(t.uncaptured().1.is_empty());
+    }
+
+    #[test]
+    fn a_compaction_moves_the_watermark_and_the_full_contents_with_the_messages() {
+        let mut t = Transcript::restored((0..6).map(|i| Message::user(format!("m{i}"))).collect());
+        t.push_with_full(
+            Message::tool("c", "x", "preview", Outcome::Succeeded),
+            Some("whole".into()),
+        );
+        let mark = t.compaction_count();
+        t.compact(4, vec![Message::user("summary")]);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.messages()[1].text(), "m4");
+        assert_eq!(t.captured(), 3);
+        let (from, items) = t.uncaptured();
+        assert_eq!(from, 3);
+        assert_eq!(items[0].1.as_deref(), Some("whole"));
+        assert_eq!(t.rebase(6, mark), 3);
+        assert_eq!(t.rebase(2, mark), 1);
     }
 }

@@ -67,6 +67,7 @@ async fn call_as(env: &Env, actor: &Actor, session: &str, args: Value) -> (Value
         registry: &env.registry,
         timeout: Some(Duration::from_secs(120)),
         ledger: None,
+        max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
     };
     let call = ToolCall {
         id: "call_1".into(),

@@ -39,6 +39,8 @@ async fn small_tool_specs_snapshot() {
     let tools = &agent.services().tools;
     for name in [
         "update_plan",
+        "read_tool_result",
+        "search_tools",
         "get_tool_execution",
         "test_echo",
         "test_sleep",

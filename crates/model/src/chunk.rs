@@ -143,6 +143,9 @@ pub struct WireUsage {
     /// DeepSeek's name for cached prompt tokens.
     #[serde(default)]
     pub prompt_cache_hit_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (Anthropic's name, passed through by gateways).
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -166,6 +169,7 @@ impl WireUsage {
                 .total_tokens
                 .unwrap_or(self.prompt_tokens + self.completion_tokens),
             cache_read_tokens: cache_read,
+            cache_write_tokens: self.cache_creation_input_tokens.unwrap_or(0),
             estimated: false,
         }
     }
@@ -281,6 +285,7 @@ mod tests {
                 output_tokens: 5,
                 total_tokens: 15,
                 cache_read_tokens: 4,
+                cache_write_tokens: 0,
                 estimated: false,
             }
         );

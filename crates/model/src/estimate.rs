@@ -3,9 +3,12 @@
 //! No tokenizer: CJK characters count one token each (BPE vocabularies rarely merge them), other
 //! text one token per four bytes, rounded up; each message adds a fixed framing overhead; each image
 //! counts 85 tokens (the low-detail tile cost OpenAI documents). Over-estimating a little is the
-//! safe direction: the result only decides when to compact.
+//! safe direction: the result only decides when to compact. The budget ([`request_budget`])
+//! multiplies the sum by the provider-serialisation factor (×1.5: chat templates, JSON-escaped
+//! tool arguments and schemas cost more than their text), so a request the estimate lets through
+//! fits the window even on a model whose tokenizer splits finer than four bytes a token.
 
-use mpa_protocol::{Content, ContentPart, Message, Role, ToolSpec};
+use mpa_protocol::{Content, ContentPart, Message, RequestBudget, Role, ToolSpec};
 
 /// Framing tokens per message (role markers, separators).
 pub const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
@@ -48,17 +51,35 @@ fn is_cjk(c: char) -> bool {
 
 /// Estimated tokens of a piece of text.
 pub fn estimate_text_tokens(text: &str) -> u64 {
-    if text.is_ascii() {
-        return (text.len() as u64).div_ceil(4);
-    }
+    let bytes = text.as_bytes();
     let mut cjk = 0u64;
     let mut other_bytes = 0u64;
-    for c in text.chars() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // ASCII runs eight bytes at a time (JSON results are mostly ASCII with some Chinese).
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if u64::from_ne_bytes(word) & 0x8080_8080_8080_8080 == 0 {
+                other_bytes += 8;
+                i += 8;
+                continue;
+            }
+        }
+        if bytes[i] < 0x80 {
+            other_bytes += 1;
+            i += 1;
+            continue;
+        }
+        // A lead byte: `i` is on a char boundary here.
+        let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+        let n = c.len_utf8();
         if is_cjk(c) {
             cjk += 1;
         } else {
-            other_bytes += c.len_utf8() as u64;
+            other_bytes += n as u64;
         }
+        i += n;
     }
     cjk + other_bytes.div_ceil(4)
 }
@@ -86,19 +107,8 @@ pub fn estimate_breakdown<'a>(
     };
     for m in messages {
         est.message_count += 1;
-        let (text, images) = content_tokens(&m.content);
-        let calls: u64 = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                MESSAGE_OVERHEAD_TOKENS
-                    + estimate_text_tokens(&c.id)
-                    + estimate_text_tokens(&c.name)
-                    + estimate_text_tokens(&c.arguments)
-            })
-            .sum();
-        let id = m.tool_call_id.as_deref().map_or(0, estimate_text_tokens);
-        let tokens = MESSAGE_OVERHEAD_TOKENS + text + calls + id;
+        let images = m.content.image_count() as u64;
+        let tokens = estimate_message_tokens(m) - images * IMAGE_TOKENS;
         if m.role == Role::System {
             est.system_tokens += tokens;
         } else {
@@ -107,13 +117,97 @@ pub fn estimate_breakdown<'a>(
         est.image_count += images;
         est.multimodal_tokens += images * IMAGE_TOKENS;
     }
-    for t in tools {
-        est.tool_tokens += TOOL_OVERHEAD_TOKENS
-            + estimate_text_tokens(&t.name)
-            + estimate_text_tokens(&t.description)
-            + estimate_text_tokens(&t.parameters.to_string());
-    }
+    est.tool_tokens = tools.iter().map(estimate_tool_tokens).sum();
     est
+}
+
+/// How the budget counts tokens (reported with every budget).
+pub const ESTIMATOR: &str = "calibrated_estimate";
+
+/// The estimate times the provider-serialisation factor (×1.5, rounded up).
+pub fn with_serialisation_factor(raw: u64) -> u64 {
+    raw.saturating_mul(3).div_ceil(2)
+}
+
+/// The raw estimate that, times the factor, is `budget` (rounded down): how much text fits.
+pub fn without_serialisation_factor(budget: u64) -> u64 {
+    budget.saturating_mul(2) / 3
+}
+
+/// What one request is budgeted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetLimits {
+    pub context_window_tokens: u64,
+    pub model_max_output_tokens: Option<u32>,
+    pub configured_output_limit_tokens: Option<u32>,
+}
+
+impl BudgetLimits {
+    /// The catalogue's window for the model, else `llm_max_context_k_tokens` × 1000.
+    pub fn for_model(cfg: &crate::ModelConfig, llm_max_context_k_tokens: u64) -> Self {
+        let profile = crate::model_profile(&cfg.model);
+        Self {
+            context_window_tokens: profile.context_window_or(llm_max_context_k_tokens),
+            model_max_output_tokens: profile.max_output_tokens,
+            configured_output_limit_tokens: cfg.max_output_tokens,
+        }
+    }
+}
+
+/// The figures of spec runtime §12.1 for one request.
+pub fn request_budget(est: &TokenEstimate, limits: &BudgetLimits) -> RequestBudget {
+    let estimated = with_serialisation_factor(est.total());
+    let window = limits.context_window_tokens;
+    RequestBudget {
+        message_count: est.message_count,
+        tool_count: est.tool_count,
+        image_count: est.image_count,
+        unknown_multimodal_count: 0,
+        message_tokens: est.message_tokens,
+        system_tokens: est.system_tokens,
+        tool_tokens: est.tool_tokens,
+        multimodal_tokens: est.multimodal_tokens,
+        estimated_input_tokens: estimated,
+        context_window_tokens: window,
+        estimated_remaining_input_tokens: window.saturating_sub(estimated),
+        estimated_input_ratio: if window == 0 {
+            0.0
+        } else {
+            // Ratios are for people; four decimals are plenty.
+            ((estimated as f64 / window as f64) * 10_000.0).round() / 10_000.0
+        },
+        estimated_over_input_limit: estimated > window,
+        model_max_output_tokens: limits.model_max_output_tokens,
+        configured_output_limit_tokens: limits.configured_output_limit_tokens,
+        estimator: ESTIMATOR.to_string(),
+        compaction: None,
+        tool_discovery: None,
+    }
+}
+
+/// Estimated tokens of one message (framing, text, tool calls; images excluded).
+pub fn estimate_message_tokens(m: &Message) -> u64 {
+    let (text, images) = content_tokens(&m.content);
+    let calls: u64 = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            MESSAGE_OVERHEAD_TOKENS
+                + estimate_text_tokens(&c.id)
+                + estimate_text_tokens(&c.name)
+                + estimate_text_tokens(&c.arguments)
+        })
+        .sum();
+    let id = m.tool_call_id.as_deref().map_or(0, estimate_text_tokens);
+    MESSAGE_OVERHEAD_TOKENS + text + calls + id + images * IMAGE_TOKENS
+}
+
+/// Estimated tokens of one tool schema.
+pub fn estimate_tool_tokens(t: &ToolSpec) -> u64 {
+    TOOL_OVERHEAD_TOKENS
+        + estimate_text_tokens(&t.name)
+        + estimate_text_tokens(&t.description)
+        + estimate_text_tokens(&t.parameters.to_string())
 }
 
 /// Estimated input tokens of a request.
@@ -136,6 +230,16 @@ mod tests {
         assert_eq!(estimate_text_tokens("abcde"), 2);
         assert_eq!(estimate_text_tokens("你好世界"), 4);
         assert_eq!(estimate_text_tokens("你好 abc"), 3);
+        // The ASCII fast path and the per-character path agree.
+        let mixed = "{\"id\": 12, \"title\": \"流浪地球 The Wandering Earth\"} é".repeat(7);
+        let slow = mixed.chars().filter(|c| is_cjk(*c)).count() as u64
+            + mixed
+                .chars()
+                .filter(|c| !is_cjk(*c))
+                .map(|c| c.len_utf8() as u64)
+                .sum::<u64>()
+                .div_ceil(4);
+        assert_eq!(estimate_text_tokens(&mixed), slow);
     }
 
     #[test]

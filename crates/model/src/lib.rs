@@ -16,7 +16,9 @@
 //!   `is_context_exceeded()` (code `model_context_exceeded`, phrasings in
 //!   [`CONTEXT_EXCEEDED_MARKERS`]), `status()`, `is_image_input_rejected()`.
 //! - [`model_profile`] → [`ModelProfile`] (context window, image support, output limit).
-//! - [`estimate_tokens`] / [`estimate_breakdown`]: cheap request-size estimates.
+//! - [`estimate_tokens`] / [`estimate_breakdown`]: cheap request-size estimates;
+//!   [`request_budget`] against [`BudgetLimits`] (window from the catalogue, else
+//!   `LLM_MAX_CONTEXT_TOKENS`) with the provider-serialisation factor.
 //! - Pure building blocks, usable without I/O (tests, benchmarks, replays): [`sse::SseParser`]
 //!   (bytes → events), [`chunk`] (lenient wire types), [`assembly::ToolCallAssembler`] and
 //!   [`assembly::CompletionAssembler`] (chunks → completion), [`decoder::StreamDecoder`] (bytes →
@@ -55,8 +57,10 @@ pub use client::ModelClient;
 pub use completion::{ArgumentsStatus, Completion, FinishReason, arguments_status};
 pub use error::{ModelError, Result, scrub};
 pub use estimate::{
-    IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TOOL_OVERHEAD_TOKENS, TokenEstimate, estimate_breakdown,
-    estimate_text_tokens, estimate_tokens,
+    BudgetLimits, ESTIMATOR, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TOOL_OVERHEAD_TOKENS,
+    TokenEstimate, estimate_breakdown, estimate_message_tokens, estimate_text_tokens,
+    estimate_tokens, estimate_tool_tokens, request_budget, with_serialisation_factor,
+    without_serialisation_factor,
 };
 pub use wire::{BodyOptions, OutputLimitParam, request_body};
 

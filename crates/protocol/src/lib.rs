@@ -338,6 +338,9 @@ pub struct Usage {
     pub output_tokens: u64,
     pub total_tokens: u64,
     pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's cache (providers that report it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     /// The provider reported no usage: these are the host's own estimates.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
@@ -350,7 +353,42 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The size of one model request against the model's window (spec runtime.md §12.1), estimated
+/// before it is sent, with what the context stages did to it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestBudget {
+    pub message_count: u64,
+    pub tool_count: u64,
+    pub image_count: u64,
+    pub unknown_multimodal_count: u64,
+    pub message_tokens: u64,
+    pub system_tokens: u64,
+    pub tool_tokens: u64,
+    pub multimodal_tokens: u64,
+    /// The sum above times the provider-serialisation factor.
+    pub estimated_input_tokens: u64,
+    pub context_window_tokens: u64,
+    pub estimated_remaining_input_tokens: u64,
+    pub estimated_input_ratio: f64,
+    pub estimated_over_input_limit: bool,
+    pub model_max_output_tokens: Option<u32>,
+    pub configured_output_limit_tokens: Option<u32>,
+    /// How tokens were counted (`calibrated_estimate`).
+    pub estimator: String,
+    /// What compaction did before this request (`compacted`, `failed`, …), with its figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<serde_json::Value>,
+    /// Discovered tools and whether each fits this request (`enabled`, `schema_budget_exceeded`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_discovery: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Identity and cancellation flag of one background learning review. One token is shared by every
@@ -472,6 +510,10 @@ pub enum Event {
     },
     Usage {
         usage: Usage,
+    },
+    /// The estimated size of the next model request (one per model call).
+    Budget {
+        budget: Box<RequestBudget>,
     },
     Error {
         code: String,

@@ -198,6 +198,8 @@ pub async fn session_detail(
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["display_messages"] = c.display_messages;
+            // Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
+            v["usage"] = c.session_state.get("usage").cloned().unwrap_or(Value::Null);
             Ok(Json(v))
         }
         // Started but not yet snapshotted (its first turn is still running).

@@ -68,7 +68,8 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }
-        | Event::Usage { .. } => return None,
+        | Event::Usage { .. }
+        | Event::Budget { .. } => return None,
     })
 }
 

@@ -17,10 +17,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
+/// Computes a reply from the request body (see [`MockModelServer::set_responder`]).
+pub type Responder = Arc<dyn Fn(&Value) -> MockReply + Send + Sync>;
+
 #[derive(Default)]
 struct Recorded {
     queue: VecDeque<MockReply>,
     default: Option<MockReply>,
+    responder: Option<Responder>,
     requests: Vec<Value>,
     /// False: bodies are counted but not kept (benchmarks with multi-megabyte requests).
     forget_bodies: bool,
@@ -122,6 +126,19 @@ impl MockModelServer {
     /// body says the script ran out.
     pub fn set_default(&self, reply: MockReply) {
         self.shared.lock().default = Some(reply);
+    }
+
+    /// Answers every request the queue does not, from its body (a scripted conversation that
+    /// reacts to what the host sent: summariser calls, tool results).
+    pub fn set_responder(&self, f: impl Fn(&Value) -> MockReply + Send + Sync + 'static) {
+        self.shared.lock().responder = Some(Arc::new(f));
+    }
+
+    /// Forgets the recorded requests (long scripted conversations).
+    pub fn clear_requests(&self) {
+        let mut rec = self.shared.lock();
+        rec.requests.clear();
+        rec.headers.clear();
     }
 
     /// Every chat request body received, in order (a body that is not JSON is kept as a string).
@@ -244,6 +261,12 @@ async fn handle(
     let streamed = request.get("stream").and_then(Value::as_bool) != Some(false);
     let (reply, n) = {
         let mut rec = shared.lock();
+        let responder = rec.responder.clone();
+        let reply = rec
+            .queue
+            .pop_front()
+            .or_else(|| responder.map(|f| f(&request)))
+            .or_else(|| rec.default.clone());
         if rec.forget_bodies {
             rec.requests.push(Value::Null);
             rec.headers.push(Vec::new());
@@ -252,7 +275,6 @@ async fn handle(
             rec.headers.push(header_list);
         }
         let n = rec.requests.len();
-        let reply = rec.queue.pop_front().or_else(|| rec.default.clone());
         (reply, n)
     };
     shared.count.send_replace(n);

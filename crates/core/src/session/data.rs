@@ -24,6 +24,9 @@ pub struct PersistedState {
     /// frozen system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_system: Option<String>,
+    /// Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
+    #[serde(default)]
+    pub usage: crate::turn::model_call::UsageSnapshot,
     /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,

@@ -5,11 +5,12 @@
 //! Order: lookup → parse the arguments object → prepare (typed arguments, per-call effect) →
 //! policy → ledger claim for writes (or the answer from an existing record) → run under the
 //! timeout on its own task → ledger finish with the receipt → cap (unless the tool sizes its own
-//! results).
+//! results), keeping the whole of a capped result in the session's result store.
 
 use super::policy::{CallFacts, Decision, Origin, decide};
+use super::read_tool_result::{MAX_RESULT_BYTES, NotKept};
 use super::{PreparedCall, ToolContext, ToolOutput, ToolRegistry, ledger};
-use crate::result_cap::{DEFAULT_TOOL_RESULT_MAX_CHARS, cap_result};
+use crate::result_cap::{Archive, over_cap, preview};
 use mpa_protocol::{Outcome, ToolCall};
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ pub struct Invoker<'a> {
     pub timeout: Option<Duration>,
     /// The invocation ledger; without one, writes run unrecorded (tests of single tools).
     pub ledger: Option<&'a mpa_store::Store>,
+    /// The result cap in characters ([`DEFAULT_TOOL_RESULT_MAX_CHARS`], smaller for a small
+    /// context window: see [`crate::result_cap::cap_for_window`]).
+    pub max_result_chars: usize,
 }
 
 /// A finished call: what the model reads, and the full result when that is a capped preview (the
@@ -125,6 +129,7 @@ pub async fn invoke(
             Err(answer) => return Invoked::uncapped(answer),
         }
     }
+    let (session, actor) = (std::sync::Arc::clone(&ctx.session), ctx.actor.clone());
     let output = run_bounded(
         inv.timeout,
         &call.name,
@@ -140,21 +145,34 @@ pub async fn invoke(
     if tool.meta.self_capped {
         return Invoked::uncapped(output);
     }
-    match cap_result(
+    if !over_cap(&output.content, inv.max_result_chars) {
+        return Invoked::uncapped(output);
+    }
+    // The whole result stays in the session's memory so the model can read on without running
+    // the tool again; the preview says what actually happened to it.
+    let kept = match session.lock() {
+        Ok(mut st) => Some(st.results.put(&actor, &call.name, &output.content)),
+        Err(_) => None,
+    };
+    let archive = match &kept {
+        Some(Ok(id)) => Archive::Kept { result_id: id },
+        Some(Err(NotKept::TooLarge)) => Archive::TooLarge {
+            limit_bytes: MAX_RESULT_BYTES,
+        },
+        None => Archive::Unavailable,
+    };
+    let shown = preview(
         &call.name,
         &output.content,
         output.outcome,
-        DEFAULT_TOOL_RESULT_MAX_CHARS,
-    ) {
-        Some(preview) => {
-            let mut capped = output;
-            let full = std::mem::replace(&mut capped.content, preview);
-            Invoked {
-                output: capped,
-                full_content: Some(full),
-            }
-        }
-        None => Invoked::uncapped(output),
+        inv.max_result_chars,
+        archive,
+    );
+    let mut capped = output;
+    let full = std::mem::replace(&mut capped.content, shown);
+    Invoked {
+        output: capped,
+        full_content: Some(full),
     }
 }
 

@@ -17,7 +17,9 @@ pub mod ledger;
 pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;
+pub mod read_tool_result;
 pub mod search_memory;
+pub mod search_tools;
 pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
@@ -112,6 +114,10 @@ pub struct SessionState {
     /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
     /// the actor (see `crate::terminals`).
     pub exec_scope: Option<mpa_exec::ScopeId>,
+    /// Whole results over the cap, for `read_tool_result` (memory only).
+    pub results: read_tool_result::ResultStore,
+    /// This user request's tool discovery (`LLM_MAX_TOOLS > 0`).
+    pub discovery: search_tools::Discovery,
     /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
     pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,
     /// Set by the host for the one confirmed secret read; consumed by that call.

@@ -112,3 +112,23 @@ pub async fn flush(target: &CaptureTarget<'_>, transcript: &mut Transcript) {
         transcript.mark_captured(upto);
     }
 }
+
+/// Marks messages compacted out of the live context (still searchable). A failure is logged: the
+/// messages stay in the store either way.
+pub async fn mark_compacted(target: &CaptureTarget<'_>, removed: &[Message]) {
+    let uids: Vec<String> = removed
+        .iter()
+        .filter_map(|m| m.metadata.get(UID_KEY).and_then(|v| v.as_str()))
+        .map(str::to_string)
+        .collect();
+    if uids.is_empty() {
+        return;
+    }
+    if let Err(e) = target
+        .history
+        .mark_compacted(&target.owner, &target.meta.session_id, uids)
+        .await
+    {
+        tracing::warn!(session = %target.meta.session_id, error = %e, "compacted messages not marked");
+    }
+}

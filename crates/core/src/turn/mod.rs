@@ -10,6 +10,7 @@
 
 pub mod begin;
 pub mod capture;
+pub mod compact;
 pub mod end;
 pub mod host_command;
 pub mod model_call;
@@ -75,6 +76,7 @@ struct TurnHooks<'a> {
     capture: Option<capture::CaptureTarget<'a>>,
     checkpoint: end::Checkpoint,
     review: &'a mut crate::review::ReviewCounters,
+    usage: &'a mut model_call::UsageSnapshot,
     services: &'a Services,
 }
 
@@ -95,6 +97,32 @@ impl TurnHooks<'_> {
 impl StepHooks for TurnHooks<'_> {
     fn on_tool_calls(&mut self, calls: &[ToolCall]) {
         self.review.on_tool_response(&self.services.tools, calls);
+    }
+
+    fn on_model_answer(
+        &mut self,
+        usage: &mpa_protocol::Usage,
+        budget: &mpa_protocol::RequestBudget,
+    ) {
+        self.usage.record(usage, budget);
+    }
+
+    fn evidence_watermark(&self, transcript: &Transcript) -> usize {
+        // Without an evidence store there is nothing to keep searchable.
+        match &self.capture {
+            Some(_) => transcript.captured(),
+            None => transcript.len(),
+        }
+    }
+
+    async fn on_compacted(&mut self, transcript: &Transcript, removed: &[mpa_protocol::Message]) {
+        // This turn's first message moved with the compaction.
+        let last = transcript.compaction_count().saturating_sub(1);
+        self.checkpoint.turn_start = transcript.rebase(self.checkpoint.turn_start, last);
+        // Compacted-out messages stay in the evidence store, marked, and searchable.
+        if let Some(target) = &self.capture {
+            capture::mark_compacted(target, removed).await;
+        }
     }
 
     async fn after_step(&mut self, transcript: &mut Transcript) {
@@ -122,6 +150,7 @@ pub async fn run_turn(
         begin::adopt_client_context(data, ctx);
     }
     let turn_start = data.transcript.len();
+    let compactions_before = data.transcript.compaction_count();
     data.transcript
         .push(begin::user_message(services, &input.text, &input.images));
     sink.emit(Event::TurnStarted {
@@ -176,7 +205,19 @@ pub async fn run_turn(
                 .review
                 .on_user_turn(memory_interval, prior_turns);
             let sys = begin::system_message(services, &actor, data).await;
-            let specs = services.tools.specs_for(&actor);
+            let all_specs = services.tools.specs_for(&actor);
+            // Discovery state lives for one user request.
+            let (specs, discovery) = crate::tools::search_tools::first_call(
+                &services.tools,
+                &actor,
+                &input.text,
+                services.cfg.max_tools,
+                &all_specs,
+            );
+            let discovering = discovery.enabled;
+            if let Ok(mut st) = data.tools.lock() {
+                st.discovery = discovery;
+            }
             let acting_note = begin::acting_note(&actor, data);
             let request_id = uuid::Uuid::new_v4().simple().to_string();
             let setup = LoopSetup {
@@ -194,10 +235,12 @@ pub async fn run_turn(
                 },
                 system: &sys,
                 specs: &specs,
+                catalogue: discovering.then_some(all_specs.as_slice()),
                 limits: Limits {
                     max_model_calls: services.cfg.max_iterations,
                     input_token_budget: None,
                 },
+                budget: services.budget_limits(),
                 acting_note,
             };
             let checkpoint = end::Checkpoint::of(data, turn_start);
@@ -209,6 +252,7 @@ pub async fn run_turn(
                 ),
                 checkpoint,
                 review: &mut data.persisted.review,
+                usage: &mut data.persisted.usage,
                 services,
             };
             // The request is kept even if the process dies during the first model call.
@@ -234,6 +278,8 @@ pub async fn run_turn(
         });
     }
     let cause = stop_cause();
+    // A compaction during the turn moved this turn's first message.
+    let turn_start = data.transcript.rebase(turn_start, compactions_before);
     end::finish(
         services,
         data,

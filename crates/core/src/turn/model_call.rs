@@ -48,3 +48,53 @@ pub async fn call(
         },
     }
 }
+
+/// Per-session usage, from the provider's own usage fields (the host's estimate, marked, when it
+/// reports none), shown in the session detail.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct UsageSnapshot {
+    pub last_input_tokens: u64,
+    pub last_output_tokens: u64,
+    pub last_total_tokens: u64,
+    pub last_cache_read_tokens: u64,
+    pub last_cache_write_tokens: u64,
+    /// Cached share of the last request's input tokens.
+    pub last_cache_hit_ratio: f64,
+    /// The last figures are the host's estimate (the provider reported none).
+    pub last_usage_estimated: bool,
+    /// What the host estimated for the last request (with the serialisation factor).
+    pub last_estimated_input_tokens: u64,
+    pub context_window_tokens: u64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub total_tokens: u64,
+    pub total_cache_read_tokens: u64,
+    pub total_cache_write_tokens: u64,
+    pub model_call_count: u64,
+}
+
+impl UsageSnapshot {
+    /// Records one answered model call.
+    pub fn record(&mut self, u: &mpa_protocol::Usage, budget: &mpa_protocol::RequestBudget) {
+        self.last_input_tokens = u.input_tokens;
+        self.last_output_tokens = u.output_tokens;
+        self.last_total_tokens = u.total_tokens;
+        self.last_cache_read_tokens = u.cache_read_tokens;
+        self.last_cache_write_tokens = u.cache_write_tokens;
+        self.last_cache_hit_ratio = if u.input_tokens == 0 {
+            0.0
+        } else {
+            ((u.cache_read_tokens as f64 / u.input_tokens as f64) * 10_000.0).round() / 10_000.0
+        };
+        self.last_usage_estimated = u.estimated;
+        self.last_estimated_input_tokens = budget.estimated_input_tokens;
+        self.context_window_tokens = budget.context_window_tokens;
+        self.total_input_tokens += u.input_tokens;
+        self.total_output_tokens += u.output_tokens;
+        self.total_tokens += u.total_tokens;
+        self.total_cache_read_tokens += u.cache_read_tokens;
+        self.total_cache_write_tokens += u.cache_write_tokens;
+        self.model_call_count += 1;
+    }
+}

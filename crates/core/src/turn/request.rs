@@ -3,9 +3,10 @@
 //! call to call: the current plan, appended to an outbound copy of the final message.
 //!
 //! Slots for later stages, in request order: steering messages are appended to the transcript
-//! before assembly (never between a tool call and its result); compaction replaces a prefix of
-//! the transcript with its summary here; vision projection adds a temporary observation message
-//! after the transcript (outbound only).
+//! before assembly (never between a tool call and its result); a proposed compaction sends its
+//! `prefix` (summary + the task's first user message) in place of the transcript's compacted
+//! part — the transcript itself changes only once the call succeeded; vision projection adds a
+//! temporary observation message after the transcript (outbound only).
 
 use crate::plan::{Plan, current_plan_block};
 use mpa_model::ChatRequest;
@@ -21,16 +22,23 @@ pub struct Tail {
 }
 
 impl Tail {
-    pub fn new(transcript: &[Message], plan: Option<&Plan>, acting_note: Option<&str>) -> Self {
+    /// `notice`: the tool-discovery availability block, when there is one.
+    pub fn new(
+        transcript: &[Message],
+        plan: Option<&Plan>,
+        acting_note: Option<&str>,
+        notice: Option<&str>,
+    ) -> Self {
         let mut extra = String::new();
-        if let Some(note) = acting_note {
-            extra.push_str(note);
-        }
-        if let Some(plan) = plan {
+        let plan_block = plan.map(current_plan_block);
+        for block in [acting_note, plan_block.as_deref(), notice]
+            .into_iter()
+            .flatten()
+        {
             if !extra.is_empty() {
                 extra.push_str("\n\n");
             }
-            extra.push_str(&current_plan_block(plan));
+            extra.push_str(block);
         }
         let last = match (transcript.last(), extra.is_empty()) {
             (Some(m), false) => {
@@ -66,14 +74,17 @@ fn append_text(m: &mut Message, extra: &str) {
     }
 }
 
+/// The request: system, `prefix` (a proposed compaction's, else empty), the transcript, the tail.
 pub fn assemble<'a>(
     system: &'a Message,
+    prefix: &'a [Message],
     transcript: &'a [Message],
     tail: &'a Tail,
     tools: &'a [ToolSpec],
 ) -> ChatRequest<'a> {
-    let mut messages = Vec::with_capacity(transcript.len() + 1);
+    let mut messages = Vec::with_capacity(prefix.len() + transcript.len() + 2);
     messages.push(system);
+    messages.extend(prefix);
     match &tail.last {
         Some(last) => {
             messages.extend(&transcript[..transcript.len().saturating_sub(1)]);

@@ -5,6 +5,7 @@
 //! counters for turns, nothing for the review).
 
 use super::EventSink;
+use super::compact;
 use super::model_call::{self, ModelCallEnd};
 use super::request::{Tail, assemble};
 use super::tool_calls::{self, ToolStage};
@@ -13,8 +14,9 @@ use crate::tools::SessionState;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
 use mpa_model::ArgumentsStatus;
+use mpa_model::BudgetLimits;
 use mpa_model::ModelClient;
-use mpa_protocol::{Event, Message, ToolCall, ToolSpec, TurnStatus, Usage};
+use mpa_protocol::{Event, Message, RequestBudget, ToolCall, ToolSpec, TurnStatus, Usage};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +27,14 @@ pub trait StepHooks: Send {
     fn on_tool_calls(&mut self, _calls: &[ToolCall]) {}
     /// A step's messages were appended to the transcript (evidence capture, snapshots).
     async fn after_step(&mut self, _transcript: &mut Transcript) {}
+    /// A model call was answered: its usage and the budget of its request.
+    fn on_model_answer(&mut self, _usage: &Usage, _budget: &RequestBudget) {}
+    /// A compaction was committed; these messages left the live context.
+    async fn on_compacted(&mut self, _transcript: &Transcript, _removed: &[Message]) {}
+    /// Messages before this index are in the evidence store and may be compacted away.
+    fn evidence_watermark(&self, transcript: &Transcript) -> usize {
+        transcript.len()
+    }
 }
 
 /// Hooks that do nothing.
@@ -43,8 +53,13 @@ pub struct LoopSetup<'a> {
     pub model: &'a ModelClient,
     pub tools: ToolStage<'a>,
     pub system: &'a Message,
+    /// The tools the request starts with (with discovery: the always-on and selected ones).
     pub specs: &'a [ToolSpec],
+    /// With tool discovery: every tool the actor may see, where discovered schemas come from.
+    pub catalogue: Option<&'a [ToolSpec]>,
     pub limits: Limits,
+    /// The window and output limits every request is budgeted against.
+    pub budget: BudgetLimits,
     /// Said to the model when the actor is not the session's owner (an admin continuing a chat).
     pub acting_note: Option<String>,
 }
@@ -70,6 +85,8 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> LoopEnd {
     let mut empty_answers = 0u32;
+    // The same-turn guard: once compacted, only a request over the window compacts again.
+    let mut compacted = false;
     let mut end = LoopEnd {
         status: TurnStatus::IterationLimit,
         final_text: String::new(),
@@ -106,20 +123,96 @@ pub async fn run(
         // Slot: steering (queued user messages join the transcript here, never between a tool
         // call and its result), then compaction when the request is over budget.
         let plan = plan_of(setup.tools.state);
+        let discovered = discovery_for(setup, transcript, plan.as_ref());
+        let (specs, notice, statuses) = match &discovered {
+            Some((specs, notice, statuses)) => (
+                specs.as_slice(),
+                Some(notice.as_str()),
+                Some(statuses.clone()),
+            ),
+            None => (setup.specs, None, None),
+        };
         let mut tail = Tail::new(
             transcript.messages(),
             plan.as_ref(),
             setup.acting_note.as_deref(),
+            notice,
         );
         if empty_answers > 0 {
             tail.continuation(EMPTY_ANSWER_NUDGE);
         }
         // Slot: vision projection of tool images (outbound copy only).
-        let req = assemble(setup.system, transcript.messages(), &tail, setup.specs);
-        let estimate = mpa_model::estimate_tokens(req.messages.iter().copied(), req.tools);
+        let full = assemble(setup.system, &[], transcript.messages(), &tail, specs);
+        let breakdown = mpa_model::estimate_breakdown(full.messages.iter().copied(), full.tools);
+        drop(full);
+        let mut budget = mpa_model::request_budget(&breakdown, &setup.budget);
+        budget.tool_discovery = statuses;
+        // Compaction at the model-call boundary, on the real request. A proposal only: the
+        // transcript changes once the main call with the rebuilt request has succeeded.
+        let mut pending = None;
+        if compact::due(&budget, compacted) {
+            let input = compact::Input {
+                model: setup.model,
+                messages: transcript.messages(),
+                request_raw_tokens: breakdown.total(),
+                limits: setup.budget,
+                max_cut: hooks.evidence_watermark(transcript),
+                cancel,
+            };
+            match compact::compact(&input).await {
+                Ok(c) => {
+                    let report =
+                        compact::report(&c, breakdown.total(), budget.context_window_tokens);
+                    pending = Some(c);
+                    budget.compaction = Some(report);
+                }
+                Err(compact::CompactError::Cancelled) => {
+                    end.status = TurnStatus::Stopped;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(code = e.code(), "context compaction did not succeed");
+                    budget.compaction = Some(serde_json::json!({
+                        "status": "failed", "code": e.code(), "message": e.message(),
+                    }));
+                    if budget.estimated_over_input_limit {
+                        // Never send a request the window cannot hold; the history is unchanged.
+                        sink.emit(Event::Budget {
+                            budget: Box::new(budget),
+                        });
+                        end.status = TurnStatus::Failed;
+                        end.error = Some((e.code().into(), e.message().into()));
+                        break;
+                    }
+                }
+            }
+        }
+        let (prefix, kept): (&[Message], &[Message]) = match &pending {
+            Some(c) => (&c.prefix, &transcript.messages()[c.cut..]),
+            None => (&[], transcript.messages()),
+        };
+        let req = assemble(setup.system, prefix, kept, &tail, specs);
+        let estimate = if pending.is_some() {
+            let rebuilt = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
+            let (report, statuses) = (budget.compaction.take(), budget.tool_discovery.take());
+            budget = mpa_model::request_budget(&rebuilt, &setup.budget);
+            budget.compaction = report;
+            budget.tool_discovery = statuses;
+            rebuilt.total()
+        } else {
+            breakdown.total()
+        };
+        sink.emit(Event::Budget {
+            budget: Box::new(budget.clone()),
+        });
         end.model_calls += 1;
         let answer = model_call::call(setup.model, &req, cancel, sink).await;
         drop(req);
+        if let (ModelCallEnd::Answer(_), Some(c)) = (&answer, pending.take()) {
+            let removed = transcript.compact(c.cut, c.prefix);
+            hooks.on_compacted(transcript, &removed).await;
+            compacted = true;
+        }
         let completion = match answer {
             ModelCallEnd::Answer(c) => c,
             ModelCallEnd::Stopped { partial } => {
@@ -147,7 +240,9 @@ pub async fn run(
                 break;
             }
         };
-        end.usage.add(&usage_of(&completion, estimate, sink));
+        let usage = usage_of(&completion, estimate, sink);
+        hooks.on_model_answer(&usage, &budget);
+        end.usage.add(&usage);
         if completion.is_empty_answer() {
             // An empty answer is never saved (and so never resent); the model gets one host
             // continuation, then the turn fails saying so.
@@ -244,6 +339,60 @@ pub async fn run(
     end
 }
 
+/// With discoveries pending: this call's tools (baseline + the discoveries that fit), the
+/// availability notice, and each candidate's status (spec runtime.md §3.3).
+fn discovery_for(
+    setup: &LoopSetup<'_>,
+    transcript: &Transcript,
+    plan: Option<&crate::plan::Plan>,
+) -> Option<(
+    Vec<ToolSpec>,
+    String,
+    std::collections::BTreeMap<String, String>,
+)> {
+    use crate::tools::search_tools::{admit, availability_notice};
+    let catalogue = setup.catalogue?;
+    let discovery = setup
+        .tools
+        .state
+        .lock()
+        .ok()
+        .map(|s| s.discovery.clone())
+        .filter(|d| d.enabled && !d.discovered.is_empty())?;
+    // The baseline request, with the notice in its longest form.
+    let longest = discovery
+        .discovered
+        .iter()
+        .map(|n| (n.clone(), "unavailable_in_current_catalog".to_string()))
+        .collect();
+    let tail = Tail::new(
+        transcript.messages(),
+        plan,
+        setup.acting_note.as_deref(),
+        Some(&availability_notice(&longest)),
+    );
+    let req = assemble(setup.system, &[], transcript.messages(), &tail, setup.specs);
+    let estimated = mpa_model::with_serialisation_factor(mpa_model::estimate_tokens(
+        req.messages.iter().copied(),
+        req.tools,
+    ));
+    let by_name = catalogue.iter().map(|s| (s.name.as_str(), s)).collect();
+    let (statuses, enabled) = admit(
+        &discovery,
+        &by_name,
+        setup.budget.context_window_tokens,
+        estimated,
+    );
+    let mut specs = setup.specs.to_vec();
+    specs.extend(
+        catalogue
+            .iter()
+            .filter(|s| enabled.contains(&s.name))
+            .cloned(),
+    );
+    Some((specs, availability_notice(&statuses), statuses))
+}
+
 const EMPTY_ANSWER_NUDGE: &str = "[Host note: your last answer was empty. Continue the task: call a \
 tool, or give the final answer to the user.]";
 
@@ -277,8 +426,8 @@ fn usage_of(c: &mpa_model::Completion, estimate: u64, sink: &EventSink<'_>) -> U
                 input_tokens: estimate,
                 output_tokens: output,
                 total_tokens: estimate + output,
-                cache_read_tokens: 0,
                 estimated: true,
+                ..Usage::default()
             };
             sink.emit(Event::Usage { usage: u });
             u

@@ -109,6 +109,7 @@ impl LearningEnv {
             registry: &self.registry,
             timeout: None,
             ledger: None,
+            max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
         };
         invoke(inv, ctx, policy, &call, 1).await.output
     }

@@ -62,6 +62,7 @@ pub fn usage(input: u64, output: u64, total: u64, cache: u64) -> Usage {
         output_tokens: output,
         total_tokens: total,
         cache_read_tokens: cache,
+        cache_write_tokens: 0,
         estimated: false,
     }
 }

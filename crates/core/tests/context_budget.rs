@@ -1,0 +1,134 @@
+//! The per-request budget (issue 17, spec runtime.md §12.1): every model call's request is
+//! estimated against the window — the catalogue's, else `LLM_MAX_CONTEXT_TOKENS` — and the
+//! figures go out as a `Budget` event; provider usage accumulates in the session detail.
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
+
+use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_protocol::{Actor, Event, RequestBudget, TurnStatus};
+use mpa_store::Store;
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::json;
+
+async fn agent(
+    mock: &MockModelServer,
+    model: &str,
+    window_k: u64,
+) -> (tempfile::TempDir, Agent, Actor) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let user = store.ensure_local_user("lin").await.unwrap();
+    let actor = Actor {
+        user_id: user.id,
+        user_name: user.name,
+        is_admin: false,
+    };
+    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: model.into(),
+        max_retries: 0,
+        max_output_tokens: Some(512),
+        ..Default::default()
+    });
+    cfg.max_context_tokens_k = window_k;
+    let caps = Capabilities::default();
+    let tools = default_registry(
+        &RegistryOptions {
+            diagnostic_tools: true,
+        },
+        &caps,
+    );
+    (dir, Agent::new(cfg, store, tools, caps).unwrap(), actor)
+}
+
+async fn turn(agent: &Agent, actor: &Actor, session: &str, text: &str) -> (TurnStatus, Vec<Event>) {
+    let mut rx = agent
+        .submit(actor, session, "test", text.into(), vec![])
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        if let Event::TurnEnded { status, .. } = ev {
+            return (status, events);
+        }
+        events.push(ev);
+    }
+    panic!("no TurnEnded")
+}
+
+fn budgets(events: &[Event]) -> Vec<RequestBudget> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Budget { budget } => Some((**budget).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_model_call_reports_its_budget_against_llm_max_context_tokens() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::tool_calls(&[("c1", "test_echo", json!({"text": "hi"}))]).usage(900, 20));
+    mock.push(MockReply::text("done").usage(1000, 30));
+    // A model the catalogue does not know: the window is LLM_MAX_CONTEXT_TOKENS × 1000.
+    let (_d, agent, actor) = agent(&mock, "house-model-x", 16).await;
+    let (status, events) = turn(&agent, &actor, "s1", "echo hi").await;
+    assert_eq!(status, TurnStatus::Completed);
+    let b = budgets(&events);
+    assert_eq!(b.len(), 2, "one budget per model call");
+    for x in &b {
+        assert_eq!(x.context_window_tokens, 16_000);
+        assert_eq!(x.estimator, "calibrated_estimate");
+        assert_eq!(x.configured_output_limit_tokens, Some(512));
+        let raw = x.message_tokens + x.system_tokens + x.tool_tokens + x.multimodal_tokens;
+        assert_eq!(
+            x.estimated_input_tokens,
+            (raw * 3).div_ceil(2),
+            "×1.5 factor"
+        );
+        assert_eq!(
+            x.estimated_remaining_input_tokens,
+            16_000 - x.estimated_input_tokens
+        );
+        assert!(!x.estimated_over_input_limit);
+        assert!(x.system_tokens > 0 && x.tool_tokens > 0 && x.tool_count > 0);
+        let ratio = x.estimated_input_tokens as f64 / 16_000.0;
+        assert!((x.estimated_input_ratio - ratio).abs() < 0.001);
+    }
+    assert_eq!(b[0].message_count + 2, b[1].message_count, "call + result");
+    assert!(b[1].message_tokens > b[0].message_tokens);
+
+    // The session detail carries the provider's usage: last and total, and the call count.
+    let chat = agent.chat_for(&actor, "s1").await.unwrap();
+    let u = &chat.session_state["usage"];
+    assert_eq!(u["model_call_count"], 2);
+    assert_eq!(u["last_input_tokens"], 1000);
+    assert_eq!(u["last_output_tokens"], 30);
+    assert_eq!(u["total_input_tokens"], 1900);
+    assert_eq!(u["total_output_tokens"], 50);
+    assert_eq!(u["context_window_tokens"], 16_000);
+    assert_eq!(
+        u["last_estimated_input_tokens"],
+        b[1].estimated_input_tokens
+    );
+    // Accumulates across turns.
+    mock.push(MockReply::text("again").usage(1200, 10));
+    turn(&agent, &actor, "s1", "more").await;
+    let chat = agent.chat_for(&actor, "s1").await.unwrap();
+    assert_eq!(chat.session_state["usage"]["model_call_count"], 3);
+    assert_eq!(chat.session_state["usage"]["total_input_tokens"], 3100);
+}
+
+#[tokio::test]
+async fn the_catalogue_window_wins_over_llm_max_context_tokens() {
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::text("ok"));
+    let (_d, agent, actor) = agent(&mock, "gpt-4", 16).await;
+    let (_, events) = turn(&agent, &actor, "s2", "hi").await;
+    assert_eq!(budgets(&events)[0].context_window_tokens, 8_192);
+    assert_eq!(budgets(&events)[0].model_max_output_tokens, Some(8_192));
+}
