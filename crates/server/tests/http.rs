@@ -226,6 +226,13 @@ async fn a_full_queue_answers_agent_manager_queue_full() {
             .await,
     );
     first.until("start").await;
+    // The first turn holds the stalled reply before anything queues behind it (a stop that came
+    // before its model call would leave the stall to a queued turn).
+    assert!(
+        env.mock
+            .wait_for_requests(1, std::time::Duration::from_secs(30))
+            .await
+    );
     let mut queued = Vec::new();
     for i in 1..=8 {
         let r = env

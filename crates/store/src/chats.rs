@@ -81,6 +81,15 @@ struct ChatRow {
     session_state: String,
     created_at: String,
     updated_at: String,
+    journal: Option<String>,
+}
+
+/// What a running turn saved after its last step: its own messages (in their recovery form) and
+/// their display items, on top of the chat's last full snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnJournal {
+    pub messages: Vec<Message>,
+    pub display: Vec<serde_json::Value>,
 }
 
 impl ChatRow {
@@ -89,14 +98,28 @@ impl ChatRow {
         if !session_state.is_object() {
             return Err(StoreError::Corrupt("session_state is not an object".into()));
         }
+        let mut agent_messages: Vec<Message> = from_json("agent_messages", &self.agent_messages)?;
+        let mut display_messages: serde_json::Value =
+            from_json("display_messages", &self.display_messages)?;
+        let mut message_count = self.message_count;
+        // A turn that had not ended (a crash, or one still running): its journal follows the
+        // last full snapshot, so every reader sees the conversation up to its last step.
+        if let Some(journal) = &self.journal {
+            let journal: TurnJournal = from_json("journal", journal)?;
+            message_count += journal.messages.len() as i64;
+            agent_messages.extend(journal.messages);
+            if let Some(items) = display_messages.as_array_mut() {
+                items.extend(journal.display);
+            }
+        }
         Ok(Chat {
             session_id: self.session_id,
             user_id: UserId(self.user_id),
             channel: self.channel,
             title: self.title,
-            agent_messages: from_json("agent_messages", &self.agent_messages)?,
-            display_messages: from_json("display_messages", &self.display_messages)?,
-            message_count: self.message_count,
+            agent_messages,
+            display_messages,
+            message_count,
             session_state,
             created_at: ts(self.created_at)?,
             updated_at: ts(self.updated_at)?,
@@ -109,6 +132,48 @@ impl Store {
     /// its owner: continuing someone else's chat (an admin) never changes `user_id`.
     /// `session_state` must be a JSON object.
     pub async fn save_chat(&self, chat: Chat) -> Result<()> {
+        self.upsert_chat(chat, None).await
+    }
+
+    /// A running turn's first save (or its save after a compaction): the chat as it was before
+    /// the turn (`chat.agent_messages`, whose length becomes the journal's base) plus the turn's
+    /// journal. Later steps of the turn call [`Store::update_turn_journal`].
+    pub async fn save_chat_with_journal(&self, chat: Chat, journal: &TurnJournal) -> Result<()> {
+        let journal = to_json("journal", journal)?;
+        self.upsert_chat(chat, Some(journal)).await
+    }
+
+    /// Replaces the running turn's journal when the chat's full snapshot still holds exactly
+    /// `base` messages (the turn's start); false when it does not (no chat yet, or another full
+    /// snapshot since), and the caller saves the chat with [`Store::save_chat_with_journal`].
+    /// Costs what the turn wrote, not what the chat holds.
+    pub async fn update_turn_journal(
+        &self,
+        session_id: &str,
+        base: usize,
+        journal: &TurnJournal,
+        session_state: &serde_json::Value,
+        updated_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool> {
+        if !session_state.is_object() {
+            return Err(StoreError::SessionStateNotObject);
+        }
+        let journal = to_json("journal", journal)?;
+        let state = to_json("session_state", session_state)?;
+        let sid = session_id.to_string();
+        let base = base as i64;
+        self.run(move |c| {
+            let n = c.execute(
+                "UPDATE chats SET journal = ?1, session_state = ?2, updated_at = ?3
+                 WHERE session_id = ?4 AND message_count = ?5",
+                params![journal, state, updated_at.to_rfc3339(), sid, base],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn upsert_chat(&self, chat: Chat, journal: Option<String>) -> Result<()> {
         if !chat.session_state.is_object() {
             return Err(StoreError::SessionStateNotObject);
         }
@@ -118,12 +183,13 @@ impl Store {
         self.run(move |c| {
             c.execute(
                 "INSERT INTO chats (session_id, user_id, channel, title, agent_messages, display_messages,
-                                    message_count, session_state, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                                    message_count, session_state, created_at, updated_at, journal)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT(session_id) DO UPDATE SET
                     title = excluded.title, agent_messages = excluded.agent_messages,
                     display_messages = excluded.display_messages, message_count = excluded.message_count,
-                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                    session_state = excluded.session_state, updated_at = excluded.updated_at,
+                    journal = excluded.journal",
                 params![
                     chat.session_id,
                     chat.user_id.0,
@@ -134,7 +200,8 @@ impl Store {
                     chat.message_count,
                     state,
                     chat.created_at.to_rfc3339(),
-                    chat.updated_at.to_rfc3339()
+                    chat.updated_at.to_rfc3339(),
+                    journal
                 ],
             )?;
             Ok(())
@@ -147,7 +214,7 @@ impl Store {
         self.run(move |c| {
             c.query_row(
                 "SELECT session_id, user_id, channel, title, agent_messages, display_messages,
-                        message_count, session_state, created_at, updated_at
+                        message_count, session_state, created_at, updated_at, journal
                  FROM chats WHERE session_id = ?1",
                 params![sid],
                 |r| {
@@ -162,6 +229,7 @@ impl Store {
                         session_state: r.get(7)?,
                         created_at: r.get(8)?,
                         updated_at: r.get(9)?,
+                        journal: r.get(10)?,
                     })
                 },
             )
@@ -243,6 +311,63 @@ mod tests {
             created_at: Utc::now(),
             updated_at: Utc::now(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_turn_journal_follows_the_full_snapshot_until_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let u = store.ensure_local_user("a").await.unwrap();
+        store.save_chat(chat("s1", &u.id)).await.unwrap();
+        let journal = TurnJournal {
+            messages: vec![Message::user("step"), Message::assistant("partial", vec![])],
+            display: vec![serde_json::json!({"role": "user", "content": "step"})],
+        };
+        let state = serde_json::json!({"review": {"turns": 4}});
+        // The base must be exactly what the full snapshot holds.
+        assert!(
+            !store
+                .update_turn_journal("s1", 2, &journal, &state, Utc::now())
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .update_turn_journal("missing", 0, &journal, &state, Utc::now())
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .update_turn_journal("s1", 1, &journal, &state, Utc::now())
+                .await
+                .unwrap()
+        );
+        let got = store.chat("s1").await.unwrap().unwrap();
+        let texts: Vec<String> = got.agent_messages.iter().map(|m| m.text()).collect();
+        assert_eq!(texts, ["hello", "step", "partial"]);
+        assert_eq!(got.message_count, 3);
+        assert_eq!(got.display_messages.as_array().unwrap().len(), 2);
+        assert_eq!(got.session_state, state);
+        // A full snapshot replaces the journal.
+        store.save_chat(chat("s1", &u.id)).await.unwrap();
+        let got = store.chat("s1").await.unwrap().unwrap();
+        assert_eq!(got.agent_messages.len(), 1);
+        // A first save with a journal: the base and the journal at once.
+        store
+            .save_chat_with_journal(chat("s2", &u.id), &journal)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .chat("s2")
+                .await
+                .unwrap()
+                .unwrap()
+                .agent_messages
+                .len(),
+            3
+        );
     }
 
     #[tokio::test]

@@ -30,7 +30,7 @@ pub mod moviepilot;
 pub mod tokens;
 pub mod users;
 
-pub use chats::{Chat, ChatSummary};
+pub use chats::{Chat, ChatSummary, TurnJournal};
 pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
 pub use migrations::SCHEMA_VERSION;
 pub use moviepilot::{MoviePilotLink, MoviePilotSignIn};

@@ -68,9 +68,17 @@ CREATE UNIQUE INDEX users_moviepilot_user ON users(moviepilot_user_id)
     WHERE moviepilot_user_id IS NOT NULL;
 ";
 
+/// Version 4: the running turn's journal beside the chat snapshot. A turn saves only its own
+/// messages after each step (`journal`, JSON `{"messages": [...], "display": [...]}`), on top of
+/// the `message_count` messages of the last full snapshot, so a step costs what the turn wrote,
+/// not what the whole chat holds. A full snapshot clears it; reading a chat merges it.
+const MIGRATION_4: &str = "
+ALTER TABLE chats ADD COLUMN journal TEXT;
+";
+
 /// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can
 /// build a database exactly as an older release left it.
-pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// Schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -46,8 +46,8 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     assert_eq!(user_version(&path), 1);
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 3);
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(user_version(&path), 4);
 
     // The old chat reads back whole, with an empty session state.
     let chat = store.chat("s1").await.unwrap().unwrap();
@@ -70,7 +70,7 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
 
     // Opening again migrates nothing and loses nothing.
     let store = Store::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     assert_eq!(
         store.chat("s1").await.unwrap().unwrap().session_state,
         next.session_state

@@ -126,17 +126,23 @@ pub async fn next_frame(r: &mut BufReader<tokio::net::TcpStream>) -> Option<Valu
     }
 }
 
-/// The agent messages of a session's saved chat snapshot, read straight from `agent.db`.
+/// The agent messages of a session's saved chat snapshot, read straight from `agent.db`: the
+/// last full snapshot followed by a running (or killed) turn's journal.
 pub fn chat_messages(data: &Path, session: &str) -> Vec<Value> {
     let c = rusqlite::Connection::open(data.join("agent.db")).unwrap();
-    let s: String = c
+    let (s, journal): (String, Option<String>) = c
         .query_row(
-            "SELECT agent_messages FROM chats WHERE session_id = ?1",
+            "SELECT agent_messages, journal FROM chats WHERE session_id = ?1",
             [session],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .expect("snapshot row");
-    serde_json::from_str(&s).unwrap()
+    let mut messages: Vec<Value> = serde_json::from_str(&s).unwrap();
+    if let Some(j) = journal {
+        let j: Value = serde_json::from_str(&j).unwrap();
+        messages.extend(j["messages"].as_array().unwrap().iter().cloned());
+    }
+    messages
 }
 
 /// `cmd user add NAME --password-stdin` with `password` on its standard input; panics on failure.

@@ -17,7 +17,7 @@ use crate::transcript::Transcript;
 use crate::turn::StopCause;
 use chrono::{DateTime, Utc};
 use mpa_protocol::{Content, ContentPart, Message, Outcome, Role, ToolCall, TurnStatus, UserId};
-use mpa_store::{Chat, Store};
+use mpa_store::{Chat, Store, TurnJournal};
 use std::sync::{Arc, Mutex};
 
 pub const INTERRUPTION_KEY: &str = "moviepilot_interruption";
@@ -162,6 +162,9 @@ pub struct Checkpoint {
     pub persisted: PersistedState,
     pub tools: Arc<Mutex<SessionState>>,
     pub turn_start: usize,
+    /// The turn start the store's full snapshot was last written for (`usize::MAX`: not yet in
+    /// this turn): while it equals `turn_start`, a step writes only the journal.
+    pub base_saved: std::sync::atomic::AtomicUsize,
 }
 
 impl Checkpoint {
@@ -175,6 +178,7 @@ impl Checkpoint {
             persisted: data.persisted.clone(),
             tools: Arc::clone(&data.tools),
             turn_start,
+            base_saved: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
     }
 }
@@ -208,49 +212,104 @@ pub fn mark_unanswered(messages: &mut Vec<Message>, from: usize) {
     }
 }
 
-/// The recovery form of the conversation so far: this turn's unanswered calls marked "result
-/// unknown", the recovery notice, the plan, secrets redacted.
+/// The recovery form of this turn's messages (`transcript[turn_start..]`): unanswered calls marked
+/// "result unknown", the recovery notice, the plan, secrets redacted. Only the turn is copied.
+pub fn recovery_tail(
+    transcript: &Transcript,
+    turn_start: usize,
+    plan: Option<serde_json::Value>,
+) -> Vec<Message> {
+    let all = transcript.messages();
+    let mut tail = all[turn_start.min(all.len())..].to_vec();
+    mark_unanswered(&mut tail, 0);
+    tail.push(notice(RECOVERY_NOTICE.to_string(), true));
+    attach_plan(&mut tail, plan);
+    for m in &mut tail {
+        redact_message(m);
+    }
+    tail
+}
+
+/// The whole conversation in its recovery form: the messages before the turn as they are, then
+/// [`recovery_tail`].
 pub fn recovery_messages(
     transcript: &Transcript,
     turn_start: usize,
     plan: Option<serde_json::Value>,
 ) -> Vec<Message> {
-    let mut messages = transcript.messages().to_vec();
-    let start = turn_start.min(messages.len());
-    mark_unanswered(&mut messages, start);
-    messages.push(notice(RECOVERY_NOTICE.to_string(), true));
-    attach_plan(&mut messages[start..], plan);
-    for m in &mut messages[start..] {
-        redact_message(m);
-    }
+    let all = transcript.messages();
+    let mut messages = all[..turn_start.min(all.len())].to_vec();
+    messages.extend(recovery_tail(transcript, turn_start, plan));
     messages
 }
 
-/// Writes the recovery snapshot of a running turn. A failure is logged; the turn goes on (the
-/// invocation ledger, not the snapshot, is the durable boundary of writes).
+/// Writes the recovery snapshot of a running turn: only this turn's messages (the journal), on
+/// top of the chat's full snapshot from before the turn, so a step costs what the turn wrote and
+/// not what the chat holds. The first step of a turn (or the first after a compaction, which
+/// changes the messages before it) saves the messages before the turn once more as the base. A
+/// failure is logged; the turn goes on (the invocation ledger, not the snapshot, is the durable
+/// boundary of writes).
 pub async fn checkpoint(
     store: &Store,
     cp: &Checkpoint,
     review: &ReviewCounters,
     transcript: &Transcript,
 ) {
-    let messages = recovery_messages(transcript, cp.turn_start, current_plan(&cp.tools));
+    let start = cp.turn_start.min(transcript.len());
+    let tail = recovery_tail(transcript, start, current_plan(&cp.tools));
+    let journal = TurnJournal {
+        display: match display_messages(&tail) {
+            serde_json::Value::Array(items) => items,
+            _ => Vec::new(),
+        },
+        messages: tail,
+    };
     let mut persisted = cp.persisted.clone();
     persisted.review = review.clone();
+    let state = persisted.to_json();
+    let now = chrono::Utc::now();
+    // The chat's full snapshot from the end of the last turn holds exactly the messages before
+    // this one when nothing changed them since (its `message_count` is checked in the update);
+    // after a compaction moved the turn's start, the base is written again.
+    let saved = cp.base_saved.load(std::sync::atomic::Ordering::Acquire);
+    if saved == start || saved == usize::MAX {
+        match store
+            .update_turn_journal(&cp.session_id, start, &journal, &state, now)
+            .await
+        {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
+                return;
+            }
+        }
+    }
+    let before = &transcript.messages()[..start];
+    let title = if before.is_empty() {
+        title_of(&cp.title, &journal.messages)
+    } else {
+        title_of(&cp.title, before)
+    };
     let chat = Chat {
         session_id: cp.session_id.clone(),
         user_id: cp.owner.clone(),
         channel: cp.channel.clone(),
-        title: title_of(&cp.title, &messages),
-        display_messages: display_messages(&messages),
-        message_count: messages.len() as i64,
-        agent_messages: messages,
-        session_state: persisted.to_json(),
+        title,
+        display_messages: display_messages(before),
+        message_count: start as i64,
+        agent_messages: before.to_vec(),
+        session_state: state,
         created_at: cp.created_at,
-        updated_at: chrono::Utc::now(),
+        updated_at: now,
     };
-    if let Err(e) = store.save_chat(chat).await {
-        tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
+    match store.save_chat_with_journal(chat, &journal).await {
+        Ok(()) => cp
+            .base_saved
+            .store(start, std::sync::atomic::Ordering::Release),
+        Err(e) => {
+            tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
+        }
     }
 }
 
