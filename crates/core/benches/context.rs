@@ -1,11 +1,7 @@
 //! Context-economy costs (issue 17). Targets: the budget estimate of a 200-message request
 //! ≤ 0.2 ms; the compaction decision and partition ≤ 1 ms (the summariser call excluded); one
 //! `read_tool_result` page ≤ 0.1 ms. Run: `cargo bench -p mpa-core --bench context`.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use divan::Bencher;
 use mpa_core::tools::read_tool_result::ResultStore;

@@ -1,11 +1,7 @@
 //! The per-request budget (issue 17, spec runtime.md §12.1): every model call's request is
 //! estimated against the window — the catalogue's, else `LLM_MAX_CONTEXT_TOKENS` — and the
 //! figures go out as a `Budget` event; provider usage accumulates in the session detail.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, RequestBudget, TurnStatus};

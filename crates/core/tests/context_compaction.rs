@@ -1,10 +1,6 @@
 //! Final-request compaction (issue 17, spec runtime.md §12.2–§12.3), driven over the real wire
 //! by a scripted model: a long conversation with large tool results at a 16 K window.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use async_trait::async_trait;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
@@ -467,4 +463,72 @@ async fn llm_max_context_tokens_decides_when_to_compact() {
             "LLM_MAX_CONTEXT_TOKENS={window_k}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_context_length_error_compacts_and_retries_once() {
+    // A 128 K window: the host's own estimate never asks for a compaction, but the server's
+    // real window is smaller and says so.
+    let mock = MockModelServer::start().await;
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let overflow = Arc::new(AtomicBool::new(false));
+    let inner = script(Arc::clone(&summaries));
+    let armed = Arc::clone(&overflow);
+    mock.set_responder(move |req: &Value| {
+        if !is_summariser(req) && armed.swap(false, Ordering::SeqCst) {
+            return MockReply::status(
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            );
+        }
+        inner(req)
+    });
+    let e1 = env(&mock, 128).await;
+    for turn in 0..12 {
+        let (status, _) = e1.turn("of", &user_text(turn)).await;
+        assert_eq!(status, TurnStatus::Completed);
+    }
+    assert_eq!(summaries.load(Ordering::SeqCst), 0);
+    let before = mock.request_count();
+    overflow.store(true, Ordering::SeqCst);
+    let (status, events) = e1.turn("of", &user_text(12)).await;
+    assert_eq!(status, TurnStatus::Completed, "{events:?}");
+    assert_eq!(summaries.load(Ordering::SeqCst), 1);
+    let requests = mock.requests();
+    let turn_requests = &requests[before..];
+    // The refused request, the summariser, the retried request (smaller), the tool round.
+    let refused = &turn_requests[0];
+    assert!(!is_summariser(refused));
+    assert!(is_summariser(&turn_requests[1]));
+    let retried = &turn_requests[2];
+    assert!(
+        retried["messages"].as_array().unwrap().len()
+            < refused["messages"].as_array().unwrap().len()
+    );
+    assert_pairs(retried);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Error { .. })),
+        "{events:?}"
+    );
+
+    // With nothing to compact, the refused request is not sent again: the turn fails and says
+    // what the user can do.
+    let mock2 = MockModelServer::start().await;
+    mock2.push(MockReply::status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+    ));
+    mock2.set_default(MockReply::status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+    ));
+    let env2 = env(&mock2, 128).await;
+    let (status, events) = env2.turn("of2", "turn 0: hello").await;
+    assert_eq!(status, TurnStatus::Failed);
+    let code = events.iter().find_map(|e| match e {
+        Event::Error { code, .. } => Some(code.clone()),
+        _ => None,
+    });
+    assert_eq!(code.as_deref(), Some("model_context_exceeded"));
+    assert_eq!(mock2.request_count(), 1);
 }

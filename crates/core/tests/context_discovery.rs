@@ -1,10 +1,6 @@
 //! Tool discovery (issue 17, spec runtime.md §3): `LLM_MAX_TOOLS` selects the first call's
 //! tools, `search_tools` discovers more, the next call carries those that fit its budget.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use async_trait::async_trait;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};

@@ -1,10 +1,5 @@
 //! The large-result store behind the one call path (issue 17): a result over the cap is kept in
 //! the session's memory and read on with `read_tool_result` by Unicode character offset.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
 
 use async_trait::async_trait;
 use mpa_core::tools::invoke::{Invoker, invoke};

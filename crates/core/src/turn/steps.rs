@@ -87,6 +87,11 @@ pub async fn run(
     let mut empty_answers = 0u32;
     // The same-turn guard: once compacted, only a request over the window compacts again.
     let mut compacted = false;
+    // A provider's context-length error compacts and retries once (the estimate can be wrong
+    // about a server's real window); a second one ends the turn with what the user can do.
+    let mut force_compaction = false;
+    let mut overflow_retried = false;
+    let mut overflow: Option<(String, String)> = None;
     let mut end = LoopEnd {
         status: TurnStatus::IterationLimit,
         final_text: String::new(),
@@ -150,7 +155,8 @@ pub async fn run(
         // Compaction at the model-call boundary, on the real request. A proposal only: the
         // transcript changes once the main call with the rebuilt request has succeeded.
         let mut pending = None;
-        if compact::due(&budget, compacted) {
+        let forced = std::mem::take(&mut force_compaction);
+        if forced || compact::due(&budget, compacted) {
             let input = compact::Input {
                 model: setup.model,
                 messages: transcript.messages(),
@@ -172,6 +178,13 @@ pub async fn run(
                 }
                 Err(e) => {
                     tracing::warn!(code = e.code(), "context compaction did not succeed");
+                    if forced && let Some((code, message)) = overflow.take() {
+                        // Nothing could be compacted: resending the refused request would be
+                        // refused again.
+                        end.status = TurnStatus::Failed;
+                        end.error = Some((code, format!("{message}. {CONTEXT_EXCEEDED_HELP}")));
+                        break;
+                    }
                     budget.compaction = Some(serde_json::json!({
                         "status": "failed", "code": e.code(), "message": e.message(),
                     }));
@@ -225,12 +238,26 @@ pub async fn run(
                 partial,
                 code,
                 message,
+            } if code == "model_context_exceeded"
+                && partial.is_empty()
+                && !overflow_retried
+                && !compacted =>
+            {
+                tracing::info!(%message, "context exceeded: compacting and retrying once");
+                overflow_retried = true;
+                force_compaction = true;
+                overflow = Some((code, message));
+                continue;
+            }
+            ModelCallEnd::Failed {
+                partial,
+                code,
+                message,
             } => {
                 keep_partial(transcript, partial);
                 hooks.after_step(transcript).await;
                 end.usage.input_tokens += estimate;
                 end.status = TurnStatus::Failed;
-                // Slot: compaction retries a context overflow once it can shrink the request.
                 let message = if code == "model_context_exceeded" {
                     format!("{message}. {CONTEXT_EXCEEDED_HELP}")
                 } else {
