@@ -72,17 +72,8 @@ pub struct StepCall {
     pub arguments: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ApiCall {
-    pub operation_id: String,
-    #[serde(default)]
-    pub path_params: Option<Map<String, Value>>,
-    #[serde(default)]
-    pub query: Option<Map<String, Value>>,
-    #[serde(default)]
-    pub body: Option<Value>,
-}
+/// One `moviepilot_api` call in MoviePilot's form: exactly the tool's arguments.
+pub type ApiCall = mpa_protocol::MoviePilotCall;
 
 /// The scripted model's answers: responses in order, then the final text.
 #[derive(Debug, Clone, PartialEq)]

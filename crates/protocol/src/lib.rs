@@ -9,10 +9,13 @@
 //! - [`Op`] (client → session) and [`Event`] (session → clients): the session actor's interface.
 
 pub mod jwt;
+mod moviepilot_call;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+pub use moviepilot_call::MoviePilotCall;
 
 /// Stable identity of a user (never reused, unchanged by renames).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

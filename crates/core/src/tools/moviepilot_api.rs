@@ -11,29 +11,12 @@ use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
 use mpa_gateway::{CallContext, GatewayError, Operation, catalogue};
 use mpa_protocol::{EffectClass, Outcome};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 pub const NAME: &str = "moviepilot_api";
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MoviePilotApiArgs {
-    /// The operation id, exactly as the catalogue names it (e.g. `media.search`,
-    /// `subscription.add`); the `moviepilot-api-<category>` skills list them with their inputs.
-    pub operation_id: String,
-    /// Values for the route's placeholders only (e.g. `{"subscribe_id": 3}`).
-    #[serde(default)]
-    pub path_params: Option<Map<String, Value>>,
-    /// The operation's declared query fields only, as an object (never flattened into the URL).
-    #[serde(default)]
-    pub query: Option<Map<String, Value>>,
-    /// The request body when the operation declares one: a JSON object or array (or the literal
-    /// "dev" for `system.upgrade.dev`).
-    #[serde(default)]
-    pub body: Option<Value>,
-}
+/// The tool's arguments: one gateway call (the type the evaluation harness scripts too).
+pub type MoviePilotApiArgs = mpa_protocol::MoviePilotCall;
 
 pub struct MoviePilotApi {
     pub access: MoviePilotAccess,
