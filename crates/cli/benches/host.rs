@@ -61,7 +61,8 @@ fn context_messages(context: usize) -> Vec<Message> {
 fn model_config(mock: &MockModelServer) -> ModelConfig {
     ModelConfig {
         base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
+        // Not in the model catalogue, so the window below is the one the host budgets against.
+        model: "bench-model".into(),
         ..ModelConfig::default()
     }
 }
@@ -71,8 +72,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64, f64) {
-    let iterations = iterations_for(context);
+/// Median milliseconds of a whole `iterations`-call turn and of as many bare model calls.
+async fn turn_and_bare(mock: &MockModelServer, context: usize, iterations: u32) -> (f64, f64) {
     mock.set_default(MockReply::tool_calls(&[(
         "call_x",
         "test_echo",
@@ -88,6 +89,8 @@ async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64,
     };
     let mut cfg = AgentConfig::new(model_config(mock));
     cfg.max_iterations = iterations;
+    // A window no context here comes near: this measures the loop, not a compaction.
+    cfg.max_context_tokens_k = 1_000_000;
     let agent = Agent::new(
         cfg,
         store.clone(),
@@ -124,7 +127,9 @@ async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64,
         let t = Instant::now();
         let mut rx = session.submit(actor.clone(), "go".into(), vec![]).unwrap();
         while let Some(ev) = rx.recv().await {
-            if matches!(ev, mpa_protocol::Event::TurnEnded { .. }) {
+            if let mpa_protocol::Event::TurnEnded { status, .. } = ev {
+                // Every model answer calls a tool, so a whole turn runs to the iteration limit.
+                assert_eq!(status, mpa_protocol::TurnStatus::IterationLimit);
                 break;
             }
         }
@@ -151,9 +156,20 @@ async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64,
         }
         bare_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    let per_iter_turn = median(turn_ms) / f64::from(iterations);
-    let per_iter_bare = median(bare_ms) / f64::from(iterations);
-    (per_iter_turn, per_iter_turn - per_iter_bare)
+    (median(turn_ms), median(bare_ms))
+}
+
+/// Host overhead per model iteration as the slope between a turn of K and one of K/2 calls (so
+/// what a turn costs once — loading and saving the chat — is not spread over its calls), and that
+/// once-per-turn cost.
+async fn overhead_per_iteration(mock: &MockModelServer, context: usize) -> (f64, f64, f64) {
+    let k = iterations_for(context);
+    let h = k / 2;
+    let (turn_k, bare_k) = turn_and_bare(mock, context, k).await;
+    let (turn_h, bare_h) = turn_and_bare(mock, context, h).await;
+    let per_iter = ((turn_k - turn_h) - (bare_k - bare_h)) / f64::from(k - h);
+    let per_turn = (turn_h - bare_h) - per_iter * f64::from(h);
+    (turn_k / f64::from(k), per_iter, per_turn)
 }
 
 async fn cold_start(mock: &MockModelServer) -> f64 {
@@ -196,10 +212,11 @@ fn main() {
             .map(|s| s.trim().parse().unwrap())
             .collect();
         for context in contexts {
-            let (per_iter, overhead) = overhead_per_iteration(&mock, context).await;
+            let (per_iter, overhead, per_turn) = overhead_per_iteration(&mock, context).await;
             println!(
-                "turn iteration with {context}-message context: {per_iter:.3} ms per iteration, host overhead {overhead:.3} ms (median of 5 turns x {} iterations)",
-                iterations_for(context)
+                "turn iteration with {context}-message context: {per_iter:.3} ms per iteration, host overhead {overhead:.3} ms per iteration + {per_turn:.1} ms once per turn (medians of 5 turns of {k} and of {h} iterations)",
+                k = iterations_for(context),
+                h = iterations_for(context) / 2
             );
         }
         let cold = cold_start(&mock).await;

@@ -164,9 +164,13 @@ impl Store {
         let base = base as i64;
         self.run(move |c| {
             let n = c.execute(
-                "UPDATE chats SET journal = ?1, session_state = ?2, updated_at = ?3
-                 WHERE session_id = ?4 AND message_count = ?5",
-                params![journal, state, updated_at.to_rfc3339(), sid, base],
+                "INSERT INTO chat_journals (session_id, base, journal, session_state, updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5
+                 WHERE EXISTS (SELECT 1 FROM chats WHERE session_id = ?1 AND message_count = ?2)
+                 ON CONFLICT(session_id) DO UPDATE SET
+                    base = excluded.base, journal = excluded.journal,
+                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                params![sid, base, journal, state, updated_at.to_rfc3339()],
             )?;
             Ok(n > 0)
         })
@@ -180,16 +184,17 @@ impl Store {
         let agent = to_json("agent_messages", &chat.agent_messages)?;
         let display = to_json("display_messages", &chat.display_messages)?;
         let state = to_json("session_state", &chat.session_state)?;
-        self.run(move |c| {
+        self.run(move |conn| {
+            // The chat and its journal change together.
+            let c = conn.transaction()?;
             c.execute(
                 "INSERT INTO chats (session_id, user_id, channel, title, agent_messages, display_messages,
-                                    message_count, session_state, created_at, updated_at, journal)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                                    message_count, session_state, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT(session_id) DO UPDATE SET
                     title = excluded.title, agent_messages = excluded.agent_messages,
                     display_messages = excluded.display_messages, message_count = excluded.message_count,
-                    session_state = excluded.session_state, updated_at = excluded.updated_at,
-                    journal = excluded.journal",
+                    session_state = excluded.session_state, updated_at = excluded.updated_at",
                 params![
                     chat.session_id,
                     chat.user_id.0,
@@ -200,10 +205,35 @@ impl Store {
                     chat.message_count,
                     state,
                     chat.created_at.to_rfc3339(),
-                    chat.updated_at.to_rfc3339(),
-                    journal
+                    chat.updated_at.to_rfc3339()
                 ],
             )?;
+            match &journal {
+                None => {
+                    c.execute(
+                        "DELETE FROM chat_journals WHERE session_id = ?1",
+                        params![chat.session_id],
+                    )?;
+                }
+                Some(j) => {
+                    c.execute(
+                        "INSERT INTO chat_journals (session_id, base, journal, session_state, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(session_id) DO UPDATE SET
+                            base = excluded.base, journal = excluded.journal,
+                            session_state = excluded.session_state,
+                            updated_at = excluded.updated_at",
+                        params![
+                            chat.session_id,
+                            chat.message_count,
+                            j,
+                            state,
+                            chat.updated_at.to_rfc3339()
+                        ],
+                    )?;
+                }
+            }
+            c.commit()?;
             Ok(())
         })
         .await
@@ -213,9 +243,12 @@ impl Store {
         let sid = session_id.to_string();
         self.run(move |c| {
             c.query_row(
-                "SELECT session_id, user_id, channel, title, agent_messages, display_messages,
-                        message_count, session_state, created_at, updated_at, journal
-                 FROM chats WHERE session_id = ?1",
+                "SELECT c.session_id, c.user_id, c.channel, c.title, c.agent_messages,
+                        c.display_messages, c.message_count,
+                        COALESCE(j.session_state, c.session_state), c.created_at,
+                        COALESCE(j.updated_at, c.updated_at), j.journal
+                 FROM chats c LEFT JOIN chat_journals j ON j.session_id = c.session_id
+                 WHERE c.session_id = ?1",
                 params![sid],
                 |r| {
                     Ok(ChatRow {

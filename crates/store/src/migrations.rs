@@ -68,12 +68,20 @@ CREATE UNIQUE INDEX users_moviepilot_user ON users(moviepilot_user_id)
     WHERE moviepilot_user_id IS NOT NULL;
 ";
 
-/// Version 4: the running turn's journal beside the chat snapshot. A turn saves only its own
-/// messages after each step (`journal`, JSON `{"messages": [...], "display": [...]}`), on top of
-/// the `message_count` messages of the last full snapshot, so a step costs what the turn wrote,
-/// not what the whole chat holds. A full snapshot clears it; reading a chat merges it.
+/// Version 4: the running turn's journal beside the chat snapshot, in a table of its own (SQLite
+/// rewrites a whole row to update one column, and a chat row holds the whole conversation). A
+/// turn saves only its own messages after each step (`journal`, JSON `{"messages": [...],
+/// "display": [...]}`) on top of the `base` messages of the last full snapshot, so a step costs
+/// what the turn wrote, not what the chat holds. A full snapshot removes it; reading a chat
+/// merges it.
 const MIGRATION_4: &str = "
-ALTER TABLE chats ADD COLUMN journal TEXT;
+CREATE TABLE chat_journals (
+    session_id TEXT PRIMARY KEY REFERENCES chats(session_id) ON DELETE CASCADE,
+    base INTEGER NOT NULL,
+    journal TEXT NOT NULL,
+    session_state TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
 ";
 
 /// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can

@@ -132,7 +132,8 @@ pub fn chat_messages(data: &Path, session: &str) -> Vec<Value> {
     let c = rusqlite::Connection::open(data.join("agent.db")).unwrap();
     let (s, journal): (String, Option<String>) = c
         .query_row(
-            "SELECT agent_messages, journal FROM chats WHERE session_id = ?1",
+            "SELECT c.agent_messages, j.journal FROM chats c
+             LEFT JOIN chat_journals j ON j.session_id = c.session_id WHERE c.session_id = ?1",
             [session],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
