@@ -84,6 +84,8 @@ struct ChatRow {
     journal: Option<String>,
 }
 
+const EMPTY_JOURNAL: &str = r#"{"messages":[],"display":[]}"#;
+
 /// What a running turn saved after its last step: its own messages (in their recovery form) and
 /// their display items, on top of the chat's last full snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -164,12 +166,10 @@ impl Store {
         let base = base as i64;
         self.run(move |c| {
             let n = c.execute(
-                "INSERT INTO chat_journals (session_id, base, journal, session_state, updated_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5
-                 WHERE EXISTS (SELECT 1 FROM chats WHERE session_id = ?1 AND message_count = ?2)
-                 ON CONFLICT(session_id) DO UPDATE SET
-                    base = excluded.base, journal = excluded.journal,
-                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                // The journal row records the base its full snapshot holds; the chat row itself is
+                // not read (a column after the conversation would walk its overflow pages).
+                "UPDATE chat_journals SET journal = ?3, session_state = ?4, updated_at = ?5
+                 WHERE session_id = ?1 AND base = ?2",
                 params![sid, base, journal, state, updated_at.to_rfc3339()],
             )?;
             Ok(n > 0)
@@ -208,31 +208,23 @@ impl Store {
                     chat.updated_at.to_rfc3339()
                 ],
             )?;
-            match &journal {
-                None => {
-                    c.execute(
-                        "DELETE FROM chat_journals WHERE session_id = ?1",
-                        params![chat.session_id],
-                    )?;
-                }
-                Some(j) => {
-                    c.execute(
-                        "INSERT INTO chat_journals (session_id, base, journal, session_state, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5)
-                         ON CONFLICT(session_id) DO UPDATE SET
-                            base = excluded.base, journal = excluded.journal,
-                            session_state = excluded.session_state,
-                            updated_at = excluded.updated_at",
-                        params![
-                            chat.session_id,
-                            chat.message_count,
-                            j,
-                            state,
-                            chat.updated_at.to_rfc3339()
-                        ],
-                    )?;
-                }
-            }
+            // A full snapshot leaves an empty journal on its own base, so the next turn's steps
+            // update the journal without touching the chat row.
+            let j = journal.unwrap_or_else(|| EMPTY_JOURNAL.to_string());
+            c.execute(
+                "INSERT INTO chat_journals (session_id, base, journal, session_state, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(session_id) DO UPDATE SET
+                    base = excluded.base, journal = excluded.journal,
+                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                params![
+                    chat.session_id,
+                    chat.message_count,
+                    &j,
+                    state,
+                    chat.updated_at.to_rfc3339()
+                ],
+            )?;
             c.commit()?;
             Ok(())
         })
