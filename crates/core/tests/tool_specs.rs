@@ -67,6 +67,8 @@ async fn small_tool_outputs_snapshot() {
             json!({"objective": "Find the film", "steps": [{"step": "Search", "status": "completed"}]}),
         ),
         ("get_tool_execution", json!({"invocation_id": "nope"})),
+        ("read_tool_result", json!({"result_id": "nope"})),
+        ("search_tools", json!({"search": "下载", "limit": 3})),
         ("test_echo", json!({"text": "hi"})),
         (
             "test_result",
