@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 mod common;
@@ -49,31 +48,11 @@ async fn serve(data: &Path, mock: &MockModelServer, fake: &FakeHandle, secret: b
     if secret {
         cmd.env("MOVIEPILOT_SECRET_KEY", SECRET);
     }
-    cmd.arg("serve");
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let addr = tokio::time::timeout(WAIT, async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            stderr.lock().unwrap().push_str(&format!("{l}\n"));
-            if let Some(a) = l.split("listening on http://").nth(1) {
-                return a.trim().to_string();
-            }
-        }
-        panic!("serve exited early: {}", stderr.lock().unwrap());
-    })
-    .await
-    .expect("serve never became ready");
-    let sink = Arc::clone(&stderr);
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = lines.next_line().await {
-            sink.lock().unwrap().push_str(&format!("{l}\n"));
-        }
-    });
+    let srv = common::serve(cmd).await;
     Serve {
-        child,
-        base: format!("http://{addr}"),
-        stderr,
+        child: srv.child,
+        base: format!("http://{}", srv.addr),
+        stderr: srv.stderr,
         http: reqwest::Client::builder().no_proxy().build().unwrap(),
     }
 }
