@@ -248,12 +248,13 @@ fn live_calls(messages: &[mpa_protocol::Message]) -> Vec<(String, EvalCall)> {
 }
 
 /// Every call the turn started, in order: from the final transcript when it is still there,
-/// else (compacted away) from the tool events.
+/// else (compacted away) from the tool events. Matched from the end, since a compaction removes
+/// the oldest calls and local servers reuse call ids (`call_0`) across responses.
 fn trace(messages: &[mpa_protocol::Message], started: &[ToolSeen]) -> Vec<EvalCall> {
     let mut live = live_calls(messages);
-    let mut calls = Vec::new();
-    for seen in started {
-        match live.iter().position(|(id, _)| *id == seen.id) {
+    let mut calls = Vec::with_capacity(started.len());
+    for seen in started.iter().rev() {
+        match live.iter().rposition(|(id, _)| *id == seen.id) {
             Some(i) => calls.push(live.remove(i).1),
             None => calls.push(EvalCall {
                 name: seen.name.clone(),
@@ -265,8 +266,11 @@ fn trace(messages: &[mpa_protocol::Message], started: &[ToolSeen]) -> Vec<EvalCa
             }),
         }
     }
-    calls.extend(live.into_iter().map(|(_, c)| c));
-    calls
+    calls.reverse();
+    // Calls the events never showed (none expected) keep their transcript order, first.
+    let mut all: Vec<EvalCall> = live.into_iter().map(|(_, c)| c).collect();
+    all.extend(calls);
+    all
 }
 
 /// A tool call as the turn's events showed it.
@@ -394,4 +398,54 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     setup_time += teardown.elapsed();
     out.setup_time = setup_time;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpa_protocol::{Message, ToolCall};
+
+    fn call(id: &str, page: u64) -> Message {
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: id.into(),
+                name: "moviepilot_api".into(),
+                arguments: format!(r#"{{"page": {page}}}"#),
+            }],
+        )
+    }
+
+    fn seen(id: &str) -> ToolSeen {
+        ToolSeen {
+            id: id.into(),
+            name: "moviepilot_api".into(),
+            outcome: Some(Outcome::Succeeded),
+        }
+    }
+
+    #[test]
+    fn compacted_calls_stay_in_the_trace_even_when_a_server_reuses_call_ids() {
+        // Pages 1 and 2 were compacted away; every response numbered its call `call_0`.
+        let messages = vec![
+            Message::user("summary"),
+            call("call_0", 3),
+            Message::tool("call_0", "moviepilot_api", "{}", Outcome::Succeeded),
+        ];
+        let started = [seen("call_0"), seen("call_0"), seen("call_0")];
+        let t = trace(&messages, &started);
+        let shown: Vec<(bool, Value)> = t
+            .iter()
+            .map(|c| (c.compacted, c.arguments["page"].clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (true, Value::Null),
+                (true, Value::Null),
+                (false, Value::from(3))
+            ]
+        );
+        assert!(t.iter().all(|c| c.outcome == Some(Outcome::Succeeded)));
+    }
 }
