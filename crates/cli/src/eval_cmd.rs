@@ -226,6 +226,10 @@ impl Subject for HostSubject {
             agent.model.api_key = run.model.api_key;
             agent.model.model = run.model.model;
             agent.model.max_output_tokens = run.budgets.max_output_tokens;
+            // The scripted model is in no catalogue: its window is the configured one.
+            if let Some(window) = run.context_window_tokens {
+                agent.max_context_tokens_k = window.div_ceil(1000);
+            }
             let out = mpa_core::eval::run_task(mpa_core::eval::EvalTask {
                 data_dir: run.data_dir,
                 workdir: run.workdir,
@@ -256,6 +260,7 @@ impl Subject for HostSubject {
                         arguments: c.arguments,
                         outcome: c.outcome.map(|o| o.as_str()).unwrap_or("none").to_string(),
                         replayed: c.replayed,
+                        compacted: c.compacted,
                         result: c.result,
                     })
                     .collect(),
@@ -270,6 +275,8 @@ impl Subject for HostSubject {
                 timed_out: out.timed_out,
                 setup: out.setup_time,
                 turn: out.turn_time,
+                context_window_tokens: out.context_window_tokens,
+                compactions: out.compactions,
             })
         }
     }

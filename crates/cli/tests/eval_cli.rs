@@ -112,6 +112,23 @@ fn check_run(scenario: &str, path: &Path, out: &Output, dir: &Path) {
     if let Some(n) = expect.host_collapsed_writes {
         assert_eq!(report["metrics"]["host_collapsed_writes"], n, "{name}");
     }
+    let context = &report["context"];
+    if let Some(n) = expect.compactions {
+        assert_eq!(context["compactions"], n, "{name}: {context:#}");
+    }
+    if let Some(w) = t.context_window_tokens {
+        assert_eq!(
+            context["window_tokens"], w,
+            "{name}: the trajectory's window"
+        );
+    }
+    // Every summariser call the host reports reached the scripted model, and only those.
+    if context["failed_compactions"] == 0 {
+        assert_eq!(
+            context["summariser_calls"], context["scripted_summariser_requests"],
+            "{name}: {context:#}"
+        );
+    }
     for (op, n) in &expect.world_attempts {
         assert_eq!(
             world_calls(&report, op),
@@ -137,6 +154,7 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "command_execution",
         "terminal_session",
         "terminal_pty_session",
+        "long_context",
     ] {
         let mine: Vec<_> = runs.iter().filter(|(s, _)| s == scenario).collect();
         let passing = mine
@@ -190,11 +208,11 @@ fn invalid_input_exits_2_and_says_why() {
         ),
         (
             vec![
-                "long_context".into(),
+                "steering_long_context".into(),
                 "--replay".into(),
                 pass.display().to_string(),
             ],
-            "needs: context",
+            "needs: steering",
         ),
         (
             vec!["unknown_download".into()],
@@ -243,10 +261,111 @@ fn invalid_input_exits_2_and_says_why() {
             .to_string()
     };
     assert_eq!(status("unknown_download"), "runnable");
+    assert_eq!(status("long_context"), "runnable");
+    assert_eq!(status("steering_long_context"), "needs: steering");
     assert_eq!(status("browser_navigation"), "needs: browser");
     assert_eq!(status("subagent_parallel_status"), "needs: subagents");
     assert_eq!(status("code_readonly_report"), "needs: kernel");
-    assert_eq!(status("steering_multi_message"), "needs: context, steering");
+    assert_eq!(status("steering_multi_message"), "needs: steering");
+}
+
+#[test]
+fn the_long_context_replay_compacts_and_its_report_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = eval_cmd(dir.path())
+        .args(["long_context", "--replay"])
+        .arg(repo().join("eval/trajectories/long_context/pass.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let [report] = reports(dir.path()).try_into().unwrap();
+    let context = &report["context"];
+    assert_eq!(context["window_tokens"], 128_000);
+    assert_eq!(context["compactions"], 1, "{context:#}");
+    assert_eq!(context["summariser_calls"], 1);
+    assert_eq!(context["scripted_summariser_requests"], 1);
+    // MoviePilot's run went from about 69.5 K to 26.1 K; here the request reached the 85 %
+    // trigger and came down to the 60 % target.
+    let c = &context["reports"][0];
+    assert_eq!(c["status"], "compacted");
+    assert!(
+        c["estimated_input_tokens_before"].as_u64().unwrap() >= 108_800,
+        "{c:#}"
+    );
+    assert!(
+        c["estimated_input_tokens_after"].as_u64().unwrap() <= 76_800,
+        "{c:#}"
+    );
+    // Every call is in the trace, in order: the compacted ones by name and outcome, the ones
+    // still in the model's context with their arguments.
+    let trace = report["tool_trace"].as_array().unwrap();
+    assert_eq!(trace.len(), 6);
+    assert_eq!(report["metrics"]["host_tool_calls"], 6);
+    assert!(
+        trace
+            .iter()
+            .all(|c| c["name"] == "moviepilot_api" && c["outcome"] == "succeeded")
+    );
+    let compacted = trace.iter().take_while(|c| c["compacted"] == true).count();
+    assert!((1..6).contains(&compacted), "{trace:#?}");
+    assert!(trace[..compacted].iter().all(|c| c["arguments"].is_null()));
+    let pages: Vec<u64> = trace[compacted..]
+        .iter()
+        .map(|c| c["arguments"]["query"]["page"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pages, ((compacted as u64 + 1)..=6).collect::<Vec<_>>());
+    assert_eq!(world_calls(&report, "subscription.list"), 6);
+}
+
+/// `long_context`'s world refuses every operation but `subscription.list`, so no replay of the
+/// scenario itself can write: with that restriction lifted, a write after the six pages is an
+/// effect, and the scenario's own checks catch it.
+#[test]
+fn a_write_the_world_lets_through_is_a_long_context_unexpected_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut scenario: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("eval/scenarios/long_context.json")).unwrap(),
+    )
+    .unwrap();
+    scenario["id"] = json!("long_context_open_world");
+    scenario.as_object_mut().unwrap().remove("$schema");
+    scenario["world"]["restrictions"]
+        .as_object_mut()
+        .unwrap()
+        .remove("operations");
+    let scenario_path = dir.path().join("long_context_open_world.json");
+    std::fs::write(&scenario_path, scenario.to_string()).unwrap();
+    let mut traj: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("eval/trajectories/long_context/pass.json")).unwrap(),
+    )
+    .unwrap();
+    let traj = traj.as_object_mut().unwrap();
+    traj.remove("$schema");
+    traj.remove("expect");
+    traj["steps"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"calls": [{"tool": "moviepilot_api",
+        "arguments": {"operation_id": "subscription.add", "body": {"name": "长夜航线",
+            "media_source": "themoviedb", "media_id": "481099", "type": "电影"}}}]}));
+    let traj_path = dir.path().join("write.json");
+    std::fs::write(&traj_path, Value::Object(traj.clone()).to_string()).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = eval_cmd(out_dir.path())
+        .arg(&scenario_path)
+        .arg("--replay")
+        .arg(&traj_path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let [report] = reports(out_dir.path()).try_into().unwrap();
+    assert_eq!(
+        codes(&report),
+        ["long_context_unexpected_write", "unexpected_state_change"],
+        "{:#}",
+        report["violations"]
+    );
+    assert_eq!(world_calls(&report, "subscription.add"), 1);
 }
 
 /// A scenario nobody wrote code for: new id, other media ids and infohashes, and the lost

@@ -189,6 +189,10 @@ pub struct EvalCall {
     pub result: Value,
     /// The write ledger answered it from an identical earlier call: nothing was sent.
     pub replayed: bool,
+    /// A compaction took the call out of the model's context before the turn ended: only its
+    /// name and outcome are known here (`arguments` and `result` are null; the evidence
+    /// history keeps them).
+    pub compacted: bool,
 }
 
 /// What the host did in the task's turn.
@@ -208,9 +212,17 @@ pub struct EvalOutcome {
     pub turn_time: Duration,
     /// Opening the host before the turn, and shutting it down after.
     pub setup_time: Duration,
+    /// The window the host budgeted every request against (from its budget reports; 0 when no
+    /// request was budgeted).
+    pub context_window_tokens: u64,
+    /// Each compaction the turn's requests reported, in order: the budget's `compaction` entry
+    /// (`status` `compacted` with `attempts` — one summariser call each —, or `failed` with its
+    /// code). A `compacted` entry is committed once the rebuilt request's model call succeeds.
+    pub compactions: Vec<Value>,
 }
 
-fn trace(messages: &[mpa_protocol::Message]) -> Vec<EvalCall> {
+/// The calls of `messages` by call id, in transcript order.
+fn live_calls(messages: &[mpa_protocol::Message]) -> Vec<(String, EvalCall)> {
     let mut calls = Vec::new();
     for m in messages.iter().filter(|m| m.role == Role::Assistant) {
         for c in &m.tool_calls {
@@ -220,17 +232,52 @@ fn trace(messages: &[mpa_protocol::Message]) -> Vec<EvalCall> {
             let content = result.map(|r| r.text()).unwrap_or_default();
             let result_json: Value =
                 serde_json::from_str(&content).unwrap_or(Value::String(content));
-            calls.push(EvalCall {
+            let call = EvalCall {
                 name: c.name.clone(),
                 arguments: serde_json::from_str(&c.arguments)
                     .unwrap_or_else(|_| Value::String(c.arguments.clone())),
                 outcome: result.and_then(|r| r.outcome),
                 replayed: result_json.get("replayed") == Some(&Value::Bool(true)),
                 result: result_json,
-            });
+                compacted: false,
+            };
+            calls.push((c.id.clone(), call));
         }
     }
     calls
+}
+
+/// Every call the turn started, in order: from the final transcript when it is still there,
+/// else (compacted away) from the tool events. Matched from the end, since a compaction removes
+/// the oldest calls and local servers reuse call ids (`call_0`) across responses.
+fn trace(messages: &[mpa_protocol::Message], started: &[ToolSeen]) -> Vec<EvalCall> {
+    let mut live = live_calls(messages);
+    let mut calls = Vec::with_capacity(started.len());
+    for seen in started.iter().rev() {
+        match live.iter().rposition(|(id, _)| *id == seen.id) {
+            Some(i) => calls.push(live.remove(i).1),
+            None => calls.push(EvalCall {
+                name: seen.name.clone(),
+                arguments: Value::Null,
+                outcome: seen.outcome,
+                result: Value::Null,
+                replayed: false,
+                compacted: true,
+            }),
+        }
+    }
+    calls.reverse();
+    // Calls the events never showed (none expected) keep their transcript order, first.
+    let mut all: Vec<EvalCall> = live.into_iter().map(|(_, c)| c).collect();
+    all.extend(calls);
+    all
+}
+
+/// A tool call as the turn's events showed it.
+struct ToolSeen {
+    id: String,
+    name: String,
+    outcome: Option<Outcome>,
 }
 
 /// Runs the task's turn on a fresh host and returns what the host did.
@@ -292,7 +339,10 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         timed_out: false,
         turn_time: Duration::ZERO,
         setup_time: Duration::ZERO,
+        context_window_tokens: 0,
+        compactions: Vec::new(),
     };
+    let mut started_tools: Vec<ToolSeen> = Vec::new();
     let mut deadline = tokio::time::Instant::now() + task.timeout;
     loop {
         let ev = match tokio::time::timeout_at(deadline, events.recv()).await {
@@ -312,6 +362,24 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
                 out.model_calls += 1;
                 out.usage.add(&usage);
             }
+            Event::ToolStarted { tool_id, name, .. } => started_tools.push(ToolSeen {
+                id: tool_id,
+                name,
+                outcome: None,
+            }),
+            Event::ToolFinished {
+                tool_id, outcome, ..
+            } => {
+                if let Some(t) = started_tools.iter_mut().rfind(|t| t.id == tool_id) {
+                    t.outcome = Some(outcome);
+                }
+            }
+            Event::Budget { budget } => {
+                out.context_window_tokens = budget.context_window_tokens;
+                if let Some(c) = budget.compaction {
+                    out.compactions.push(c);
+                }
+            }
             Event::Error { code, message } => out.errors.push(format!("{code}: {message}")),
             Event::TurnEnded { status, final_text } => {
                 out.status = status;
@@ -325,9 +393,59 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     let teardown = Instant::now();
     agent.shutdown().await;
     if let Ok(chat) = agent.chat_for(&actor, &session_id).await {
-        out.calls = trace(&chat.agent_messages);
+        out.calls = trace(&chat.agent_messages, &started_tools);
     }
     setup_time += teardown.elapsed();
     out.setup_time = setup_time;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpa_protocol::{Message, ToolCall};
+
+    fn call(id: &str, page: u64) -> Message {
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: id.into(),
+                name: "moviepilot_api".into(),
+                arguments: format!(r#"{{"page": {page}}}"#),
+            }],
+        )
+    }
+
+    fn seen(id: &str) -> ToolSeen {
+        ToolSeen {
+            id: id.into(),
+            name: "moviepilot_api".into(),
+            outcome: Some(Outcome::Succeeded),
+        }
+    }
+
+    #[test]
+    fn compacted_calls_stay_in_the_trace_even_when_a_server_reuses_call_ids() {
+        // Pages 1 and 2 were compacted away; every response numbered its call `call_0`.
+        let messages = vec![
+            Message::user("summary"),
+            call("call_0", 3),
+            Message::tool("call_0", "moviepilot_api", "{}", Outcome::Succeeded),
+        ];
+        let started = [seen("call_0"), seen("call_0"), seen("call_0")];
+        let t = trace(&messages, &started);
+        let shown: Vec<(bool, Value)> = t
+            .iter()
+            .map(|c| (c.compacted, c.arguments["page"].clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (true, Value::Null),
+                (true, Value::Null),
+                (false, Value::from(3))
+            ]
+        );
+        assert!(t.iter().all(|c| c.outcome == Some(Outcome::Succeeded)));
+    }
 }

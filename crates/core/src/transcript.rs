@@ -4,6 +4,11 @@
 //! redaction, the plan snapshot, an interruption notice), so "captured" is a watermark: everything
 //! before it is in the evidence store. A capped tool result keeps its full content beside it until
 //! it is captured, so the evidence store gets the whole result while the model reads the preview.
+//!
+//! What the user sees is not what the model reads: a compaction replaces older messages with a
+//! summary in the model's context, but their display lines stay, marked `compacted`, in the
+//! display archive ahead of the live messages' lines. The display list only ever grows; the
+//! archive is persisted as the leading `compacted` lines of the chat's `display_messages`.
 
 use mpa_protocol::Message;
 use std::collections::HashMap;
@@ -16,6 +21,9 @@ pub struct Transcript {
     full: HashMap<usize, String>,
     /// Each compaction as (cut, inserted): `messages[..cut]` became `inserted` messages.
     compactions: Vec<(usize, usize)>,
+    /// Display lines of the messages compacted out of the context, oldest first, each marked
+    /// `"compacted": true`.
+    archive: Vec<serde_json::Value>,
 }
 
 impl Transcript {
@@ -26,7 +34,34 @@ impl Transcript {
             messages,
             full: HashMap::new(),
             compactions: Vec::new(),
+            archive: Vec::new(),
         }
+    }
+
+    /// Keeps the display lines of earlier compactions: the leading `compacted` lines of a saved
+    /// chat's `display_messages`.
+    pub fn with_display_archive(mut self, display: &serde_json::Value) -> Self {
+        self.archive = display
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take_while(|l| is_archived(l))
+            .cloned()
+            .collect();
+        self
+    }
+
+    /// The display list: the archived lines, then the live messages' lines.
+    pub fn display(&self) -> serde_json::Value {
+        self.display_upto(self.messages.len())
+    }
+
+    /// The display list up to (not including) the live message `upto`.
+    pub fn display_upto(&self, upto: usize) -> serde_json::Value {
+        let live = &self.messages[..upto.min(self.messages.len())];
+        let mut lines = self.archive.clone();
+        lines.extend(crate::turn::end::display_lines(live));
+        serde_json::Value::Array(lines)
     }
 
     pub fn messages(&self) -> &[Message] {
@@ -102,6 +137,16 @@ impl Transcript {
             .map(|(i, f)| (i - cut + inserted, f))
             .collect();
         self.compactions.push((cut, inserted));
+        self.archive.extend(
+            crate::turn::end::display_lines(&removed)
+                .into_iter()
+                .map(|mut l| {
+                    if let Some(o) = l.as_object_mut() {
+                        o.insert("compacted".into(), serde_json::Value::Bool(true));
+                    }
+                    l
+                }),
+        );
         removed
     }
 
@@ -128,6 +173,10 @@ impl Transcript {
     pub fn into_messages(self) -> Vec<Message> {
         self.messages
     }
+}
+
+fn is_archived(line: &serde_json::Value) -> bool {
+    line.get("compacted").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
 #[cfg(test)]
@@ -173,5 +222,81 @@ mod tests {
         assert_eq!(items[0].1.as_deref(), Some("whole"));
         assert_eq!(t.rebase(6, mark), 3);
         assert_eq!(t.rebase(2, mark), 1);
+    }
+
+    fn summary(text: &str) -> Message {
+        let mut m = Message::user(text);
+        m.metadata.insert(
+            crate::turn::compact::SUMMARY_SOURCE_KEY.into(),
+            crate::turn::compact::SUMMARY_SOURCE.into(),
+        );
+        m
+    }
+
+    fn pinned(text: &str) -> Message {
+        let mut m = Message::user(text);
+        m.metadata
+            .insert(crate::turn::compact::PINNED_KEY.into(), true.into());
+        m
+    }
+
+    fn shown(t: &Transcript) -> Vec<String> {
+        t.display()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let text = l["content"]
+                    .as_str()
+                    .or(l["summary"].as_str())
+                    .unwrap_or("");
+                let mark = if l["compacted"] == true { "*" } else { "" };
+                format!("{mark}{}:{text}", l["role"].as_str().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compacted_messages_keep_their_display_lines_in_order_across_compactions_and_reloads() {
+        let mut t = Transcript::restored(vec![
+            Message::user("q0"),
+            Message::assistant("a0", vec![]),
+            Message::user("q1"),
+            Message::assistant("a1", vec![]),
+        ]);
+        t.compact(3, vec![summary("s1"), pinned("q0")]);
+        t.push(Message::user("q2"));
+        assert_eq!(
+            shown(&t),
+            [
+                "*user:q0",
+                "*assistant:a0",
+                "*user:q1",
+                "context:s1",
+                "assistant:a1",
+                "user:q2"
+            ]
+        );
+        // A second compaction archives the first summary's marker where it stood; the pinned
+        // copy is never a line of its own.
+        t.compact(3, vec![summary("s2"), pinned("q0")]);
+        assert_eq!(
+            shown(&t),
+            [
+                "*user:q0",
+                "*assistant:a0",
+                "*user:q1",
+                "*context:s1",
+                "*assistant:a1",
+                "context:s2",
+                "user:q2"
+            ]
+        );
+        assert_eq!(t.display_upto(2).as_array().unwrap().len(), 6);
+        // Reloaded from the saved display list: the archive is its leading compacted lines.
+        let saved = t.display();
+        let reloaded = Transcript::restored(t.messages().to_vec()).with_display_archive(&saved);
+        assert_eq!(shown(&reloaded), shown(&t));
+        assert_eq!(reloaded.display(), saved);
     }
 }

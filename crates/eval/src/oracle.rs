@@ -23,6 +23,10 @@ pub struct TraceCall {
     /// The result the model read (JSON when it was JSON).
     #[serde(default)]
     pub result: Value,
+    /// A compaction took the call out of the model's context before the turn ended: its
+    /// `arguments` and `result` are null (name and outcome are the host's events).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
 }
 
 /// A steering event from the host (`queued` / `applied`).

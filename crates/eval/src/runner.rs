@@ -75,6 +75,9 @@ pub struct SubjectRun {
     pub data_dir: PathBuf,
     /// Where commands start.
     pub workdir: PathBuf,
+    /// The model's context window when the run fixes it (a replay trajectory's
+    /// `context_window_tokens`); `None`: the host's configuration.
+    pub context_window_tokens: Option<u64>,
 }
 
 /// Usage as the host saw it.
@@ -100,6 +103,52 @@ pub struct SubjectTrace {
     /// Host time outside the turn (opening and closing it).
     pub setup: Duration,
     pub turn: Duration,
+    /// The window the host budgeted the requests against (0: no request was budgeted).
+    pub context_window_tokens: u64,
+    /// The host's compaction reports, one per request that compacted (or failed to).
+    pub compactions: Vec<Value>,
+}
+
+/// What the host did with its context window in the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextReport {
+    /// The window every request was budgeted against.
+    pub window_tokens: u64,
+    /// Compactions the host made (a summary replaced older messages).
+    pub compactions: usize,
+    /// Compactions that did not succeed (the original context was kept).
+    pub failed_compactions: usize,
+    /// Summariser model calls the host reported (not counted in `model_calls` nor `tokens`).
+    pub summariser_calls: u64,
+    /// Replay: summariser requests the scripted model answered (`null` live).
+    pub scripted_summariser_requests: Option<usize>,
+    /// The host's compaction reports as it gave them (tokens before and after, messages
+    /// summarised, attempts; or the failure code).
+    pub reports: Vec<Value>,
+}
+
+impl ContextReport {
+    fn of(trace: &SubjectTrace, scripted: Option<usize>) -> Self {
+        let status = |c: &Value| c.get("status").and_then(Value::as_str).map(str::to_string);
+        let compacted = trace
+            .compactions
+            .iter()
+            .filter(|c| status(c).as_deref() == Some("compacted"));
+        ContextReport {
+            window_tokens: trace.context_window_tokens,
+            compactions: compacted.clone().count(),
+            failed_compactions: trace
+                .compactions
+                .iter()
+                .filter(|c| status(c).as_deref() == Some("failed"))
+                .count(),
+            summariser_calls: compacted
+                .filter_map(|c| c.get("attempts").and_then(Value::as_u64))
+                .sum(),
+            scripted_summariser_requests: scripted,
+            reports: trace.compactions.clone(),
+        }
+    }
 }
 
 /// The system under evaluation: runs the task through a host and returns its trace.
@@ -154,6 +203,10 @@ pub struct RunReport {
     /// The turn itself, model time included.
     pub turn_ms: f64,
     pub metrics: Metrics,
+    /// The context window, compactions and summariser calls.
+    pub context: ContextReport,
+    /// Every tool call of the turn in order; a call a compaction took out of the model's
+    /// context is `compacted: true` with null arguments and result.
     pub tool_trace: Vec<TraceCall>,
     pub world_attempts: Vec<AttemptSummary>,
     pub tool_events: Vec<crate::ledger::ToolEvent>,
@@ -223,6 +276,10 @@ pub async fn run_scenario<S: Subject>(
         workdir.display().to_string(),
         world.recorder(),
     ));
+    let context_window_tokens = match mode {
+        Mode::Replay(t) => t.context_window_tokens,
+        Mode::Live(_) => None,
+    };
     let (scripted, endpoint) = match mode {
         Mode::Replay(t) => {
             let model = ScriptedModel::start(t.script()?)
@@ -249,6 +306,7 @@ pub async fn run_scenario<S: Subject>(
             guard,
             data_dir: dir.path().join("data"),
             workdir,
+            context_window_tokens,
         })
         .await?;
     let initial = world.initial_snapshot();
@@ -265,6 +323,10 @@ pub async fn run_scenario<S: Subject>(
         steering: None,
     });
     let replay = matches!(mode, Mode::Replay(_));
+    let context = ContextReport::of(
+        &trace,
+        scripted.as_ref().map(ScriptedModel::summariser_requests),
+    );
     let model_busy = scripted.as_ref().map(ScriptedModel::busy);
     let host_overhead_ms = model_busy
         .map(|busy| (trace.setup + trace.turn.saturating_sub(busy)).as_secs_f64() * 1000.0);
@@ -298,6 +360,7 @@ pub async fn run_scenario<S: Subject>(
         host_setup_ms: trace.setup.as_secs_f64() * 1000.0,
         turn_ms: trace.turn.as_secs_f64() * 1000.0,
         metrics: verdict.metrics,
+        context,
         tool_trace: trace.calls,
         world_attempts: ledger.attempts.iter().map(summary).collect(),
         tool_events: ledger.tool_events,

@@ -19,8 +19,9 @@ pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
 /// `needs: <capability>` and refused by `eval run`.
 pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "browser", "kernel"];
 
-/// The capabilities this host provides today (none of [`KNOWN_CAPABILITIES`] yet).
-pub const AVAILABLE_CAPABILITIES: [&str; 0] = [];
+/// The capabilities this host provides today: `context` (the compaction stage, the result store
+/// and tool search of issue 17).
+pub const AVAILABLE_CAPABILITIES: [&str; 1] = ["context"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

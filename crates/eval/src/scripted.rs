@@ -1,6 +1,10 @@
 //! The scripted model: a loopback OpenAI-compatible server that answers a replay [`Script`]
 //! response by response (streamed or not, as asked), so a trajectory runs through the real
 //! host and its real model client. It records every request body it received.
+//!
+//! A summariser request of the host's compaction (its first message is the system message
+//! [`mpa_protocol::SUMMARY_PROMPT`]) is answered with the script's `summary` and consumes no
+//! step: the replayed conversation goes on where it was, now over the compacted context.
 
 use crate::trajectory::{Script, resolve};
 use axum::Router;
@@ -21,6 +25,8 @@ struct Inner {
     script: Script,
     next: usize,
     requests: Vec<Value>,
+    /// Summariser requests answered (also in `requests`).
+    summaries: usize,
     /// Time spent building answers (to subtract from host overhead).
     busy: Duration,
 }
@@ -54,6 +60,7 @@ impl ScriptedModel {
             script,
             next: 0,
             requests: Vec::new(),
+            summaries: 0,
             busy: Duration::ZERO,
         })));
         let router = Router::new()
@@ -83,6 +90,11 @@ impl ScriptedModel {
         self.shared.lock().requests.clone()
     }
 
+    /// How many of the requests were the host's summariser requests.
+    pub fn summariser_requests(&self) -> usize {
+        self.shared.lock().summaries
+    }
+
     /// Time the server spent answering.
     pub fn busy(&self) -> Duration {
         self.shared.lock().busy
@@ -103,6 +115,17 @@ fn tool_results(body: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Whether `body` is a summariser request: its first message is the summariser's instructions.
+pub fn is_summariser_request(body: &Value) -> bool {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.first())
+        .is_some_and(|m| {
+            m.get("role").and_then(Value::as_str) == Some("system")
+                && m.get("content").and_then(Value::as_str) == Some(mpa_protocol::SUMMARY_PROMPT)
+        })
+}
+
 async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
     let started = Instant::now();
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
@@ -111,6 +134,17 @@ async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> R
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let mut inner = shared.lock();
     inner.requests.push(request.clone());
+    if is_summariser_request(&request) {
+        inner.summaries += 1;
+        let summary = inner.script.summary.clone();
+        let response = if stream {
+            sse(&summary, &[], "stop")
+        } else {
+            whole(&summary, &[], "stop")
+        };
+        inner.busy += started.elapsed();
+        return response;
+    }
     let index = inner.next;
     inner.next += 1;
     let (text, calls) = match inner.script.responses.get(index) {

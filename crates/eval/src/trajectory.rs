@@ -6,6 +6,11 @@
 //! `{"calls": [{"operation_id", "path_params", "query", "body"}], "final": {...}}` (one
 //! `moviepilot_api` call per response). A string argument `"{{name}}"` is replaced by the value
 //! of field `name` in the most recent tool result that has one (e.g. a terminal's session id).
+//!
+//! The scripted model is a model like any other to the host: `context_window_tokens` is its
+//! window (what a catalogue entry or `LLM_MAX_CONTEXT_TOKENS` gives a real one), so a trajectory
+//! whose results outgrow it drives the host into compaction. The host's summariser requests are
+//! answered with `summary` and consume no step.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,6 +21,12 @@ use std::path::Path;
 pub const MAX_TRAJECTORY_BYTES: u64 = 256 * 1024;
 /// At most this many tool calls in one trajectory.
 pub const MAX_CALLS: usize = 32;
+/// The smallest window a trajectory may give the scripted model (the host's result cap and
+/// summary bounds assume at least this much).
+pub const MIN_CONTEXT_WINDOW_TOKENS: u64 = 4000;
+/// What the scripted model answers a summariser request when the trajectory gives no `summary`.
+pub const DEFAULT_SUMMARY: &str =
+    "Scripted replay: the earlier messages are summarised here; nothing else was kept.";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +47,16 @@ pub struct Trajectory {
     /// The final answer as raw text (to test answers that are not one JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_text: Option<String>,
+    /// The scripted model's context window in tokens (a multiple of 1000, at least 4000): the
+    /// host budgets every request against it and compacts at 85 % of it. Without it the host's
+    /// configuration applies (`LLM_MAX_CONTEXT_TOKENS`, default 128 K).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_tokens: Option<u64>,
+    /// What the scripted model answers every summariser request of the host's compaction (a
+    /// request whose system message is the summariser's instructions); such a request consumes
+    /// no step. Default: a fixed one-line summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     /// What the replay suite expects of this trajectory (ignored by `eval run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<TrajectoryExpect>,
@@ -53,6 +74,9 @@ pub struct TrajectoryExpect {
     /// World attempts of `download.add` (and other operations) that must be recorded.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub world_attempts: Map<String, Value>,
+    /// Compactions the host must have reported (`context.compactions` of the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compactions: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -75,11 +99,13 @@ pub struct StepCall {
 /// One `moviepilot_api` call in MoviePilot's form: exactly the tool's arguments.
 pub type ApiCall = mpa_protocol::MoviePilotCall;
 
-/// The scripted model's answers: responses in order, then the final text.
+/// The scripted model's answers: responses in order, then the final text; `summary` for every
+/// summariser request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Script {
     pub responses: Vec<Step>,
     pub final_text: String,
+    pub summary: String,
 }
 
 impl Trajectory {
@@ -144,6 +170,18 @@ impl Trajectory {
                 "every step needs at least one call (the final answer ends the run)".into(),
             );
         }
+        if let Some(w) = self.context_window_tokens
+            && (w < MIN_CONTEXT_WINDOW_TOKENS || w % 1000 != 0)
+        {
+            return Err(format!(
+                "context_window_tokens {w} must be a multiple of 1000, at least {MIN_CONTEXT_WINDOW_TOKENS}"
+            ));
+        }
+        let summary = match &self.summary {
+            Some(s) if s.trim().is_empty() => return Err("summary must not be empty".into()),
+            Some(s) => s.clone(),
+            None => DEFAULT_SUMMARY.to_string(),
+        };
         let final_text = match (&self.final_answer, &self.final_text) {
             (Some(_), Some(_)) => return Err("give either final or final_text".into()),
             (Some(v), None) => v.to_string(),
@@ -153,6 +191,7 @@ impl Trajectory {
         Ok(Script {
             responses,
             final_text,
+            summary,
         })
     }
 }
@@ -225,6 +264,26 @@ mod tests {
         );
         assert!(Trajectory::from_json(r#"{"calls": []}"#, "t").is_err());
         assert!(Trajectory::from_json(r#"{"final": {}, "extra": 1}"#, "t").is_err());
+    }
+
+    #[test]
+    fn the_scripted_window_and_summary_are_checked() {
+        let t = Trajectory::from_json(
+            r#"{"final": {}, "context_window_tokens": 16000, "summary": "pages 1-3 read"}"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(t.context_window_tokens, Some(16_000));
+        assert_eq!(t.script().unwrap().summary, "pages 1-3 read");
+        let plain = Trajectory::from_json(r#"{"final": {}}"#, "t").unwrap();
+        assert_eq!(plain.script().unwrap().summary, DEFAULT_SUMMARY);
+        for bad in [
+            r#"{"final": {}, "context_window_tokens": 16500}"#,
+            r#"{"final": {}, "context_window_tokens": 1000}"#,
+            r#"{"final": {}, "summary": " "}"#,
+        ] {
+            assert!(Trajectory::from_json(bad, "t").is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -231,6 +231,7 @@ fn the_fourteen_public_scenarios_and_what_runs_now() {
             "command_execution",
             "dedup_existing",
             "honest_unknown",
+            "long_context",
             "terminal_pty_session",
             "terminal_session",
             "unknown_download"

@@ -17,6 +17,18 @@ use std::fmt;
 
 pub use moviepilot_call::MoviePilotCall;
 
+/// The system message of a context-summariser request (the host's compaction, spec runtime.md
+/// §12): the summariser's instructions. Shared so a scripted model (the evaluation's replay) can
+/// tell a summariser request from a turn's model call by its first message.
+pub const SUMMARY_PROMPT: &str = "You are the context summariser of a media-library assistant. \
+Summarise the conversation excerpt you are given so the assistant can continue the task without \
+it. Keep, precisely and in the original language: the user's task and every constraint on it; \
+forbidden actions; parameter boundaries (allowed operations, page sizes, counts, filters); the \
+output fields the user asked for; every id, name, path and number that was observed (subscription \
+ids, media ids, torrent hashes, page numbers already read); what was done and with which outcome \
+(succeeded, failed, pending, unknown); open questions. Never infer new pages or items from totals: \
+only record what was actually read. Write plain text, at most 30 lines, no preamble.";
+
 /// Stable identity of a user (never reused, unchanged by renames).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -15,6 +15,8 @@ const I18N = {
     lang: '中文', running: 'running', done: 'done', error: 'failed', admin: 'admin',
     succeeded: 'succeeded', failed: 'failed', pending: 'pending — submitted, not finished yet',
     unknown: 'unknown — may or may not have happened; verify before retrying',
+    compacted: 'From here on the model works from a summary of the messages above (they stay listed here).',
+    summary: 'Summary',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -25,6 +27,7 @@ const I18N = {
     stopped: '已停止。', queueFull: '此对话正忙，请等待当前回复完成。', stillRunning: '此对话仍在处理中…',
     lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
     succeeded: '成功', failed: '失败', pending: '已提交，尚未完成', unknown: '结果未知——可能已生效，重试前请先核实',
+    compacted: '从这里起，模型依据上方消息的摘要继续工作（上方消息仍完整保留在此）。', summary: '摘要',
   },
 };
 
@@ -269,6 +272,23 @@ function addTool(status, name, message, outcome) {
   return el;
 }
 
+// Where the model's context was summarised (a compaction): the lines above stay as the user saw
+// them; the summary the model now works from can be opened.
+function addContextMarker(summary) {
+  emptyNode.remove();
+  const el = document.createElement('details');
+  el.className = 'context-marker';
+  const head = document.createElement('summary');
+  head.textContent = t('compacted');
+  const body = document.createElement('div');
+  body.className = 'text';
+  body.textContent = t('summary') + ': ' + (summary || '');
+  el.append(head, body);
+  $('messages').append(el);
+  scrollDown();
+  return el;
+}
+
 // While the turn still runs, the saved chat is its recovery form (written after every step in
 // case the process dies): its "result unknown" lines and notice are not shown then.
 function renderHistory(messages, processing) {
@@ -278,6 +298,7 @@ function renderHistory(messages, processing) {
     if (m.role === 'user') addUser(m.content);
     else if (m.role === 'assistant') addAssistant(m.content, m.notice);
     else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
+    else if (m.role === 'context') addContextMarker(m.summary);
   }
 }
 

@@ -77,7 +77,8 @@ impl SessionData {
             title: chat.title,
             created_at: chat.created_at,
             persisted: PersistedState::from_json(&chat.session_state),
-            transcript: Transcript::restored(chat.agent_messages),
+            transcript: Transcript::restored(chat.agent_messages)
+                .with_display_archive(&chat.display_messages),
             // The plan is restored from the newest snapshot at the start of the next turn.
             tools: Arc::new(Mutex::new(SessionState::default())),
         }

@@ -37,16 +37,13 @@ pub const SUMMARY_SOURCE_KEY: &str = "lc_source";
 pub const SUMMARY_SOURCE: &str = "summarization";
 /// On the summary message: the uid (or position) of the last preserved message.
 pub const ANCHOR_KEY: &str = "moviepilot_compaction_anchor_id";
+/// On the copy of the task's first user message kept after the summary: the model reads it
+/// again, the display list does not show it twice.
+pub const PINNED_KEY: &str = "moviepilot_compaction_pinned";
 
-/// The summariser's instructions.
-pub const SUMMARY_PROMPT: &str = "You are the context summariser of a media-library assistant. \
-Summarise the conversation excerpt you are given so the assistant can continue the task without \
-it. Keep, precisely and in the original language: the user's task and every constraint on it; \
-forbidden actions; parameter boundaries (allowed operations, page sizes, counts, filters); the \
-output fields the user asked for; every id, name, path and number that was observed (subscription \
-ids, media ids, torrent hashes, page numbers already read); what was done and with which outcome \
-(succeeded, failed, pending, unknown); open questions. Never infer new pages or items from totals: \
-only record what was actually read. Write plain text, at most 30 lines, no preamble.";
+/// The summariser's instructions (in `mpa-protocol`, where the evaluation's scripted model
+/// recognises a summariser request by them).
+pub use mpa_protocol::SUMMARY_PROMPT;
 
 const SUMMARY_HEADER: &str = "[Summary of the earlier conversation / 较早对话的摘要. The messages \
 it replaces are kept in the session history: use session_search for exact wording. The plan and \
@@ -105,6 +102,20 @@ pub struct Compaction {
 
 pub fn is_summary(m: &Message) -> bool {
     m.metadata.get(SUMMARY_SOURCE_KEY).and_then(|v| v.as_str()) == Some(SUMMARY_SOURCE)
+}
+
+/// The summary a summary message carries, without the header addressed to the model.
+pub fn summary_text(m: &Message) -> String {
+    let text = m.text();
+    match text.strip_prefix(SUMMARY_HEADER) {
+        Some(rest) => rest.trim().to_string(),
+        None => text,
+    }
+}
+
+/// The copy of the task's first user message a compaction kept after its summary.
+pub fn is_pinned_copy(m: &Message) -> bool {
+    m.metadata.get(PINNED_KEY).and_then(|v| v.as_bool()) == Some(true)
 }
 
 /// Whether this request must be compacted: ≥ 85 % of the window, or — once compacted this turn
@@ -298,7 +309,11 @@ fn rebuild(messages: &[Message], part: &Partition, summary: &str) -> Vec<Message
     m.metadata.insert(ANCHOR_KEY.into(), anchor);
     let mut prefix = vec![m];
     if let Some(f) = part.pinned {
-        prefix.push(messages[f].clone());
+        let mut pinned = messages[f].clone();
+        pinned
+            .metadata
+            .insert(PINNED_KEY.into(), serde_json::Value::Bool(true));
+        prefix.push(pinned);
     }
     prefix
 }

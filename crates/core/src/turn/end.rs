@@ -139,7 +139,7 @@ pub async fn finish(
         channel: data.channel.clone(),
         title: data.title.clone(),
         agent_messages: messages.to_vec(),
-        display_messages: display_messages(messages),
+        display_messages: data.transcript.display(),
         message_count: messages.len() as i64,
         session_state: data.persisted.to_json(),
         created_at: data.created_at,
@@ -163,9 +163,14 @@ pub struct Checkpoint {
     pub tools: Arc<Mutex<SessionState>>,
     pub turn_start: usize,
     /// The turn start the store's full snapshot was last written for (`usize::MAX`: not yet in
-    /// this turn): while it equals `turn_start`, a step writes only the journal.
+    /// this turn; [`BASE_STALE`]: a compaction changed it): while it equals `turn_start`, a step
+    /// writes only the journal.
     pub base_saved: std::sync::atomic::AtomicUsize,
 }
+
+/// `Checkpoint::base_saved` after a compaction: the saved base no longer holds the messages (nor
+/// the display archive) before the turn, whatever its length, so the next step writes it again.
+pub const BASE_STALE: usize = usize::MAX - 1;
 
 impl Checkpoint {
     pub fn of(data: &SessionData, turn_start: usize) -> Self {
@@ -258,10 +263,7 @@ pub async fn checkpoint(
     let start = cp.turn_start.min(transcript.len());
     let tail = recovery_tail(transcript, start, current_plan(&cp.tools));
     let journal = TurnJournal {
-        display: match display_messages(&tail) {
-            serde_json::Value::Array(items) => items,
-            _ => Vec::new(),
-        },
+        display: display_lines(&tail),
         messages: tail,
     };
     let mut persisted = cp.persisted.clone();
@@ -296,7 +298,7 @@ pub async fn checkpoint(
         user_id: cp.owner.clone(),
         channel: cp.channel.clone(),
         title,
-        display_messages: display_messages(before),
+        display_messages: transcript.display_upto(start),
         message_count: start as i64,
         agent_messages: before.to_vec(),
         session_state: state,
@@ -352,11 +354,24 @@ pub fn make_title(text: &str) -> String {
     out
 }
 
-/// What a front end shows: user and assistant text, plus one line per tool result.
+/// What a front end shows: user and assistant text, plus one line per tool result. A compaction
+/// summary is a `context` line where the model's context was summarised (the user never typed
+/// it), and the copy of the first user message kept after it is not shown twice.
 pub fn display_messages(messages: &[Message]) -> serde_json::Value {
+    serde_json::Value::Array(display_lines(messages))
+}
+
+/// [`display_messages`] as a list.
+pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     for m in messages {
         match m.role {
+            Role::User if super::compact::is_summary(m) => out.push(serde_json::json!({
+                "role": "context",
+                "event": "compacted",
+                "summary": super::compact::summary_text(m),
+            })),
+            Role::User if super::compact::is_pinned_copy(m) => {}
             Role::User => out.push(serde_json::json!({
                 "role": "user",
                 "content": m.text(),
@@ -393,7 +408,7 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
             Role::System => {}
         }
     }
-    serde_json::Value::Array(out)
+    out
 }
 
 #[cfg(test)]

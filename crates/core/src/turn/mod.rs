@@ -119,6 +119,11 @@ impl StepHooks for TurnHooks<'_> {
         // This turn's first message moved with the compaction.
         let last = transcript.compaction_count().saturating_sub(1);
         self.checkpoint.turn_start = transcript.rebase(self.checkpoint.turn_start, last);
+        // The saved base holds the messages the compaction replaced: the next step rewrites it
+        // (with the display lines of the replaced messages, now archived).
+        self.checkpoint
+            .base_saved
+            .store(end::BASE_STALE, std::sync::atomic::Ordering::Release);
         // Compacted-out messages stay in the evidence store, marked, and searchable.
         if let Some(target) = &self.capture {
             capture::mark_compacted(target, removed).await;

@@ -1,7 +1,7 @@
 // The web page's tool lines without a browser: app.js is loaded into a Node `vm` context with a
 // minimal DOM stand-in, and `toolLine` renders every outcome in English and Chinese. Checks the
 // outcome word, the class the stylesheet keys on, and that an unknown write never looks like a
-// success. Prints one JSON line with what it observed; exits 1 on the first failed expectation.
+// success; and `renderHistory` of a saved chat (a turn's recovery form, a compacted chat). Prints one JSON line with what it observed; exits 1 on the first failed expectation.
 //
 // Env: MPA_WEB_DIR (the directory holding app.js and app.css).
 import { readFileSync } from 'node:fs';
@@ -104,12 +104,45 @@ try {
     'a running turn hides its recovery form');
   expect(after.length === 4 && after.some((c) => c.includes('outcome-unknown')),
     'a turn that died shows its result unknown line and notice');
+  // History after a compaction: the lines the model no longer reads (marked compacted) are all
+  // shown, in order, then the marker where its context was summarised — a marker, not a message
+  // the user typed — with the summary inside.
+  const compacted = [
+    { role: 'user', content: 'question 0', compacted: true },
+    { role: 'assistant', content: 'answer 0', compacted: true },
+    { role: 'tool', name: 'moviepilot_api', status: 'done', outcome: 'succeeded', message: 'page 1', compacted: true },
+    { role: 'context', event: 'compacted', summary: 'pages 1-4 read' },
+    { role: 'user', content: 'question 1' },
+    { role: 'assistant', content: 'answer 1' },
+  ];
+  for (const lang of ['en', 'zh']) {
+    context.__compacted = { compacted, lang };
+    const rows = vm.runInContext(`(() => {
+      state.lang = __compacted.lang;
+      renderHistory(__compacted.compacted, false);
+      return $('messages').children.filter((c) => c !== emptyNode).map((c) => ({
+        tag: c.tagName, className: c.className,
+        text: c.children.length ? c.children.map((x) => x.textContent + (x.innerHTML || '')).join(' | ') : c.textContent,
+      }));
+    })()`, context);
+    result.compacted = result.compacted || {};
+    result.compacted[lang] = rows;
+    expect(rows.length === 6, `${lang}: every line of a compacted chat is shown`);
+    expect(rows[0].className === 'msg user' && rows[0].text.includes('question 0'), `${lang}: the first question is still there`);
+    expect(rows[1].className === 'msg assistant' && rows[1].text.includes('answer 0'), `${lang}: the first answer is still there`);
+    expect(rows[3].tag === 'details' && rows[3].className === 'context-marker', `${lang}: the summary is a marker, not a message`);
+    expect(rows[3].text.includes('pages 1-4 read'), `${lang}: the marker holds the summary`);
+    expect(rows[4].text.includes('question 1') && rows[5].text.includes('answer 1'), `${lang}: the later lines follow in order`);
+  }
+  expect(result.compacted.en[3].text.includes('summary of the messages above'), 'en: the marker says the model works from a summary');
+  expect(result.compacted.zh[3].text.includes('摘要'), 'zh: the marker says 摘要');
   // The stylesheet gives unknown its own colour and border, different from success.
   const rule = (sel) => (css.match(new RegExp(sel.replace(/[.]/g, '\\.') + '\\s*\\{([^}]*)\\}')) || [])[1] || '';
   const unknownIcon = rule('.tool.outcome-unknown .icon');
   const okIcon = rule('.tool.outcome-succeeded .icon');
   expect(unknownIcon.includes('var(--run)') && okIcon.includes('var(--ok)'), 'unknown and succeeded icons have different colours');
   expect(rule('.tool.outcome-unknown').includes('dashed'), 'an unknown line has a dashed border');
+  expect(rule('.context-marker').includes('dashed'), 'the compaction marker is drawn as a dashed divider');
   result.ok = true;
 } catch (e) {
   result.error = String(e && e.stack || e);

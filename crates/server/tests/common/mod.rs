@@ -38,16 +38,25 @@ impl Env {
 
     /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
-        Env::start_caps(configure, false).await
+        Env::start_caps(configure, |_| {}, false).await
     }
 
     /// A host with the evidence history (under the data dir, see [`Env::evidence`]) and the
     /// admin-only `execute_command` tool, as `mpagent serve` runs.
     pub async fn start_full() -> Env {
-        Env::start_caps(|_| {}, true).await
+        Env::start_caps(|_| {}, |_| {}, true).await
     }
 
-    async fn start_caps(configure: impl FnOnce(&mut ServerConfig), full: bool) -> Env {
+    /// A full host whose agent config `configure` adjusts (model name, window, idle time).
+    pub async fn start_agent(configure: impl FnOnce(&mut AgentConfig)) -> Env {
+        Env::start_caps(|_| {}, configure, true).await
+    }
+
+    async fn start_caps(
+        configure: impl FnOnce(&mut ServerConfig),
+        configure_agent: impl FnOnce(&mut AgentConfig),
+        full: bool,
+    ) -> Env {
         let mock = MockModelServer::start().await;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
@@ -74,7 +83,9 @@ impl Env {
             },
             &caps,
         );
-        let agent = Agent::new(AgentConfig::new(model), store.clone(), registry, caps).unwrap();
+        let mut agent_cfg = AgentConfig::new(model);
+        configure_agent(&mut agent_cfg);
+        let agent = Agent::new(agent_cfg, store.clone(), registry, caps).unwrap();
         let accounts = agent.accounts().clone();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.admin_token = Some(ADMIN_TOKEN.into());
