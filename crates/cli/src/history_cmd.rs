@@ -258,7 +258,28 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
                 })
                 .await;
             bar.finish_and_clear();
-            print_json(&summary?)?;
+            let mut out = serde_json::to_value(summary?)?;
+            // Then the ranking statistics of complete id segments (what discover's early stop
+            // reads), which the background task would otherwise build paced.
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} segment statistics eta {eta}",
+            ) {
+                bar.set_style(style);
+            }
+            let b = bar.clone();
+            let ranking = hub
+                .build_ranking(&key, move |done, total| {
+                    b.set_length(total as u64);
+                    b.set_position(done as u64);
+                })
+                .await;
+            bar.finish_and_clear();
+            out["ranking"] = serde_json::to_value(ranking?)?;
+            print_json(&out)?;
             Ok(ExitCode::SUCCESS)
         }
         HistoryCommand::ImportMoviepilot(a) => crate::legacy_cmd::import_moviepilot(a, ctx).await,

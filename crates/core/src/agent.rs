@@ -135,12 +135,8 @@ impl Agent {
         if let Some(h) = self.live(server_id) {
             return Ok(Some(h.owner().clone()));
         }
-        Ok(self
-            .services
-            .store
-            .chat(server_id)
-            .await?
-            .map(|c| c.user_id))
+        // Only the owner column: a chat is never read before its owner has been checked.
+        Ok(self.services.store.chat_owner(server_id).await?)
     }
 
     /// The session `client_id` names in `owner`'s namespace: the derived id, or — for chats

@@ -1,6 +1,7 @@
 //! Background maintenance tasks (spec §11.4): after an append or a search, a user whose store
-//! has an index to build gets one task that advances it batch by batch, pausing
-//! `max(0.2 s, 4 × batch time)` between batches. At most one task per user and
+//! has an index to build, or a complete id segment without ranking statistics, gets one task
+//! that advances it batch by batch (index batches first, then one segment per index per
+//! round), pausing `max(0.2 s, 4 × batch time)` between batches. At most one task per user and
 //! [`crate::backfill::MAX_TASKS`] per process; all are cancelled at shutdown, between batches
 //! (a batch is one transaction: it either commits with its progress or is not counted).
 
@@ -145,14 +146,29 @@ pub(crate) fn schedule(hub: &History, user: &UserKey) {
             if m.cancel.is_cancelled() {
                 break;
             }
-            match hub.run(&user, move |s| s.backfill_round(batch)).await {
-                Ok((report, took)) if report.pending => {
+            let backfill = hub
+                .inner
+                .opened(&user)
+                .is_some_and(|store| store.backfill_due());
+            // Index batches first; then the ranking statistics of complete segments.
+            let round = if backfill {
+                hub.run(&user, move |s| s.backfill_round(batch))
+                    .await
+                    .map(|(report, took)| (report.pending, took))
+            } else {
+                hub.run(&user, |s| s.rank_round())
+                    .await
+                    .map(|(written, pending, took)| (written > 0 && pending, took))
+            };
+            match round {
+                Ok((true, took)) => {
                     tokio::select! {
                         _ = tokio::time::sleep(pause_after(took)) => {}
                         _ = m.cancel.cancelled() => break,
                     }
                 }
-                Ok(_) => break,
+                Ok((false, _)) if backfill => {}
+                Ok((false, _)) => break,
                 Err(e) => {
                     // The markers survive, so a later trigger resumes where this one stopped.
                     tracing::warn!(error = %e, "history backfill stopped; retrying in a minute");

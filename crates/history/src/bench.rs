@@ -349,6 +349,35 @@ async fn prepare(
     ))
 }
 
+/// Segment statistics for ranked recall, built in the foreground (what the background task
+/// does, paced, after an import): how long they take and how much they store.
+async fn ranking_statistics(
+    hub: &History,
+    key: &UserKey,
+    report: &(dyn Fn(BenchEvent) + Send + Sync),
+) -> Result<Value> {
+    let cpu = cpu_seconds();
+    let sum = hub
+        .build_ranking(key, |done, total| {
+            report(BenchEvent::Progress {
+                phase: "ranking statistics",
+                done: done as u64,
+                total: total as u64,
+            })
+        })
+        .await?;
+    let cpu = cpu_seconds() - cpu;
+    let sizes = hub.ranking_sizes(key).await?;
+    report(BenchEvent::Note(format!(
+        "ranking statistics: {} segment summaries in {:.1}s ({:.1}s CPU)",
+        sum.segments_written, sum.seconds, cpu
+    )));
+    Ok(json!({
+        "segments_written": sum.segments_written, "seconds": sum.seconds, "cpu_seconds": cpu,
+        "tables": sizes,
+    }))
+}
+
 /// The synthetic benchmark (see the module docs).
 pub async fn synthetic(
     opts: &SyntheticOptions,
@@ -371,6 +400,7 @@ pub async fn synthetic(
         } else {
             prepare(opts, &hub, &key, report).await?
         };
+    let ranking = ranking_statistics(&hub, &key, report).await?;
     // Warm up, and collect scroll anchors from real hits.
     let sctx = SearchContext::default();
     let mut anchors: Vec<(String, i64)> = Vec::new();
@@ -453,7 +483,7 @@ pub async fn synthetic(
         "db_mb": db_bytes as f64 / 1e6,
         "search_paths": paths, "timings": timings, "discover_per_query": per_query,
         "discover_cpu_ms_per_call": discover_cpu_ms,
-        "backfill": backfill, "cjk2_vs_like": cjk2,
+        "backfill": backfill, "ranking_statistics": ranking, "cjk2_vs_like": cjk2,
         "load_average_start": load_start, "load_average_end": load_average(),
     }))
 }

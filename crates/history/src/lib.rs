@@ -41,6 +41,7 @@ pub mod import;
 pub mod integrity;
 pub mod legacy;
 mod query;
+mod rank;
 pub mod recall;
 pub mod redact;
 mod search;
@@ -53,6 +54,7 @@ pub use error::{FailureClass, HistoryError, Result};
 pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
 pub use query::MAX_QUERY_CHARS;
+pub use rank::DEFAULT_SEGMENT_IDS;
 pub use recall::{SearchRequest, SearchResponse};
 pub use redact::redact;
 pub use store::integrity_check;
@@ -107,6 +109,9 @@ pub struct HistoryConfig {
     pub background_backfill: bool,
     /// Rows per backfill batch (1..=2000, default 500).
     pub backfill_batch: usize,
+    /// Message ids per ranking segment (default [`DEFAULT_SEGMENT_IDS`]); small values are for
+    /// tests.
+    pub rank_segment_ids: i64,
 }
 
 impl HistoryConfig {
@@ -117,6 +122,7 @@ impl HistoryConfig {
             blocking_permits: 8,
             background_backfill: true,
             backfill_batch: backfill::DEFAULT_BATCH,
+            rank_segment_ids: DEFAULT_SEGMENT_IDS,
         }
     }
 }
@@ -225,6 +231,19 @@ pub struct StatusReport {
     pub legacy_import_complete: bool,
     /// Per-index build state (`ready`, `building` with `high`/`progress`, `detached`).
     pub backfill: Vec<IndexProgress>,
+    /// Ranking statistics of complete id segments (see `mpagent history backfill`).
+    pub ranking: RankingStatus,
+}
+
+/// Ranking statistics in [`StatusReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankingStatus {
+    /// Message ids per segment.
+    pub segment_ids: i64,
+    /// Complete segments (per index) still without statistics; the background task builds them.
+    pub pending: usize,
+    #[serde(flatten)]
+    pub sizes: RankingSizes,
 }
 
 /// How the foreground backfill runs.
@@ -271,6 +290,25 @@ pub struct BackfillSummary {
     pub indexes: Vec<IndexProgress>,
 }
 
+/// What [`History::build_ranking`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankingSummary {
+    /// Segment statistics written (one per index per segment).
+    pub segments_written: usize,
+    pub seconds: f64,
+}
+
+/// Size of the ranking statistics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankingSizes {
+    /// Summarised segments (one row per index per segment).
+    pub segments: i64,
+    /// Listed (term, segment) rows.
+    pub terms: i64,
+    /// Bytes of terms and frontiers (without SQLite's page overhead).
+    pub payload_bytes: i64,
+}
+
 struct Inner {
     cfg: HistoryConfig,
     stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
@@ -296,6 +334,7 @@ impl Inner {
             &self.cfg.data_dir,
             user,
             self.cfg.query_deadline,
+            self.cfg.rank_segment_ids.max(1),
         )?);
         map.insert(user.clone(), s.clone());
         Ok(s)
@@ -381,14 +420,19 @@ impl History {
                     .into_iter()
                     .map(|(m, msgs)| (m, store::prepare(msgs)))
                     .collect();
-                s.with_fts_recovery(|s| {
+                let reports = s.with_fts_recovery(|s| {
                     s.write(|c| {
                         prepared
                             .iter()
                             .map(|(m, p)| store::append(c, m, p))
                             .collect()
                     })
-                })
+                })?;
+                // A failure here only delays the statistics; the append itself committed.
+                if let Err(e) = s.note_appended() {
+                    tracing::debug!(error = %e, "ranking statistics check failed");
+                }
+                Ok(reports)
             })
             .await;
         backfill_scheduler::schedule(self, user);
@@ -548,6 +592,37 @@ impl History {
         })
     }
 
+    /// Summarise every complete id segment that lacks ranking statistics now, in the
+    /// foreground (the background task does the same, paced); `progress(done, total)` counts
+    /// segment summaries (one per index per segment).
+    pub async fn build_ranking(
+        &self,
+        user: &UserKey,
+        mut progress: impl FnMut(usize, usize) + Send,
+    ) -> Result<RankingSummary> {
+        let started = std::time::Instant::now();
+        let total = self.run(user, |s| s.rank_due_count()).await?;
+        let mut segments = 0;
+        progress(segments, total);
+        loop {
+            let (written, pending, _) = self.run(user, |s| s.rank_round()).await?;
+            segments += written;
+            progress(segments, total.max(segments));
+            if written == 0 || !pending {
+                break;
+            }
+        }
+        Ok(RankingSummary {
+            segments_written: segments,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Rows and payload bytes of the ranking statistics (for benchmarks and status).
+    pub async fn ranking_sizes(&self, user: &UserKey) -> Result<RankingSizes> {
+        self.run(user, |s| s.read(rank::stats::sizes)).await
+    }
+
     /// Counters of the background backfill tasks.
     pub fn backfill_scheduler_stats(&self) -> SchedulerStats {
         self.inner.maint.stats()
@@ -584,6 +659,7 @@ impl History {
     pub async fn status(&self, user: &UserKey) -> Result<StatusReport> {
         let key = user.as_str().to_owned();
         let legacy_done = !legacy::legacy_import_pending(&self.inner.cfg.data_dir, user);
+        let rank_size = self.inner.cfg.rank_segment_ids.max(1);
         self.run(user, move |s| {
             let db = s.db.clone();
             let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
@@ -593,6 +669,11 @@ impl History {
             s.read(|c| {
                 let one = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get(0))?) };
                 let backfill = backfill::progress(c)?;
+                let ranking = RankingStatus {
+                    segment_ids: rank_size,
+                    pending: rank::stats::due_count(c, rank_size)?,
+                    sizes: rank::stats::sizes(c)?,
+                };
                 // COUNT(*) uses the smallest index; inactive rows come from a partial index, so
                 // status never scans message bodies (gigabytes at 2M messages).
                 let total = one("SELECT COUNT(*) FROM messages")?;
@@ -618,6 +699,7 @@ impl History {
                     cjk_tokenizer: CJK_TOKENIZE,
                     legacy_import_complete: legacy_done,
                     backfill,
+                    ranking,
                 })
             })
         })

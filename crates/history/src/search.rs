@@ -4,9 +4,10 @@
 use crate::backfill::IndexState;
 use crate::error::{HistoryError, Result};
 use crate::query;
+use crate::rank::{RankIndex, Walk};
 use crate::store::HIDDEN_SOURCES;
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::{Connection, ErrorCode, Statement};
 use serde::Serialize;
 
 /// Discover scans at most this many candidate rows (spec §10.3).
@@ -49,13 +50,77 @@ pub enum Matcher {
     Like { anchor: String },
 }
 
-#[derive(Debug, Clone)]
-pub struct CandidateSet {
-    pub rows: Vec<Candidate>,
+/// Candidate rows in route order: a list a query returned, or a ranked walk that produces
+/// them one at a time (so a caller that needs three sessions never pays for three hundred).
+pub enum Rows<'c> {
+    List {
+        rows: std::vec::IntoIter<Candidate>,
+        /// Rows the route returned before any gap-scan rows were merged in.
+        scanned: usize,
+    },
+    Ranked {
+        walk: Box<Walk<'c>>,
+        peeked: Option<Candidate>,
+    },
+}
+
+impl<'c> Rows<'c> {
+    fn list(rows: Vec<Candidate>, scanned: usize) -> Self {
+        Self::List {
+            rows: rows.into_iter(),
+            scanned,
+        }
+    }
+
+    pub fn next_row(&mut self) -> Result<Option<Candidate>> {
+        match self {
+            Self::List { rows, .. } => Ok(rows.next()),
+            Self::Ranked { walk, peeked } => match peeked.take() {
+                Some(c) => Ok(Some(c)),
+                None => walk.next_row(),
+            },
+        }
+    }
+
+    /// Whether at least one row comes (keeps it for [`Rows::next_row`]).
+    pub fn has_rows(&mut self) -> Result<bool> {
+        match self {
+            Self::List { rows, .. } => Ok(rows.len() > 0),
+            Self::Ranked { walk, peeked } => {
+                if peeked.is_none() {
+                    *peeked = walk.next_row()?;
+                }
+                Ok(peeked.is_some())
+            }
+        }
+    }
+
+    /// Whether the route has at least `limit` candidates (`candidate_limit_reached`): a list
+    /// knows; a walk that stopped early counts the rest newest first without ranking.
+    pub fn limit_reached(&mut self, limit: usize) -> Result<bool> {
+        match self {
+            Self::List { scanned, .. } => Ok(*scanned >= limit),
+            Self::Ranked { walk, .. } => walk.at_least(limit),
+        }
+    }
+
+    /// Up to `limit` rows.
+    pub fn take(&mut self, limit: usize) -> Result<Vec<Candidate>> {
+        let mut out = Vec::new();
+        while out.len() < limit {
+            match self.next_row()? {
+                Some(c) => out.push(c),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub struct CandidateSet<'c> {
+    pub rows: Rows<'c>,
     pub path: &'static str,
     pub matcher: Matcher,
-    /// Rows the first successful route returned before any dedup (for `candidate_limit_reached`).
-    pub scanned: usize,
     /// Set when the route's index is still building: the unindexed id range was LIKE-scanned.
     pub gap: Option<GapScan>,
 }
@@ -108,7 +173,7 @@ fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
     s
 }
 
-fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+pub(crate) fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     Ok(Candidate {
         id: r.get(0)?,
         session_id: r.get(1)?,
@@ -130,25 +195,59 @@ fn read_rows(conn: &Connection, sql: &str, params: Vec<Value>) -> Result<Vec<Can
 
 const COLS: &str = "m.id, m.session_id, m.role, m.active, m.compacted, m.timestamp, s.source";
 
-fn fts_query(
-    conn: &Connection,
+/// The statement that returns one candidate by id (its last parameter) when it passes the
+/// filters, through the `messages_filter` covering index, and the parameters bound before it.
+pub(crate) fn filter_check<'c>(
+    conn: &'c Connection,
+    f: &Filters,
+) -> Result<(Statement<'c>, Vec<Value>)> {
+    let mut params = Vec::new();
+    let filters = filter_sql(f, &mut params);
+    let check_sql = format!(
+        "SELECT {COLS} FROM messages m INDEXED BY messages_filter \
+         JOIN sessions s ON s.id = m.session_id WHERE m.id = ?{n}{filters}",
+        n = params.len() + 1
+    );
+    Ok((conn.prepare(&check_sql)?, params))
+}
+
+fn fts_query<'c>(
+    conn: &'c Connection,
     table: &'static str,
-    expr: &str,
+    raw_expr: &str,
     f: &Filters,
     sort: Sort,
     limit: usize,
-) -> Result<Vec<Candidate>> {
+    ready: bool,
+) -> Result<Rows<'c>> {
+    // Every match ranked, most never scored: segment statistics bound what each id range can
+    // score (see `crate::rank`). Not inside one session (a small range) or a time window.
+    if ready
+        && sort == Sort::Relevance
+        && f.after.is_none()
+        && f.before.is_none()
+        && f.session_id.is_none()
+        && let Some(index) = RankIndex::of_table(table)
+        && let Some(plan) = crate::rank::plan(conn, index, raw_expr)?
+    {
+        let (check, params) = filter_check(conn, f)?;
+        return Ok(Rows::Ranked {
+            walk: Box::new(Walk::new(conn, plan, check, params)?),
+            peeked: None,
+        });
+    }
     // The base index keeps tool bodies in `tool_result`; this route never serves the tool role
     // (that goes to LIKE), so restrict matching to the conversational columns.
-    let expr = if table == "messages_fts" {
-        format!("{{content tool_name tool_calls}} : ({expr})")
-    } else {
-        expr.to_owned()
+    let expr = match RankIndex::of_table(table) {
+        Some(RankIndex::Base) => RankIndex::Base.match_expr(raw_expr),
+        _ => raw_expr.to_owned(),
     };
     // A time-bounded search filters in SQL: walking the ranked list could visit many rows
     // outside a narrow range before finding enough inside it.
     if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() {
-        return ranked(conn, table, &expr, f, limit);
+        let rows = ranked(conn, table, &expr, f, limit)?;
+        let n = rows.len();
+        return Ok(Rows::list(rows, n));
     }
     let mut params = vec![Value::Text(expr)];
     let filters = filter_sql(f, &mut params);
@@ -163,7 +262,9 @@ fn fts_query(
          JOIN sessions s ON s.id = m.session_id \
          WHERE {table} MATCH ?1{filters} ORDER BY {order} LIMIT {limit}"
     );
-    read_rows(conn, &sql, params)
+    let rows = read_rows(conn, &sql, params)?;
+    let n = rows.len();
+    Ok(Rows::list(rows, n))
 }
 
 /// Relevance: every match is ranked by BM25 (FTS5 sorts the whole match set once), then the
@@ -178,14 +279,7 @@ fn ranked(
     f: &Filters,
     limit: usize,
 ) -> Result<Vec<Candidate>> {
-    let mut params = Vec::new();
-    let filters = filter_sql(f, &mut params);
-    let check_sql = format!(
-        "SELECT {COLS} FROM messages m INDEXED BY messages_filter \
-         JOIN sessions s ON s.id = m.session_id WHERE m.id = ?{n}{filters}",
-        n = params.len() + 1
-    );
-    let mut check = conn.prepare(&check_sql)?;
+    let (mut check, params) = filter_check(conn, f)?;
     // Inside one session only its id range is ranked (a session's ids are one or a few runs).
     let range = match &f.session_id {
         Some(sid) => {
@@ -290,30 +384,34 @@ fn like_anchor(expr: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The set if it has at least one row.
+fn non_empty(mut set: CandidateSet<'_>) -> Result<Option<CandidateSet<'_>>> {
+    Ok(set.rows.has_rows()?.then_some(set))
+}
+
 /// Run the routing ladder of spec §9 and return the candidate rows.
-pub fn candidates(
-    conn: &Connection,
+pub fn candidates<'c>(
+    conn: &'c Connection,
     raw_query: &str,
     f: &Filters,
     sort: Sort,
     limit: usize,
     caps: IndexCaps,
-) -> Result<CandidateSet> {
+) -> Result<CandidateSet<'c>> {
     let expr = query::sanitize(raw_query);
     if expr.is_empty() {
         return Ok(CandidateSet {
-            rows: Vec::new(),
+            rows: Rows::list(Vec::new(), 0),
             path: "empty",
             matcher: Matcher::None,
-            scanned: 0,
             gap: None,
         });
     }
-    let like = |conn: &Connection| -> Result<CandidateSet> {
+    let like = |conn: &'c Connection| -> Result<CandidateSet<'c>> {
         let rows = like_query(conn, &expr, f, sort, limit, None)?;
+        let n = rows.len();
         Ok(CandidateSet {
-            scanned: rows.len(),
-            rows,
+            rows: Rows::list(rows, n),
             gap: None,
             path: "like",
             matcher: Matcher::Like {
@@ -329,16 +427,33 @@ pub fn candidates(
         "messages_fts_trigram" => caps.trigram,
         _ => caps.fts,
     };
-    let fts = |table: &'static str, e: &str, path: &'static str| -> Result<Option<CandidateSet>> {
+    let fts = |table: &'static str,
+               e: &str,
+               path: &'static str|
+     -> Result<Option<CandidateSet<'c>>> {
         if e.trim().is_empty() {
             return Ok(None);
         }
-        let mut rows = fts_query(conn, table, e, f, sort, limit)?;
-        let scanned = rows.len();
+        let state = state_of(table);
+        let rows = fts_query(conn, table, e, f, sort, limit, state.is_ready())?;
+        let (mut rows, scanned) = match rows {
+            Rows::List { rows, scanned } => (rows.collect::<Vec<_>>(), scanned),
+            ranked @ Rows::Ranked { .. } => {
+                return Ok(Some(CandidateSet {
+                    rows: ranked,
+                    gap: None,
+                    path,
+                    matcher: Matcher::Fts {
+                        table,
+                        expr: e.to_owned(),
+                    },
+                }));
+            }
+        };
         let mut gap = None;
         // While the index builds, rows in (P, H] are not in it yet: scan them with LIKE so old
         // messages never vanish (bounded by the id range, the remaining limit and the deadline).
-        if let IndexState::Building { high, progress } = state_of(table)
+        if let IndexState::Building { high, progress } = state
             && progress < high
         {
             let mut hits = 0;
@@ -365,8 +480,7 @@ pub fn candidates(
             });
         }
         Ok(Some(CandidateSet {
-            scanned,
-            rows,
+            rows: Rows::list(rows, scanned),
             gap,
             path,
             matcher: Matcher::Fts {
@@ -418,18 +532,22 @@ pub fn candidates(
         }
         Err(e) => return Err(e),
     };
-    let Some(first) = first else {
+    let Some(mut first) = first else {
         return like(conn);
     };
-    if !first.rows.is_empty() {
+    if first.rows.has_rows()? {
         return Ok(first);
     }
     // Substring retry: Latin fused to CJK (`修改youer服务端`) is one unicode61 token.
     let quoted = query::quote_each_token(&base_expr, false);
     if caps.cjk.usable() {
         match fts("messages_fts_cjk", &quoted, "cjk") {
-            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
-            Ok(_) => {}
+            Ok(Some(set)) => {
+                if let Some(set) = non_empty(set)? {
+                    return Ok(set);
+                }
+            }
+            Ok(None) => {}
             Err(e) if is_query_syntax_error(&e) => {}
             Err(e) => return Err(e),
         }
@@ -443,16 +561,24 @@ pub fn candidates(
         && tokens.iter().all(|t| t.chars().count() >= 3)
     {
         match fts("messages_fts_trigram", &quoted, "trigram") {
-            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
-            Ok(_) => {}
+            Ok(Some(set)) => {
+                if let Some(set) = non_empty(set)? {
+                    return Ok(set);
+                }
+            }
+            Ok(None) => {}
             Err(e) if is_query_syntax_error(&e) => {}
             Err(e) => return Err(e),
         }
     }
     if let Some(relaxed) = query::or_relaxed(&base_expr) {
         match fts("messages_fts", &relaxed, "fts5_or") {
-            Ok(Some(set)) if !set.rows.is_empty() => return Ok(set),
-            Ok(_) => {}
+            Ok(Some(set)) => {
+                if let Some(set) = non_empty(set)? {
+                    return Ok(set);
+                }
+            }
+            Ok(None) => {}
             Err(e) if is_query_syntax_error(&e) => {}
             Err(e) => return Err(e),
         }

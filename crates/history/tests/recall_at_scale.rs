@@ -102,22 +102,52 @@ async fn plant(h: &History, u: &UserKey) {
     h.append(u, meta("planted", "web"), vec![m]).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_older_best_match_among_50000_newer_matches_is_in_the_top_3() {
+/// A history with ranking statistics for segments of `segment_ids` ids (built after the data is
+/// in, by [`with_statistics`]), or, with `None`, the default segments (none complete here).
+fn history(dir: &std::path::Path, segment_ids: Option<i64>) -> History {
+    let mut cfg = HistoryConfig::new(dir);
+    if let Some(n) = segment_ids {
+        cfg.rank_segment_ids = n;
+        cfg.background_backfill = false;
+    }
+    History::new(cfg)
+}
+
+async fn with_statistics(h: &History, u: &UserKey, segment_ids: Option<i64>) {
+    if segment_ids.is_some() {
+        let sum = h.build_ranking(u, |_, _| {}).await.unwrap();
+        assert!(sum.segments_written >= 2, "{sum:?}");
+        assert_eq!(h.status(u).await.unwrap().ranking.pending, 0);
+    }
+}
+
+async fn older_best_match(segment_ids: Option<i64>) {
     let dir = tempfile::tempdir().unwrap();
-    let h = History::new(HistoryConfig::new(dir.path()));
+    let h = history(dir.path(), segment_ids);
     let u = user("scale");
     plant(&h, &u).await;
     common_matches(&h, &u, "c", "web", 500, 10_000).await;
+    with_statistics(&h, &u, segment_ids).await;
     let (top, path) = top_sessions(&h, &u, "zeta").await;
     assert_eq!(path, "fts5");
     assert!(top.iter().any(|s| s == "planted"), "top 3: {top:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match() {
+async fn an_older_best_match_among_50000_newer_matches_is_in_the_top_3() {
+    older_best_match(None).await;
+}
+
+/// The same with every older segment summarised: the walk skips segments whose bound is below
+/// the rows already found, and still reaches the oldest one, whose bound is the best.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_best_match_is_found_through_segment_statistics() {
+    older_best_match(Some(4096)).await;
+}
+
+async fn filtered_crowd(segment_ids: Option<i64>) {
     let dir = tempfile::tempdir().unwrap();
-    let h = History::new(HistoryConfig::new(dir.path()));
+    let h = history(dir.path(), segment_ids);
     let u = user("crowd");
     plant(&h, &u).await;
     common_matches(&h, &u, "c", "web", 500, 10_000).await;
@@ -155,6 +185,7 @@ async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match() {
     for (sid, ids) in uids {
         assert_eq!(h.mark_rewound(&u, &sid, ids).await.unwrap(), 100);
     }
+    with_statistics(&h, &u, segment_ids).await;
     let (top, _) = top_sessions(&h, &u, "zeta").await;
     assert!(top.iter().any(|s| s == "planted"), "top 3: {top:?}");
     assert!(
@@ -162,6 +193,16 @@ async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match() {
             .all(|s| !s.starts_with("hidden") && !s.starts_with("undone")),
         "filtered rows shown: {top:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match() {
+    filtered_crowd(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match_with_statistics() {
+    filtered_crowd(Some(4096)).await;
 }
 
 #[tokio::test]

@@ -231,6 +231,22 @@ impl Store {
         .await
     }
 
+    /// Who owns a stored chat, without reading it (its messages may be megabytes): a session
+    /// id can be checked against the caller before anything of the chat is loaded.
+    pub async fn chat_owner(&self, session_id: &str) -> Result<Option<UserId>> {
+        let sid = session_id.to_string();
+        self.run(move |c| {
+            Ok(c.query_row(
+                "SELECT user_id FROM chats WHERE session_id = ?1",
+                params![sid],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?
+            .map(UserId))
+        })
+        .await
+    }
+
     pub async fn chat(&self, session_id: &str) -> Result<Option<Chat>> {
         let sid = session_id.to_string();
         self.run(move |c| {

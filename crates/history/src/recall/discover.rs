@@ -103,6 +103,35 @@ fn title_probe(
     Ok(None)
 }
 
+/// Lineage dedup (spec §10.3 step 4): keeps `c` if its session is visible, its lineage is not
+/// excluded and not taken yet.
+fn take_hit(
+    sessions: &mut Sessions<'_>,
+    current_root: Option<&str>,
+    excluded: &HashSet<String>,
+    roots: &mut HashSet<String>,
+    hits: &mut Vec<Hit>,
+    c: Candidate,
+) -> Result<()> {
+    let Some(row) = sessions.get(&c.session_id)? else {
+        return Ok(());
+    };
+    if row.hidden() || !sessions.visible(&row, c.active, c.compacted, current_root)? {
+        return Ok(());
+    }
+    let root = sessions.root(&c.session_id)?;
+    if excluded.contains(&root) || !roots.insert(root) {
+        return Ok(());
+    }
+    hits.push(Hit {
+        session: row,
+        message_id: c.id,
+        role: c.role,
+        title_match: false,
+    });
+    Ok(())
+}
+
 pub(crate) fn discover(
     conn: &Connection,
     sessions: &mut Sessions<'_>,
@@ -128,7 +157,7 @@ pub(crate) fn discover(
         session_id: None,
         exclude_hidden: true,
     };
-    let set: CandidateSet = search::candidates(
+    let mut set: CandidateSet<'_> = search::candidates(
         conn,
         &req.query,
         &filters,
@@ -136,29 +165,28 @@ pub(crate) fn discover(
         search::SCAN_LIMIT,
         caps,
     )?;
-    // Cron is demoted, not excluded: a stable sort keeps BM25/recency order within each class.
-    let mut rows: Vec<&Candidate> = set.rows.iter().collect();
-    rows.sort_by_key(|c| c.source == "cron");
-    for c in rows {
+    // Cron is demoted, not excluded (spec §10.3): of the first SCAN_LIMIT candidates, every
+    // other row comes before every cron row, each class in BM25/recency order. Rows are pulled
+    // one at a time and cron rows held back, so the walk stops as soon as `limit` lineages are
+    // found — the same hits the sorted list of SCAN_LIMIT rows gives.
+    let mut cron: Vec<Candidate> = Vec::new();
+    let mut pulled = 0;
+    while hits.len() < limit && pulled < search::SCAN_LIMIT {
+        let Some(c) = set.rows.next_row()? else {
+            break;
+        };
+        pulled += 1;
+        if c.source == "cron" {
+            cron.push(c);
+            continue;
+        }
+        take_hit(sessions, current_root, &excluded, &mut roots, &mut hits, c)?;
+    }
+    for c in cron {
         if hits.len() >= limit {
             break;
         }
-        let Some(row) = sessions.get(&c.session_id)? else {
-            continue;
-        };
-        if row.hidden() || !sessions.visible(&row, c.active, c.compacted, current_root)? {
-            continue;
-        }
-        let root = sessions.root(&c.session_id)?;
-        if excluded.contains(&root) || !roots.insert(root) {
-            continue;
-        }
-        hits.push(Hit {
-            session: row,
-            message_id: c.id,
-            role: c.role.clone(),
-            title_match: false,
-        });
+        take_hit(sessions, current_root, &excluded, &mut roots, &mut hits, c)?;
     }
     hits.truncate(limit);
 
@@ -202,7 +230,7 @@ pub(crate) fn discover(
         hits: out,
         search_path: set.path,
         candidate_limit: search::SCAN_LIMIT,
-        candidate_limit_reached: set.scanned >= search::SCAN_LIMIT,
+        candidate_limit_reached: set.rows.limit_reached(search::SCAN_LIMIT)?,
         gap_scan: set.gap,
     }))
 }
@@ -287,9 +315,10 @@ pub(crate) fn in_session(
         session_id: Some(sid.to_owned()),
         exclude_hidden: true,
     };
-    let set = search::candidates(conn, query, &filters, sort, IN_SESSION_MAX, caps)?;
-    let mut matches = Vec::with_capacity(set.rows.len());
-    for c in &set.rows {
+    let mut set = search::candidates(conn, query, &filters, sort, IN_SESSION_MAX, caps)?;
+    let rows = set.rows.take(IN_SESSION_MAX)?;
+    let mut matches = Vec::with_capacity(rows.len());
+    for c in &rows {
         matches.push(InSessionMatch {
             message_id: c.id,
             role: c.role.clone(),

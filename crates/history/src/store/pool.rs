@@ -14,6 +14,7 @@ pub(crate) fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(db, flags)?;
     crate::tokenizer::register_cjk_tokenizer(&conn)?;
+    crate::rank::register_rank_function(&conn)?;
     conn.busy_timeout(busy)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
@@ -36,6 +37,16 @@ pub(crate) fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Whether some complete segment of a ranked index lacks its statistics.
+fn rank_pending(conn: &Connection, size: i64) -> Result<bool> {
+    for index in crate::rank::RankIndex::ALL {
+        if crate::rank::stats::next_due(conn, index, size)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// A lazily opened per-user store with a small connection pool.
 pub(crate) struct UserStore {
     pub(crate) db: PathBuf,
@@ -46,23 +57,32 @@ pub(crate) struct UserStore {
     /// other processes are handled by `busy_timeout`.
     write_lock: Mutex<()>,
     maintenance_due: AtomicBool,
+    /// Ids per ranking segment, and whether a complete segment still lacks its statistics.
+    rank_size: i64,
+    rank_due: AtomicBool,
     /// After a failed backfill round, no new task before this instant (a broken file would
     /// otherwise start, fail and log once per append or search).
     backfill_retry_at: Mutex<Option<Instant>>,
 }
 
 impl UserStore {
-    pub(crate) fn open(data_dir: &Path, user: &UserKey, deadline: Duration) -> Result<Self> {
+    pub(crate) fn open(
+        data_dir: &Path,
+        user: &UserKey,
+        deadline: Duration,
+        rank_size: i64,
+    ) -> Result<Self> {
         check_user_key(user)?;
         let db = prepare_files(data_dir, user)?;
         let busy = deadline.max(Duration::from_secs(3));
         let mut conn = open_connection(&db, busy)?;
-        let has_filter_index: bool = conn.query_row(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'messages_filter'",
+        let additions: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name IN \
+             ('messages_filter', 'rank_segments', 'rank_postings', 'rank_postings_segment')",
             [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
+            |r| r.get(0),
         )?;
-        if !has_filter_index {
+        if additions < 4 {
             conn.execute_batch(ADDITIVE_SQL)?;
         }
         tighten_sidecars(&db)?;
@@ -78,6 +98,7 @@ impl UserStore {
                 .iter()
                 .any(|s| !s.is_ready())
         };
+        let rank_due = rank_pending(&conn, rank_size)?;
         Ok(Self {
             db,
             busy,
@@ -85,6 +106,8 @@ impl UserStore {
             pool: Mutex::new(vec![conn]),
             write_lock: Mutex::new(()),
             maintenance_due: AtomicBool::new(building),
+            rank_size,
+            rank_due: AtomicBool::new(rank_due),
             backfill_retry_at: Mutex::new(None),
         })
     }
@@ -98,7 +121,56 @@ impl UserStore {
             .ok()
             .and_then(|t| *t)
             .is_some_and(|t| Instant::now() < t);
-        !backing_off && self.maintenance_due.load(Ordering::Acquire)
+        !backing_off
+            && (self.maintenance_due.load(Ordering::Acquire)
+                || self.rank_due.load(Ordering::Acquire))
+    }
+
+    /// Whether the backfill has batches left (ranking statistics come after it).
+    pub(crate) fn backfill_due(&self) -> bool {
+        self.maintenance_due.load(Ordering::Acquire)
+    }
+
+    /// After an append: a segment may have become complete.
+    pub(crate) fn note_appended(&self) -> Result<()> {
+        if !self.rank_due.load(Ordering::Acquire) {
+            let due = self.read(|c| rank_pending(c, self.rank_size))?;
+            if due {
+                self.rank_due.store(true, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Segment summaries due now.
+    pub(crate) fn rank_due_count(&self) -> Result<usize> {
+        let size = self.rank_size;
+        self.read(|c| crate::rank::stats::due_count(c, size))
+    }
+
+    /// One round of ranking statistics: the next complete segment of each index without them is
+    /// summarised (read in one snapshot, written in one transaction under the write lock).
+    /// Returns how many segments were written, whether more are due, and the time it took.
+    pub(crate) fn rank_round(&self) -> Result<(usize, bool, Duration)> {
+        const BUILD_DEADLINE: Duration = Duration::from_secs(600);
+        let started = Instant::now();
+        let mut written = 0;
+        for index in crate::rank::RankIndex::ALL {
+            let size = self.rank_size;
+            let due = self.read(|c| crate::rank::stats::next_due(c, index, size))?;
+            let Some((lo, hi)) = due else {
+                continue;
+            };
+            let built = self.read_with_deadline(BUILD_DEADLINE, |c| {
+                crate::rank::stats::build(c, index, lo, hi)
+            })?;
+            self.write(|c| crate::rank::stats::write(c, index, lo, hi, &built))?;
+            written += 1;
+        }
+        let pending = written > 0 && self.read(|c| rank_pending(c, self.rank_size))?;
+        // Under no lock: an append that completes a segment meanwhile sets it again after.
+        self.rank_due.store(pending, Ordering::Release);
+        Ok((written, pending, started.elapsed()))
     }
 
     /// Hold off background backfills for `delay` after a failure (the markers survive, so the

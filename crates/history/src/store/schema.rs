@@ -147,11 +147,22 @@ pub(crate) fn schema_sql() -> String {
     s
 }
 
-/// Additions to schema version 1 that older binaries ignore safely, applied once per process
-/// when a store is opened: the covering index ranked searches check their filters through
-/// (row flags sit after the message body, which may span overflow pages).
-pub(crate) const ADDITIVE_SQL: &str = "CREATE INDEX IF NOT EXISTS messages_filter \
-    ON messages(id, role, active, compacted, timestamp, session_id);";
+/// Additions to schema version 1 that older binaries ignore safely, applied when a store is
+/// opened and one is missing (each statement idempotent): the covering index ranked searches check their filters through
+/// (row flags sit after the message body, which may span overflow pages), and the segment
+/// posting lists of [`crate::rank`].
+pub(crate) const ADDITIVE_SQL: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS messages_filter \
+     ON messages(id, role, active, compacted, timestamp, session_id);",
+    "CREATE TABLE IF NOT EXISTS rank_segments (\
+      idx TEXT NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, \
+      format INTEGER NOT NULL, tokenizer INTEGER NOT NULL, docs INTEGER NOT NULL, \
+      PRIMARY KEY (idx, lo)) WITHOUT ROWID;\
+    CREATE TABLE IF NOT EXISTS rank_postings (\
+      idx TEXT NOT NULL, term BLOB NOT NULL, lo INTEGER NOT NULL, df INTEGER NOT NULL, \
+      postings BLOB NOT NULL, PRIMARY KEY (idx, term, lo)) WITHOUT ROWID;\
+    CREATE INDEX IF NOT EXISTS rank_postings_segment ON rank_postings(idx, lo);"
+);
 
 pub(crate) fn migrate(conn: &Connection, from: i64) -> Result<()> {
     if from == 0 {

@@ -284,6 +284,8 @@ pub(crate) fn cleanup(store: &UserStore, older_than_days: u32) -> Result<Cleanup
         }
     }
     report.tombstones_removed = store.write(|c| {
+        // Ranking statistics of segments nothing is left in go with them.
+        crate::rank::stats::drop_empty(c)?;
         Ok(c.execute(
             "DELETE FROM deleted_sessions WHERE deleted_at < ?1",
             [cutoff],

@@ -28,6 +28,9 @@ pub(crate) struct CjkTokenizer {
     pub(crate) diacritics: usize,
     /// Emit run-end characters (issue 5 item 3); off only to compare with the reference split.
     pub(crate) run_ends: bool,
+    /// Split CJK runs into bigrams. Off, the tokenizer is SQLite's plain `unicode61` (CJK
+    /// characters are ordinary letters), which the ranking statistics of the base index use.
+    pub(crate) split_cjk: bool,
 }
 
 impl Default for CjkTokenizer {
@@ -38,6 +41,7 @@ impl Default for CjkTokenizer {
             exceptions: Vec::new(),
             diacritics: 1,
             run_ends: true,
+            split_cjk: true,
         };
         // The default category list is known to parse.
         let _ = tokenizer.set_categories("L* N* Co");
@@ -344,7 +348,7 @@ impl CjkTokenizer {
                     } else {
                         orphan.get_or_insert(i);
                     }
-                } else if class & CLASS_CJK != 0 {
+                } else if class & CLASS_CJK != 0 && self.split_cjk {
                     if let Some((from, to)) = segment_span.take() {
                         emitted = true;
                         out.token(segment, from, to, false)?;

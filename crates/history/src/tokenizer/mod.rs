@@ -43,6 +43,7 @@ mod tables;
 mod unicode61;
 
 use cjk::*;
+pub(crate) use fts5_ffi::fts5_api as fts5_api_of;
 pub use fts5_ffi::register_cjk_tokenizer;
 use unicode61::*;
 
@@ -158,6 +159,37 @@ pub fn tokenize(
             ControlFlow::Continue(())
         },
     );
+}
+
+/// Splits `text` as SQLite's built-in `unicode61` tokenizer (default options) does — the base
+/// index's tokenizer: CJK runs stay whole tokens. `emit(token, start, end)`.
+pub(crate) fn tokenize_unicode61(text: &[u8], emit: &mut impl FnMut(&[u8], usize, usize)) {
+    static PLAIN: OnceLock<CjkTokenizer> = OnceLock::new();
+    let tokenizer = PLAIN.get_or_init(|| CjkTokenizer {
+        split_cjk: false,
+        run_ends: false,
+        ..CjkTokenizer::default()
+    });
+    tokenizer.tokenize_bytes(
+        text,
+        TokenizeReason::Document,
+        &mut |token: &[u8], start, end, _colocated| {
+            emit(token, start, end);
+            ControlFlow::Continue(())
+        },
+    );
+}
+
+/// The CJK index's tokenizer on raw bytes: `emit(token, start, end, colocated)`.
+pub(crate) fn tokenize_cjk(
+    text: &[u8],
+    reason: TokenizeReason,
+    emit: &mut impl FnMut(&[u8], usize, usize, bool),
+) {
+    default_tokenizer().tokenize_bytes(text, reason, &mut |token: &[u8], start, end, colocated| {
+        emit(token, start, end, colocated);
+        ControlFlow::Continue(())
+    });
 }
 
 fn default_tokenizer() -> &'static CjkTokenizer {

@@ -1,0 +1,155 @@
+//! Relevance ranking at scale: every match that passes the filters is ranked, and most of
+//! them without touching FTS5.
+//!
+//! Scoring a row through FTS5 costs about a microsecond (its length is a B-tree lookup in
+//! `<table>_docsize`, and the row goes through SQLite's VM); a common term matches a hundred
+//! thousand rows of a two-million-message history. So message ids are cut into fixed ranges —
+//! *segments* of [`DEFAULT_SEGMENT_IDS`] ids — and once a later id exists (ids only grow, a
+//! message's text never changes) a background task writes, for each term of the segment, its
+//! posting list: the documents holding it with the term's frequency and the document's length
+//! ([`stats`], [`postings`]). A ranked search then evaluates the query over those lists in Rust
+//! (BM25 exactly as FTS5 computes it, with one set of collection statistics per query), scores
+//! only the ids no segment covers yet through the `mpa_rank` FTS5 function ([`ffi`]), and hands
+//! rows out best first ([`walk`]); the caller stops pulling when it has enough. A phrase of
+//! several tokens (Chinese bigrams) is only bounded from the lists (it occurs at most as often
+//! as its rarest token) and checked by FTS5 when it reaches the top. Everything the lists cannot
+//! serve (prefix queries, an index that is rebuilding, a store whose segments are not
+//! summarised yet) goes to the plain `bm25()` path.
+
+mod expr;
+mod ffi;
+mod postings;
+pub(crate) mod stats;
+mod walk;
+
+pub(crate) use ffi::register_rank_function;
+pub(crate) use walk::{Walk, plan};
+
+/// Ids per segment. A segment is summarised once its last id has been assigned; the ids
+/// above the last summarised segment (at most about this many) are scored through FTS5.
+pub const DEFAULT_SEGMENT_IDS: i64 = 1 << 15;
+
+/// BM25 parameters of FTS5's `bm25()`.
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// One phrase's BM25 term for `freq` occurrences in a document of `d` tokens, written exactly
+/// as FTS5's `bm25()` evaluates it. `mpa_rank` and the posting-list scorer both call this one
+/// function and sum the phrases in the same order, so a row scores bit-for-bit the same on
+/// either path. It is non-decreasing in `freq` in floating point too (each step is a correctly
+/// rounded monotone operation), so a frequency bound gives a score bound.
+pub(crate) fn bm25_tf(freq: f64, d: f64, avgdl: f64) -> f64 {
+    (freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / avgdl))
+}
+
+/// FTS5's idf for a phrase held by `n` of `rows` documents (never ≤ 0).
+pub(crate) fn idf(rows: f64, n: f64) -> f64 {
+    let n = n.clamp(0.0, rows);
+    let v = ((rows - n + 0.5) / (n + 0.5)).ln();
+    if v <= 0.0 { 1e-6 } else { v }
+}
+
+/// The indexes whose ranking can use segment statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum RankIndex {
+    /// `messages_fts` (SQLite's `unicode61`), searched through its first three columns.
+    Base,
+    /// `messages_fts_cjk` (the native `cjk_unicode61`).
+    Cjk,
+}
+
+impl RankIndex {
+    pub(crate) const ALL: [RankIndex; 2] = [RankIndex::Base, RankIndex::Cjk];
+
+    pub(crate) fn of_table(table: &str) -> Option<Self> {
+        match table {
+            "messages_fts" => Some(Self::Base),
+            "messages_fts_cjk" => Some(Self::Cjk),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            Self::Base => "messages_fts",
+            Self::Cjk => "messages_fts_cjk",
+        }
+    }
+
+    /// The index's columns, in declaration order (read from `<table>_src`).
+    pub(crate) fn columns(self) -> &'static [&'static str] {
+        match self {
+            Self::Base => &["content", "tool_name", "tool_calls", "tool_result"],
+            Self::Cjk => &["content", "tool_name"],
+        }
+    }
+
+    /// Leading columns a ranked search matches (the base index's tool bodies are excluded by a
+    /// column filter; their tokens still count in the document length).
+    pub(crate) fn searched_columns(self) -> usize {
+        match self {
+            Self::Base => 3,
+            Self::Cjk => 2,
+        }
+    }
+
+    /// Version of the token stream the statistics were computed with.
+    pub(crate) fn tokenizer_version(self) -> i64 {
+        match self {
+            Self::Base => 0,
+            Self::Cjk => i64::from(crate::tokenizer::TOKENIZER_VERSION),
+        }
+    }
+
+    /// Calls `emit(term, colocated)` for each token of one column value, as the index does.
+    pub(crate) fn tokenize_document(self, text: &[u8], emit: &mut impl FnMut(&[u8], bool)) {
+        match self {
+            Self::Base => crate::tokenizer::tokenize_unicode61(text, &mut |t, _, _| emit(t, false)),
+            Self::Cjk => crate::tokenizer::tokenize_cjk(
+                text,
+                crate::tokenizer::TokenizeReason::Document,
+                &mut |t, _, _, colocated| emit(t, colocated),
+            ),
+        }
+    }
+
+    /// The tokens of a query string, or `None` if the tokenizer marks any as colocated (a
+    /// synonym, which the bounds do not model).
+    pub(crate) fn tokenize_query(self, text: &str) -> Option<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut synonym = false;
+        match self {
+            Self::Base => crate::tokenizer::tokenize_unicode61(text.as_bytes(), &mut |t, _, _| {
+                out.push(truncate(t).to_vec())
+            }),
+            Self::Cjk => crate::tokenizer::tokenize_cjk(
+                text.as_bytes(),
+                crate::tokenizer::TokenizeReason::Query { prefix: false },
+                &mut |t, _, _, colocated| {
+                    synonym |= colocated;
+                    out.push(truncate(t).to_vec());
+                },
+            ),
+        }
+        (!synonym).then_some(out)
+    }
+
+    /// The column filter a ranked search of this index wraps its expression in.
+    pub(crate) fn match_expr(self, expr: &str) -> String {
+        match self {
+            Self::Base => format!("{{content tool_name tool_calls}} : ({expr})"),
+            Self::Cjk => expr.to_owned(),
+        }
+    }
+}
+
+/// FTS5 indexes at most this many bytes of a token (`FTS5_MAX_TOKEN_SIZE`); statistics key on
+/// the same prefix.
+const MAX_TOKEN_BYTES: usize = 32768;
+
+pub(crate) fn truncate(token: &[u8]) -> &[u8] {
+    &token[..token.len().min(MAX_TOKEN_BYTES)]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,486 @@
+//! The ranked walk: every match of a query, scored once, handed out best first (ties: newer
+//! first) as the caller pulls, each checked against the filters on the way out.
+
+use super::expr::{Mask, Query, Truth, parse};
+use super::postings::{self, Posting};
+use super::stats::{self, Segment};
+use super::{DEFAULT_SEGMENT_IDS, RankIndex, bm25_tf, idf};
+use crate::error::Result;
+use crate::search::Candidate;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Statement};
+use std::collections::{BinaryHeap, HashMap};
+
+/// More unsummarised ids than this (a store whose posting lists are still being built) and the
+/// search keeps `bm25()`: scoring them all through FTS5 is what it would do anyway.
+const MAX_UNSUMMARISED_IDS: i64 = 8 * DEFAULT_SEGMENT_IDS;
+
+/// A row's score, or — while a phrase of several tokens in it is unconfirmed — an upper bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Entry {
+    score: f64,
+    id: i64,
+    exact: bool,
+}
+
+impl Eq for Entry {}
+
+impl Ord for Entry {
+    /// Best score first, then the newer row; for the same score and row the bound first, so
+    /// it is resolved before the exact entry it may turn into is compared with anything.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then(self.id.cmp(&other.id))
+            .then(other.exact.cmp(&self.exact))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A query ready to walk: its collection statistics and every match, scored or bounded.
+pub(crate) struct Plan {
+    index: RankIndex,
+    match_expr: String,
+    avgdl: f64,
+    idf: Vec<f64>,
+    entries: Vec<Entry>,
+    /// Rows scored through FTS5 (unsummarised ids) and postings read from segment lists.
+    pub(crate) rows_scored_by_fts5: usize,
+    pub(crate) postings_read: usize,
+}
+
+/// Rows and tokens of an index, from FTS5's averages record (`<table>_data` id 1: SQLite
+/// varints, the row count then each column's token total).
+fn averages(conn: &Connection, table: &str) -> Result<Option<(i64, i64)>> {
+    let block: Option<Vec<u8>> = conn
+        .query_row(
+            &format!("SELECT block FROM {table}_data WHERE id = 1"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(block) = block else {
+        return Ok(None);
+    };
+    let mut at = 0;
+    let Some(rows) = sqlite_varint(&block, &mut at) else {
+        return Ok(None);
+    };
+    let mut tokens = 0u64;
+    while at < block.len() {
+        let Some(col) = sqlite_varint(&block, &mut at) else {
+            return Ok(None);
+        };
+        tokens = tokens.saturating_add(col);
+    }
+    match (i64::try_from(rows), i64::try_from(tokens)) {
+        (Ok(r), Ok(t)) => Ok(Some((r, t))),
+        _ => Ok(None),
+    }
+}
+
+/// SQLite's big-endian varint (1–9 bytes; the ninth contributes all eight bits).
+fn sqlite_varint(buf: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..9 {
+        let b = *buf.get(*at)?;
+        *at += 1;
+        if i == 8 {
+            return Some((v << 8) | u64::from(b));
+        }
+        v = (v << 7) | u64::from(b & 0x7F);
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn count(conn: &Connection, table: &str, match_expr: &str, lo: i64, hi: i64) -> Result<i64> {
+    let mut st = conn.prepare(&format!(
+        "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3"
+    ))?;
+    Ok(st.query_row(rusqlite::params![match_expr, lo, hi], |r| r.get(0))?)
+}
+
+/// Id ranges no summarised segment covers (gaps and the tail up to `high`).
+fn unsummarised(segments: &[Segment], high: i64) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut next = 1;
+    for s in segments {
+        if s.lo > next {
+            out.push((next, s.lo - 1));
+        }
+        next = next.max(s.hi + 1);
+    }
+    if next <= high {
+        out.push((next, high));
+    }
+    out
+}
+
+/// `mpa_rank(table, ?avgdl, ?idf…)` as SQL, its parameters numbered from `first`.
+fn rank_call(table: &str, phrases: usize, first: usize) -> String {
+    let idf: String = (0..phrases)
+        .map(|i| format!(", ?{}", first + 1 + i))
+        .collect();
+    format!("{}({table}, ?{first}{idf})", super::ffi::RANK_FUNCTION)
+}
+
+/// The scores of one segment from its posting lists. `lists[t]` are the postings of distinct
+/// token `t`; `phrases[p]` the tokens of phrase `p`.
+fn score_segment(
+    query: &Query,
+    phrases: &[Vec<usize>],
+    lists: &[Vec<Posting>],
+    idf: &[f64],
+    avgdl: f64,
+    out: &mut Vec<Entry>,
+) {
+    let has_not = query.has_not();
+    let mut at = vec![0usize; lists.len()];
+    let mut tf = vec![0u32; lists.len()];
+    let mut freq = vec![0f64; phrases.len()];
+    loop {
+        // The next document holding any token: merge the lists by id.
+        let Some(id) = lists
+            .iter()
+            .zip(&at)
+            .filter_map(|(l, &i)| l.get(i).map(|p| p.id))
+            .min()
+        else {
+            return;
+        };
+        let mut len = 0u32;
+        for (t, l) in lists.iter().enumerate() {
+            tf[t] = 0;
+            if let Some(p) = l.get(at[t]).filter(|p| p.id == id) {
+                tf[t] = p.tf;
+                len = p.len;
+                at[t] += 1;
+            }
+        }
+        let (mut present, mut maybe): (Mask, Mask) = (0, 0);
+        for (p, toks) in phrases.iter().enumerate() {
+            let least = toks.iter().map(|&t| tf[t]).min().unwrap_or(0);
+            freq[p] = f64::from(least);
+            if least > 0 {
+                if toks.len() == 1 {
+                    present |= 1 << p;
+                } else {
+                    maybe |= 1 << p;
+                }
+            }
+        }
+        let truth = query.eval(present, maybe);
+        if truth == Truth::No {
+            continue;
+        }
+        // Exact when every phrase is certain and FTS5's reporting is known (no NOT); otherwise
+        // a bound counting every phrase the row holds (FTS5 reports a subset of them, and a
+        // phrase of several tokens at most as often as its rarest token), which FTS5 confirms
+        // when the row reaches the top.
+        let exact = truth == Truth::Yes && maybe == 0 && !has_not;
+        if exact {
+            // As FTS5 reports them: phrases of branches that do not match count nothing.
+            let counted = query.counted(present);
+            for (p, f) in freq.iter_mut().enumerate() {
+                if counted & (1 << p) == 0 {
+                    *f = 0.0;
+                }
+            }
+        }
+        // As `mpa_rank` sums: every phrase, in order (an absent one adds exactly 0).
+        let d = f64::from(len);
+        let mut score = 0.0;
+        for (p, f) in freq.iter().enumerate() {
+            score += idf[p] * bm25_tf(*f, d, avgdl);
+        }
+        out.push(Entry { score, id, exact });
+    }
+}
+
+/// A plan for ranking `expr` (sanitised, without the column filter) on `index`, or `None` when
+/// the posting lists cannot serve it (the caller then uses `bm25()`).
+pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Option<Plan>> {
+    let Some(query) = parse(expr, index) else {
+        return Ok(None);
+    };
+    let table = index.table();
+    let Some((rows, tokens)) = averages(conn, table)? else {
+        return Ok(None);
+    };
+    if rows <= 0 || tokens <= 0 {
+        return Ok(None);
+    }
+    let avgdl = tokens as f64 / rows as f64;
+    let high = stats::id_high_water(conn)?;
+    let segments = stats::segments(conn, index)?;
+    let mut open = unsummarised(&segments, high);
+    if open.iter().map(|&(lo, hi)| hi - lo + 1).sum::<i64>() > MAX_UNSUMMARISED_IDS {
+        return Ok(None);
+    }
+    // Distinct tokens and each phrase's tokens by index.
+    let mut distinct: Vec<&[u8]> = Vec::new();
+    let phrases: Vec<Vec<usize>> = query
+        .phrases
+        .iter()
+        .map(|p| {
+            p.tokens
+                .iter()
+                .map(|t| match distinct.iter().position(|d| *d == t.as_slice()) {
+                    Some(i) => i,
+                    None => {
+                        distinct.push(t);
+                        distinct.len() - 1
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    // Posting blobs per token per segment; a segment whose blob does not decode is scored
+    // through FTS5 like an unsummarised range.
+    let blobs: Vec<HashMap<i64, (i64, Vec<u8>)>> = distinct
+        .iter()
+        .map(|t| stats::term(conn, index, t))
+        .collect::<Result<_>>()?;
+    let mut usable: Vec<(Segment, Vec<Vec<Posting>>)> = Vec::with_capacity(segments.len());
+    for s in &segments {
+        let lists: Option<Vec<Vec<Posting>>> = blobs
+            .iter()
+            .map(|b| match b.get(&s.lo) {
+                Some((_, blob)) => postings::decode(s.lo, s.hi, blob),
+                None => Some(Vec::new()),
+            })
+            .collect();
+        match lists {
+            Some(lists) => usable.push((*s, lists)),
+            None => open.push((s.lo, s.hi)),
+        }
+    }
+    // Document frequencies: summarised segments from their lists (exact for one token, the
+    // rarest token for a phrase of several), the rest counted by FTS5.
+    let mut idfs = Vec::with_capacity(query.phrases.len());
+    for (p, toks) in query.phrases.iter().zip(&phrases) {
+        let mut n = toks
+            .iter()
+            .map(|&t| {
+                usable
+                    .iter()
+                    .map(|(_, lists)| lists[t].len() as i64)
+                    .sum::<i64>()
+            })
+            .min()
+            .unwrap_or(0);
+        let phrase = index.match_expr(&p.text);
+        for &(lo, hi) in &open {
+            n += count(conn, table, &phrase, lo, hi)?;
+        }
+        idfs.push(idf(rows as f64, n as f64));
+    }
+    let mut entries = Vec::new();
+    let mut postings_read = 0;
+    for (_, lists) in &usable {
+        postings_read += lists.iter().map(Vec::len).sum::<usize>();
+        score_segment(&query, &phrases, lists, &idfs, avgdl, &mut entries);
+    }
+    let match_expr = index.match_expr(expr);
+    let mut rows_scored_by_fts5 = 0;
+    if !open.is_empty() {
+        let mut st = conn.prepare(&format!(
+            "SELECT rowid, {} FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3",
+            rank_call(table, idfs.len(), 4)
+        ))?;
+        for &(lo, hi) in &open {
+            let mut params = vec![
+                Value::Text(match_expr.clone()),
+                Value::Integer(lo),
+                Value::Integer(hi),
+                Value::Real(avgdl),
+            ];
+            params.extend(idfs.iter().map(|&v| Value::Real(v)));
+            let mut rows = st.query(rusqlite::params_from_iter(params))?;
+            while let Some(r) = rows.next()? {
+                entries.push(Entry {
+                    id: r.get(0)?,
+                    score: r.get(1)?,
+                    exact: true,
+                });
+                rows_scored_by_fts5 += 1;
+            }
+        }
+    }
+    Ok(Some(Plan {
+        index,
+        match_expr,
+        avgdl,
+        idf: idfs,
+        entries,
+        rows_scored_by_fts5,
+        postings_read,
+    }))
+}
+
+/// Rows of a plan that pass the filters, best first, one at a time.
+pub(crate) struct Walk<'c> {
+    conn: &'c Connection,
+    index: RankIndex,
+    match_expr: String,
+    heap: BinaryHeap<Entry>,
+    /// `mpa_rank` for one row: confirms a bounded entry.
+    confirm: Statement<'c>,
+    confirm_params: Vec<Value>,
+    check: Statement<'c>,
+    check_params: Vec<Value>,
+    /// Rows returned so far.
+    returned: usize,
+    /// Bounded entries confirmed through FTS5 (for tests and benchmarks).
+    pub(crate) confirmed: usize,
+    pub(crate) rows_scored_by_fts5: usize,
+    pub(crate) postings_read: usize,
+    /// Every match has been returned or filtered out.
+    exhausted: bool,
+}
+
+impl<'c> Walk<'c> {
+    /// `check` selects one candidate by id (its last parameter) when it passes the filters,
+    /// bound to `check_params` first.
+    pub(crate) fn new(
+        conn: &'c Connection,
+        plan: Plan,
+        check: Statement<'c>,
+        check_params: Vec<Value>,
+    ) -> Result<Self> {
+        let table = plan.index.table();
+        let confirm = conn.prepare(&format!(
+            "SELECT {} FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2",
+            rank_call(table, plan.idf.len(), 3)
+        ))?;
+        let mut confirm_params = vec![Value::Text(plan.match_expr.clone()), Value::Null];
+        confirm_params.push(Value::Real(plan.avgdl));
+        confirm_params.extend(plan.idf.iter().map(|&v| Value::Real(v)));
+        Ok(Self {
+            conn,
+            index: plan.index,
+            match_expr: plan.match_expr,
+            heap: BinaryHeap::from(plan.entries),
+            confirm,
+            confirm_params,
+            check,
+            check_params,
+            returned: 0,
+            confirmed: 0,
+            rows_scored_by_fts5: plan.rows_scored_by_fts5,
+            postings_read: plan.postings_read,
+            exhausted: false,
+        })
+    }
+
+    fn check(&mut self, id: i64) -> Result<Option<Candidate>> {
+        let mut p = self.check_params.clone();
+        p.push(Value::Integer(id));
+        let mut hit = self
+            .check
+            .query_map(rusqlite::params_from_iter(p), crate::search::candidate)?;
+        Ok(hit.next().transpose()?)
+    }
+
+    /// The exact score of a row FTS5 matches, `None` if it does not match after all.
+    fn confirm(&mut self, id: i64) -> Result<Option<f64>> {
+        self.confirm_params[1] = Value::Integer(id);
+        self.confirmed += 1;
+        Ok(self
+            .confirm
+            .query_row(
+                rusqlite::params_from_iter(self.confirm_params.iter()),
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The next row that passes the filters, or `None` when every match has been seen.
+    pub(crate) fn next_row(&mut self) -> Result<Option<Candidate>> {
+        while let Some(top) = self.heap.pop() {
+            if !top.exact {
+                // A bound: its real score is no higher, so it goes back in its place.
+                if let Some(score) = self.confirm(top.id)? {
+                    self.heap.push(Entry {
+                        score,
+                        id: top.id,
+                        exact: true,
+                    });
+                }
+                continue;
+            }
+            if let Some(c) = self.check(top.id)? {
+                self.returned += 1;
+                return Ok(Some(c));
+            }
+        }
+        self.exhausted = true;
+        Ok(None)
+    }
+
+    /// Whether at least `k` matching rows pass the filters, counting newest first without
+    /// scoring (for `candidate_limit_reached` when the walk stopped early).
+    pub(crate) fn at_least(&mut self, k: usize) -> Result<bool> {
+        if self.returned >= k {
+            return Ok(true);
+        }
+        if self.exhausted {
+            return Ok(false);
+        }
+        let conn = self.conn;
+        let table = self.index.table();
+        let mut ids = conn.prepare(&format!(
+            "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC"
+        ))?;
+        let mut rows = ids.query([&self.match_expr])?;
+        let mut passed = 0;
+        while let Some(r) = rows.next()? {
+            if self.check(r.get(0)?)?.is_some() {
+                passed += 1;
+                if passed >= k {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+impl Drop for Walk<'_> {
+    fn drop(&mut self) {
+        tracing::trace!(
+            index = self.index.table(),
+            postings_read = self.postings_read,
+            rows_scored_by_fts5 = self.rows_scored_by_fts5,
+            confirmed = self.confirmed,
+            returned = self.returned,
+            "ranked walk"
+        );
+    }
+}
+
+impl Plan {
+    #[cfg(test)]
+    pub(crate) fn idf(&self) -> &[f64] {
+        &self.idf
+    }
+
+    #[cfg(test)]
+    pub(crate) fn avgdl(&self) -> f64 {
+        self.avgdl
+    }
+}
+
+/// The parsed query, for tests.
+#[cfg(test)]
+pub(crate) fn parse_for_test(expr: &str, index: RankIndex) -> Option<Query> {
+    parse(expr, index)
+}
