@@ -4,6 +4,9 @@
 //! redaction, the plan snapshot, an interruption notice), so "captured" is a watermark: everything
 //! before it is in the evidence store. A capped tool result keeps its full content beside it until
 //! it is captured, so the evidence store gets the whole result while the model reads the preview.
+//! Beside the messages it keeps their token counts ([`Transcript::tokens`]), so a model call
+//! tokenizes only what is new (the cache is keyed by content: edits and compactions need no
+//! bookkeeping here).
 
 use mpa_protocol::Message;
 use std::collections::HashMap;
@@ -16,6 +19,8 @@ pub struct Transcript {
     full: HashMap<usize, String>,
     /// Each compaction as (cut, inserted): `messages[..cut]` became `inserted` messages.
     compactions: Vec<(usize, usize)>,
+    /// Token counts of the messages (and of the requests' other parts) already counted.
+    tokens: mpa_model::TokenCache,
 }
 
 impl Transcript {
@@ -26,11 +31,24 @@ impl Transcript {
             messages,
             full: HashMap::new(),
             compactions: Vec::new(),
+            tokens: mpa_model::TokenCache::new(),
         }
     }
 
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// The same transcript with counts made for these messages elsewhere (a copy of the
+    /// session's, for a background review).
+    pub fn with_tokens(mut self, tokens: mpa_model::TokenCache) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// The conversation's token-count cache (for [`mpa_model::TokenCounter::breakdown`]).
+    pub fn tokens(&self) -> &mpa_model::TokenCache {
+        &self.tokens
     }
 
     pub fn len(&self) -> usize {
