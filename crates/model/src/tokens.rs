@@ -34,6 +34,7 @@ use crate::estimate::{
 use mpa_protocol::{Content, ContentPart, Message, Role, ToolSpec};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::Hasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tiktoken_rs::CoreBPE;
 
@@ -44,6 +45,9 @@ pub const CHAT_MESSAGE_TOKENS: u64 = 3;
 pub const REPLY_PRIMING_TOKENS: u64 = 3;
 /// Framing counted per assistant tool call with a real tokenizer (undocumented by OpenAI).
 pub const TOOL_CALL_FRAMING_TOKENS: u64 = 3;
+
+/// Set once a vocabulary has loaded (o200k_base, cl100k_base).
+static LOADED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// How a model's tokens are counted; reported as the budget's `estimator`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -78,15 +82,29 @@ impl TokenCounter {
     }
 
     fn bpe(self) -> Option<&'static CoreBPE> {
+        let (bpe, slot) = match self {
+            TokenCounter::O200kBase => (tiktoken_rs::o200k_base_singleton(), 0),
+            TokenCounter::Cl100kBase => (tiktoken_rs::cl100k_base_singleton(), 1),
+            TokenCounter::Estimate => return None,
+        };
+        if !LOADED[slot].load(Ordering::Relaxed) {
+            LOADED[slot].store(true, Ordering::Relaxed);
+        }
+        Some(bpe)
+    }
+
+    /// Whether counting can start without loading a vocabulary first (always for the estimate),
+    /// so an async caller can load it off its runtime's threads.
+    pub fn is_ready(self) -> bool {
         match self {
-            TokenCounter::O200kBase => Some(tiktoken_rs::o200k_base_singleton()),
-            TokenCounter::Cl100kBase => Some(tiktoken_rs::cl100k_base_singleton()),
-            TokenCounter::Estimate => None,
+            TokenCounter::O200kBase => LOADED[0].load(Ordering::Relaxed),
+            TokenCounter::Cl100kBase => LOADED[1].load(Ordering::Relaxed),
+            TokenCounter::Estimate => true,
         }
     }
 
     /// Loads the vocabulary now (once per process: ~0.1–0.6 s) rather than in the first model
-    /// call. A no-op for the estimate.
+    /// call; blocks while it loads. A no-op for the estimate.
     pub fn warm_up(self) {
         let _ = self.bpe();
     }
@@ -578,6 +596,13 @@ mod tests {
         assert_eq!(TokenCounter::O200kBase.name(), "o200k_base");
         assert_eq!(TokenCounter::Cl100kBase.name(), "cl100k_base");
         assert_eq!(TokenCounter::Estimate.name(), "calibrated_estimate");
+    }
+
+    #[test]
+    fn ready_once_loaded() {
+        assert!(TokenCounter::Estimate.is_ready());
+        TokenCounter::Cl100kBase.warm_up();
+        assert!(TokenCounter::Cl100kBase.is_ready());
     }
 
     #[test]

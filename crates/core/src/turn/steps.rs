@@ -125,6 +125,11 @@ pub async fn run(
             ));
             break;
         }
+        let counter = setup.budget.counter;
+        if !counter.is_ready() {
+            // A vocabulary loads (once per process, ~0.1–0.6 s) off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(move || counter.warm_up()).await;
+        }
         // Slot: steering (queued user messages join the transcript here, never between a tool
         // call and its result), then compaction when the request is over budget.
         let plan = plan_of(setup.tools.state);
@@ -147,7 +152,6 @@ pub async fn run(
             tail.continuation(EMPTY_ANSWER_NUDGE);
         }
         // Slot: vision projection of tool images (outbound copy only).
-        let counter = setup.budget.counter;
         let breakdown = count_request(
             counter,
             setup.system,
