@@ -265,7 +265,8 @@ pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
         attempts += 1;
         let summary = summarise(input, &messages[..part.cut]).await?;
         let prefix = rebuild(messages, &part, &summary);
-        let prefix_cost: u64 = prefix.iter().map(|m| counter.message_tokens(m)).sum();
+        // Cached: the rebuilt request's budget counts the same summary again.
+        let prefix_cost: u64 = input.tokens.message_tokens(counter, &prefix).iter().sum();
         let rebuilt = costs.fixed + prefix_cost + costs.tail(part.cut);
         // Strictly, when over the target: a later cut, its tail within the room left beside
         // the fixed cost and this summary.
