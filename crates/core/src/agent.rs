@@ -96,6 +96,16 @@ impl Agent {
         caps: Capabilities,
     ) -> Result<Agent> {
         let model = ModelClient::new(cfg.model.clone())?;
+        // A real tokenizer loads its vocabulary (a few hundred ms) off the first model call.
+        let counter = mpa_model::TokenCounter::for_model(&cfg.model.model);
+        if counter.is_tokenizer() {
+            let warm = std::thread::Builder::new()
+                .name("mpa-tokenizer".into())
+                .spawn(move || counter.warm_up());
+            if let Err(e) = warm {
+                tracing::debug!(error = %e, "tokenizer warm-up not started; it loads on first use");
+            }
+        }
         // Every host keeps write receipts, so every host can read them back.
         tools.register(crate::tools::typed(
             crate::tools::get_tool_execution::GetToolExecution {

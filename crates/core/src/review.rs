@@ -95,6 +95,8 @@ pub struct ReviewStart {
     pub due: Due,
     pub system: Message,
     pub messages: Vec<Message>,
+    /// The session's token counts, so the review does not tokenize the conversation again.
+    pub tokens: mpa_model::TokenCache,
 }
 
 /// A running review, owned by the session actor.
@@ -205,7 +207,7 @@ async fn run(
     cancel: CancellationToken,
     review: ReviewToken,
 ) -> ReviewReport {
-    let mut transcript = Transcript::restored(start.messages);
+    let mut transcript = Transcript::restored(start.messages).with_tokens(start.tokens);
     let first_new = transcript.len();
     transcript.push(Message::user(review_prompt(start.due)));
     // The turn's own specs (`search_tools` is a turn's, offered only with discovery on).

@@ -28,7 +28,7 @@ pub struct Services {
 
 impl Services {
     /// What every model request is budgeted against: the catalogue's window for the model, else
-    /// `LLM_MAX_CONTEXT_TOKENS`.
+    /// `LLM_MAX_CONTEXT_TOKENS`, counted with the model family's tokenizer or the estimate.
     pub fn budget_limits(&self) -> mpa_model::BudgetLimits {
         mpa_model::BudgetLimits::for_model(&self.cfg.model, self.cfg.max_context_tokens_k)
     }

@@ -9,6 +9,10 @@
 //! summary in the model's context, but their display lines stay, marked `compacted`, in the
 //! display archive ahead of the live messages' lines. The display list only ever grows; the
 //! archive is persisted as the leading `compacted` lines of the chat's `display_messages`.
+//!
+//! Beside the messages it keeps their token counts ([`Transcript::tokens`]), so a model call
+//! tokenizes only what is new (the cache is keyed by content: edits and compactions need no
+//! bookkeeping here).
 
 use mpa_protocol::Message;
 use std::collections::HashMap;
@@ -24,6 +28,8 @@ pub struct Transcript {
     /// Display lines of the messages compacted out of the context, oldest first, each marked
     /// `"compacted": true`.
     archive: Vec<serde_json::Value>,
+    /// Token counts of the messages (and of the requests' other parts) already counted.
+    tokens: mpa_model::TokenCache,
 }
 
 impl Transcript {
@@ -35,6 +41,7 @@ impl Transcript {
             full: HashMap::new(),
             compactions: Vec::new(),
             archive: Vec::new(),
+            tokens: mpa_model::TokenCache::new(),
         }
     }
 
@@ -66,6 +73,18 @@ impl Transcript {
 
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// The same transcript with counts made for these messages elsewhere (a copy of the
+    /// session's, for a background review).
+    pub fn with_tokens(mut self, tokens: mpa_model::TokenCache) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// The conversation's token-count cache (for [`mpa_model::TokenCounter::breakdown`]).
+    pub fn tokens(&self) -> &mpa_model::TokenCache {
+        &self.tokens
     }
 
     pub fn len(&self) -> usize {

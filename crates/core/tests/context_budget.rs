@@ -128,3 +128,62 @@ async fn the_catalogue_window_wins_over_llm_max_context_tokens() {
     assert_eq!(budgets(&events)[0].context_window_tokens, 8_192);
     assert_eq!(budgets(&events)[0].model_max_output_tokens, Some(8_192));
 }
+
+#[tokio::test]
+async fn openai_models_are_counted_with_their_tokenizer() {
+    // Reference counts of OpenAI's own tiktoken for this text: o200k_base 11, cl100k_base 16.
+    let text = "你好，世界！请列出我的订阅。";
+    for (model, counter, text_tokens) in [
+        ("gpt-4o", mpa_model::TokenCounter::O200kBase, 11),
+        ("gpt-4", mpa_model::TokenCounter::Cl100kBase, 16),
+    ] {
+        let mock = MockModelServer::start().await;
+        mock.push(MockReply::text("ok").usage(100, 2));
+        let (_d, agent, actor) = agent(&mock, model, 16).await;
+        let (_, events) = turn(&agent, &actor, "s", text).await;
+        let b = &budgets(&events)[0];
+        assert_eq!(b.estimator, counter.name(), "{model}");
+        // The user message: 3 framing + 1 role + the text; 3 tokens prime the reply.
+        assert_eq!(b.message_tokens, 3 + 1 + text_tokens + 3, "{model}");
+        // The system message and the schemas are counted from what was sent.
+        let sent = &mock.requests()[0];
+        let system = sent["messages"][0]["content"].as_str().unwrap();
+        assert_eq!(
+            b.system_tokens,
+            3 + 1 + counter.text_tokens(system),
+            "{model}"
+        );
+        let schemas: u64 = sent["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                counter.tool_tokens(&mpa_protocol::ToolSpec {
+                    name: t["function"]["name"].as_str().unwrap().into(),
+                    description: t["function"]["description"].as_str().unwrap().into(),
+                    parameters: t["function"]["parameters"].clone(),
+                })
+            })
+            .sum();
+        assert_eq!(b.tool_tokens, schemas, "{model}");
+        // Messages exact, schemas with the ×1.5 factor inside `tool_tokens`: the sum, no more.
+        assert_eq!(
+            b.estimated_input_tokens,
+            b.message_tokens + b.system_tokens + b.tool_tokens,
+            "{model}"
+        );
+        let chat = agent.chat_for(&actor, "s").await.unwrap();
+        assert_eq!(chat.session_state["usage"]["estimator"], counter.name());
+    }
+    // Any other model: the calibrated estimate, said so in the session detail too.
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::text("ok"));
+    let (_d, agent, actor) = agent(&mock, "deepseek-chat", 16).await;
+    let (_, events) = turn(&agent, &actor, "s", text).await;
+    assert_eq!(budgets(&events)[0].estimator, "calibrated_estimate");
+    let chat = agent.chat_for(&actor, "s").await.unwrap();
+    assert_eq!(
+        chat.session_state["usage"]["estimator"],
+        "calibrated_estimate"
+    );
+}

@@ -47,6 +47,10 @@ struct Env {
 }
 
 async fn env(mock: &MockModelServer, window_k: u64) -> Env {
+    env_with(mock, "house-model-x", window_k).await
+}
+
+async fn env_with(mock: &MockModelServer, model: &str, window_k: u64) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
     let user = store.ensure_local_user("lin").await.unwrap();
@@ -57,7 +61,7 @@ async fn env(mock: &MockModelServer, window_k: u64) -> Env {
     };
     let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
         base_url: mock.base_url.clone(),
-        model: "house-model-x".into(),
+        model: model.into(),
         max_retries: 0,
         ..Default::default()
     });
@@ -288,6 +292,69 @@ async fn three_hundred_turns_at_a_16k_window() {
         v["compacted_messages"].as_i64().unwrap() > (3 * turns as i64),
         "{v}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_models_compact_on_their_real_token_count() {
+    // The catalogue's windows (LLM_MAX_CONTEXT_TOKENS is ignored for known models).
+    for (model, counter, window) in [
+        ("gpt-3.5-turbo", "cl100k_base", 16_385u64),
+        ("gpt-4o-mini", "o200k_base", 128_000),
+    ] {
+        let mock = MockModelServer::start().await;
+        let summaries = Arc::new(AtomicUsize::new(0));
+        mock.set_responder(script(Arc::clone(&summaries)));
+        let env = env_with(&mock, model, 16).await;
+        let mut compacted_at = None;
+        for t in 0..60 {
+            let (status, events) = env.turn("real", &user_text(t)).await;
+            assert_eq!(
+                status,
+                TurnStatus::Completed,
+                "{model} turn {t}: {events:?}"
+            );
+            for b in budgets(&events) {
+                assert_eq!(b.estimator, counter, "{model}");
+                assert_eq!(b.context_window_tokens, window, "{model}");
+                // Exact counts: the budget is the sum of its parts, no ×1.5 on top.
+                assert_eq!(
+                    b.estimated_input_tokens,
+                    b.message_tokens + b.system_tokens + b.tool_tokens + b.multimodal_tokens,
+                    "{model}"
+                );
+                assert!(
+                    b.estimated_input_tokens <= window,
+                    "{model} turn {t}: {b:?}"
+                );
+                if let Some(c) = &b.compaction {
+                    assert_eq!(c["status"], "compacted", "{model}: {c}");
+                    let before = c["estimated_input_tokens_before"].as_u64().unwrap();
+                    let after = c["estimated_input_tokens_after"].as_u64().unwrap();
+                    // The trigger is 85 % of the window as the tokenizer counts it, and the
+                    // rebuilt request comes down to the 60 % target.
+                    assert!(before * 100 >= window * 85, "{model}: {c}");
+                    assert!(after * 100 <= window * 60, "{model}: {c}");
+                    // The report and the budget agree.
+                    assert_eq!(after, b.estimated_input_tokens, "{model}: {c}");
+                    compacted_at.get_or_insert(t);
+                }
+            }
+            for req in mock.requests() {
+                if !is_summariser(&req) {
+                    assert_pairs(&req);
+                    assert!(req.to_string().contains(CONSTRAINT), "{model} turn {t}");
+                }
+            }
+            mock.clear_requests();
+            if compacted_at.is_some_and(|c| t >= c + 3) {
+                break;
+            }
+        }
+        assert!(compacted_at.is_some(), "{model}: never compacted");
+        assert!(summaries.load(Ordering::SeqCst) > 0, "{model}");
+        let chat = env.agent.chat_for(&env.actor, "real").await.unwrap();
+        assert_eq!(chat.session_state["usage"]["estimator"], counter, "{model}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,13 +4,16 @@
 //! `meta-llama/`) and tag suffixes (`:7b`, `:free`) are dropped, then the longest catalogue key the
 //! name starts with wins (`gpt-4o-mini-2024-07-18` → `gpt-4o-mini`). Unknown models get `None`s;
 //! the host then falls back to `LLM_MAX_CONTEXT_TOKENS`, `LLM_SUPPORT_IMAGE_INPUT` and
-//! [`crate::DEFAULT_MAX_OUTPUT_TOKENS`].
+//! [`crate::DEFAULT_MAX_OUTPUT_TOKENS`]. The same matching picks the token counter
+//! ([`crate::TokenCounter::for_model`]): OpenAI's families get their real tokenizer.
 //!
 //! Output limits are the most a model's API accepts as `max_tokens` (a provider rejects a larger
 //! value, so an entry never exceeds the documented limit). Open-weight models have no separate
 //! limit — the server's window bounds prompt plus answer, and some servers (vLLM) reject a request
 //! whose prompt plus `max_tokens` exceeds it — so they get a conservative cap for reasoning models
 //! and none (the default) otherwise.
+
+use crate::TokenCounter;
 
 /// What the catalogue knows about a model; `None` means unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -211,6 +214,35 @@ pub(crate) fn takes_max_completion_tokens(model_name: &str) -> bool {
     let name = normalise(model_name);
     best_key(COMPLETION_TOKENS_FAMILIES.iter().copied(), &name).is_some()
         && !name.starts_with("gpt-5-chat")
+}
+
+/// Families whose tokenizer ships as a crate (OpenAI's, through `tiktoken-rs`), matched like the
+/// catalogue: `gpt-4` is cl100k_base but `gpt-4o` and `gpt-4.1` (longer keys) are o200k_base.
+/// gpt-oss uses `o200k_harmony`, which is o200k_base plus special tokens (ordinary text counts the
+/// same). Any other model is counted by the calibrated estimate.
+const TOKENIZER_FAMILIES: &[(&str, TokenCounter)] = &[
+    ("gpt-4o", TokenCounter::O200kBase),
+    ("chatgpt-4o", TokenCounter::O200kBase),
+    ("gpt-4.1", TokenCounter::O200kBase),
+    ("gpt-4.5", TokenCounter::O200kBase),
+    ("gpt-5", TokenCounter::O200kBase),
+    ("o1", TokenCounter::O200kBase),
+    ("o3", TokenCounter::O200kBase),
+    ("o4", TokenCounter::O200kBase),
+    ("gpt-oss", TokenCounter::O200kBase),
+    ("gpt-4", TokenCounter::Cl100kBase),
+    ("gpt-3.5", TokenCounter::Cl100kBase),
+    ("gpt-35", TokenCounter::Cl100kBase),
+    ("text-embedding-3", TokenCounter::Cl100kBase),
+    ("text-embedding-ada-002", TokenCounter::Cl100kBase),
+];
+
+/// How the tokens of `model_name` are counted (see [`TOKENIZER_FAMILIES`]).
+pub(crate) fn token_counter(model_name: &str) -> TokenCounter {
+    let name = normalise(model_name);
+    best_key(TOKENIZER_FAMILIES.iter().map(|e| e.0), &name)
+        .and_then(|key| TOKENIZER_FAMILIES.iter().find(|e| e.0 == key))
+        .map_or(TokenCounter::Estimate, |e| e.1)
 }
 
 #[cfg(test)]

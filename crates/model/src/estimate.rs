@@ -1,4 +1,5 @@
-//! Cheap token estimates for budgeting a request (spec runtime §12.1).
+//! Cheap token estimates for budgeting a request (spec runtime §12.1), for models without a
+//! tokenizer crate ([`crate::TokenCounter`] picks; OpenAI's families are counted exactly).
 //!
 //! No tokenizer: CJK characters count one token each (BPE vocabularies rarely merge them), other
 //! text one token per four bytes, rounded up; each message adds a fixed framing overhead; each image
@@ -8,6 +9,7 @@
 //! tool arguments and schemas cost more than their text), so a request the estimate lets through
 //! fits the window even on a model whose tokenizer splits finer than four bytes a token.
 
+use crate::TokenCounter;
 use mpa_protocol::{Content, ContentPart, Message, RequestBudget, Role, ToolSpec};
 
 /// Framing tokens per message (role markers, separators).
@@ -17,22 +19,32 @@ pub const TOOL_OVERHEAD_TOKENS: u64 = 8;
 /// Tokens counted per image.
 pub const IMAGE_TOKENS: u64 = 85;
 
-/// An estimate broken down as the budget report wants it.
+/// A request's tokens broken down as the budget report wants it, in the raw units of `counter`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TokenEstimate {
-    /// Non-system messages, text and tool calls (images excluded).
+    /// Non-system messages, text and tool calls (images excluded); with a tokenizer also the
+    /// reply priming.
     pub message_tokens: u64,
     pub system_tokens: u64,
+    /// Tool schemas (with a tokenizer already times the serialisation factor).
     pub tool_tokens: u64,
     pub multimodal_tokens: u64,
     pub image_count: u64,
     pub message_count: u64,
     pub tool_count: u64,
+    /// How the figures were counted.
+    pub counter: TokenCounter,
 }
 
 impl TokenEstimate {
+    /// The raw sum.
     pub fn total(&self) -> u64 {
         self.message_tokens + self.system_tokens + self.tool_tokens + self.multimodal_tokens
+    }
+
+    /// What is budgeted against the window: [`TokenCounter::budgeted`] of the sum.
+    pub fn input_tokens(&self) -> u64 {
+        self.counter.budgeted(self.total())
     }
 }
 
@@ -96,7 +108,7 @@ fn content_tokens(content: &Content) -> (u64, u64) {
     }
 }
 
-/// The estimate with its breakdown.
+/// The calibrated estimate with its breakdown (`counter` is [`TokenCounter::Estimate`]).
 pub fn estimate_breakdown<'a>(
     messages: impl IntoIterator<Item = &'a Message>,
     tools: &[ToolSpec],
@@ -121,7 +133,7 @@ pub fn estimate_breakdown<'a>(
     est
 }
 
-/// How the budget counts tokens (reported with every budget).
+/// The calibrated estimate's name in the budget report.
 pub const ESTIMATOR: &str = "calibrated_estimate";
 
 /// The estimate times the provider-serialisation factor (×1.5, rounded up).
@@ -140,23 +152,29 @@ pub struct BudgetLimits {
     pub context_window_tokens: u64,
     pub model_max_output_tokens: Option<u32>,
     pub configured_output_limit_tokens: Option<u32>,
+    /// How the model's tokens are counted.
+    pub counter: TokenCounter,
 }
 
 impl BudgetLimits {
-    /// The catalogue's window for the model, else `llm_max_context_k_tokens` × 1000.
+    /// The catalogue's window for the model, else `llm_max_context_k_tokens` × 1000, and the
+    /// model family's token counter.
     pub fn for_model(cfg: &crate::ModelConfig, llm_max_context_k_tokens: u64) -> Self {
         let profile = crate::model_profile(&cfg.model);
         Self {
             context_window_tokens: profile.context_window_or(llm_max_context_k_tokens),
             model_max_output_tokens: profile.max_output_tokens,
             configured_output_limit_tokens: cfg.max_output_tokens,
+            counter: TokenCounter::for_model(&cfg.model),
         }
     }
 }
 
-/// The figures of spec runtime §12.1 for one request.
+/// The figures of spec runtime §12.1 for one request, counted as `est.counter` says (the
+/// serialisation factor on the whole sum for the estimate; on tool schemas only, already in
+/// `tool_tokens`, with a tokenizer).
 pub fn request_budget(est: &TokenEstimate, limits: &BudgetLimits) -> RequestBudget {
-    let estimated = with_serialisation_factor(est.total());
+    let estimated = est.input_tokens();
     let window = limits.context_window_tokens;
     RequestBudget {
         message_count: est.message_count,
@@ -179,7 +197,7 @@ pub fn request_budget(est: &TokenEstimate, limits: &BudgetLimits) -> RequestBudg
         estimated_over_input_limit: estimated > window,
         model_max_output_tokens: limits.model_max_output_tokens,
         configured_output_limit_tokens: limits.configured_output_limit_tokens,
-        estimator: ESTIMATOR.to_string(),
+        estimator: est.counter.name().to_string(),
         compaction: None,
         tool_discovery: None,
     }
@@ -273,6 +291,7 @@ mod tests {
                 image_count: 1,
                 message_count: 2,
                 tool_count: 1,
+                counter: TokenCounter::Estimate,
             }
         );
         assert_eq!(estimate_tokens(&messages, &tools), 6 + 6 + 11 + 85);

@@ -16,9 +16,11 @@
 //!   `is_context_exceeded()` (code `model_context_exceeded`, phrasings in
 //!   [`CONTEXT_EXCEEDED_MARKERS`]), `status()`, `is_image_input_rejected()`.
 //! - [`model_profile`] → [`ModelProfile`] (context window, image support, output limit).
-//! - [`estimate_tokens`] / [`estimate_breakdown`]: cheap request-size estimates;
-//!   [`request_budget`] against [`BudgetLimits`] (window from the catalogue, else
-//!   `LLM_MAX_CONTEXT_TOKENS`) with the provider-serialisation factor.
+//! - [`TokenCounter::for_model`]: how a model's tokens are counted — OpenAI's families with their
+//!   real BPE (`o200k_base`, `cl100k_base`), every other model with the calibrated estimate
+//!   ([`estimate_tokens`] / [`estimate_breakdown`]); [`TokenCounter::breakdown`] of a request
+//!   with a [`TokenCache`] (each message tokenized once); [`request_budget`] against
+//!   [`BudgetLimits`] (window from the catalogue, else `LLM_MAX_CONTEXT_TOKENS`, and the counter).
 //! - Pure building blocks, usable without I/O (tests, benchmarks, replays): [`sse::SseParser`]
 //!   (bytes → events), [`chunk`] (lenient wire types), [`assembly::ToolCallAssembler`] and
 //!   [`assembly::CompletionAssembler`] (chunks → completion), [`decoder::StreamDecoder`] (bytes →
@@ -49,6 +51,7 @@ mod error;
 mod estimate;
 mod output_limit;
 pub mod sse;
+mod tokens;
 mod wire;
 
 pub use catalogue::{ModelProfile, model_profile};
@@ -61,6 +64,9 @@ pub use estimate::{
     TokenEstimate, estimate_breakdown, estimate_message_tokens, estimate_text_tokens,
     estimate_tokens, estimate_tool_tokens, request_budget, with_serialisation_factor,
     without_serialisation_factor,
+};
+pub use tokens::{
+    CHAT_MESSAGE_TOKENS, REPLY_PRIMING_TOKENS, TOOL_CALL_FRAMING_TOKENS, TokenCache, TokenCounter,
 };
 pub use wire::{BodyOptions, OutputLimitParam, request_body};
 

@@ -388,7 +388,11 @@ pub struct RequestBudget {
     pub system_tokens: u64,
     pub tool_tokens: u64,
     pub multimodal_tokens: u64,
-    /// The sum above times the provider-serialisation factor.
+    /// What is budgeted against the window. With a real tokenizer (`estimator` names it) the sum
+    /// above: messages are counted exactly with the chat format's documented framing, and
+    /// `tool_tokens` already carries the serialisation factor (schemas are rendered by the
+    /// provider in an undocumented way). With the calibrated estimate, the sum times the
+    /// provider-serialisation factor (×1.5).
     pub estimated_input_tokens: u64,
     pub context_window_tokens: u64,
     pub estimated_remaining_input_tokens: u64,
@@ -396,7 +400,8 @@ pub struct RequestBudget {
     pub estimated_over_input_limit: bool,
     pub model_max_output_tokens: Option<u32>,
     pub configured_output_limit_tokens: Option<u32>,
-    /// How tokens were counted (`calibrated_estimate`).
+    /// How tokens were counted: the model family's tokenizer (`o200k_base`, `cl100k_base`) or
+    /// `calibrated_estimate`.
     pub estimator: String,
     /// What compaction did before this request (`compacted`, `failed`, …), with its figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]

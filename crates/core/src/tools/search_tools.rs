@@ -344,6 +344,7 @@ pub fn admit(
     specs: &BTreeMap<&str, &ToolSpec>,
     window: u64,
     estimated_input_tokens: u64,
+    counter: mpa_model::TokenCounter,
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut schema = if window > 0 {
         SCHEMA_TOKENS.min((window as f64 * SCHEMA_WINDOW_FRACTION) as u64)
@@ -361,7 +362,7 @@ pub fn admit(
         let status = if discovery.baseline.contains(name) {
             "already_selected"
         } else if let Some(spec) = specs.get(name.as_str()) {
-            let cost = mpa_model::with_serialisation_factor(mpa_model::estimate_tool_tokens(spec));
+            let cost = counter.budgeted(counter.tool_tokens(spec));
             if cost > schema {
                 "schema_budget_exceeded"
             } else if cost > context {

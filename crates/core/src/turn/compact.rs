@@ -16,11 +16,11 @@
 //! - the first user message of the task (its constraints) is kept verbatim after the summary;
 //! - the plan, steering ids and the invocation ledger live outside messages and are untouched;
 //! - a request still over the window after a strict repartition is an error, never sent.
+//!
+//! Sizes are raw tokens of the model's [`TokenCounter`] (its real tokenizer, or the calibrated
+//! estimate, whose fractions of the window are converted with the serialisation factor).
 
-use mpa_model::{
-    BudgetLimits, ChatRequest, ModelClient, estimate_message_tokens, estimate_text_tokens,
-    with_serialisation_factor, without_serialisation_factor,
-};
+use mpa_model::{BudgetLimits, ChatRequest, ModelClient, TokenCache, TokenCounter};
 use mpa_protocol::{Message, RequestBudget, Role};
 use tokio_util::sync::CancellationToken;
 
@@ -158,15 +158,23 @@ pub struct Partition {
 pub struct Costs {
     pub per_message: Vec<u64>,
     pub fixed: u64,
+    pub counter: TokenCounter,
 }
 
 impl Costs {
-    pub fn of(messages: &[Message], request_raw_total: u64) -> Self {
-        let per_message: Vec<u64> = messages.iter().map(estimate_message_tokens).collect();
+    /// Counted by `counter`; `tokens` holds the counts the request's budget just made.
+    pub fn of(
+        counter: TokenCounter,
+        tokens: &TokenCache,
+        messages: &[Message],
+        request_raw_total: u64,
+    ) -> Self {
+        let per_message = tokens.message_tokens(counter, messages);
         let sum: u64 = per_message.iter().sum();
         Costs {
             fixed: request_raw_total.saturating_sub(sum),
             per_message,
+            counter,
         }
     }
 
@@ -203,7 +211,9 @@ pub fn partition(
             match retention.filter(|&k| summarisable(k)) {
                 Some(k) => k,
                 None => {
-                    let keep = without_serialisation_factor((window as f64 * KEEP_FRACTION) as u64);
+                    let keep = costs
+                        .counter
+                        .raw_room((window as f64 * KEEP_FRACTION) as u64);
                     cuts.iter()
                         .copied()
                         .find(|&k| costs.tail(k) <= keep)
@@ -225,6 +235,8 @@ pub fn partition(
 pub struct Input<'a> {
     pub model: &'a ModelClient,
     pub messages: &'a [Message],
+    /// The conversation's token counts (the budget of this request filled it).
+    pub tokens: &'a TokenCache,
     /// Raw (unfactored) estimate of the whole request as it would be sent.
     pub request_raw_tokens: u64,
     pub limits: BudgetLimits,
@@ -237,15 +249,16 @@ pub struct Input<'a> {
 /// still over the target. Returns the proposal to commit after the main call succeeds.
 pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
     let window = input.limits.context_window_tokens;
+    let counter = input.limits.counter;
     let messages = input.messages;
-    let costs = Costs::of(messages, input.request_raw_tokens);
-    let target_raw = without_serialisation_factor((window as f64 * TARGET_FRACTION) as u64);
-    let window_raw = without_serialisation_factor(window);
+    let costs = Costs::of(counter, input.tokens, messages, input.request_raw_tokens);
+    let target_raw = counter.raw_room((window as f64 * TARGET_FRACTION) as u64);
+    let window_raw = counter.raw_room(window);
     let mut part = partition(messages, &costs, window, input.max_cut, None)
         .ok_or(CompactError::NothingToCompress)?;
     // Planned with the largest summary the summariser may return, so one call usually does.
     let pinned = part.pinned.map_or(0, |f| costs.per_message[f]);
-    let largest_summary = summary_limit(window) + estimate_text_tokens(SUMMARY_HEADER) + 8;
+    let largest_summary = summary_limit(counter, window) + counter.text_tokens(SUMMARY_HEADER) + 8;
     let planned_room = target_raw.saturating_sub(costs.fixed + largest_summary + pinned);
     if costs.tail(part.cut) > planned_room
         && let Some(p) = partition(
@@ -263,7 +276,8 @@ pub async fn compact(input: &Input<'_>) -> Result<Compaction, CompactError> {
         attempts += 1;
         let summary = summarise(input, &messages[..part.cut]).await?;
         let prefix = rebuild(messages, &part, &summary);
-        let prefix_cost: u64 = prefix.iter().map(estimate_message_tokens).sum();
+        // Cached: the rebuilt request's budget counts the same summary again.
+        let prefix_cost: u64 = input.tokens.message_tokens(counter, &prefix).iter().sum();
         let rebuilt = costs.fixed + prefix_cost + costs.tail(part.cut);
         // Strictly, when over the target: a later cut, its tail within the room left beside
         // the fixed cost and this summary.
@@ -364,12 +378,13 @@ fn render(m: &Message) -> String {
 /// dropping the oldest non-summary lines; the answer is bounded to 10 % of the window.
 async fn summarise(input: &Input<'_>, part: &[Message]) -> Result<String, CompactError> {
     let window = input.limits.context_window_tokens;
-    let budget = without_serialisation_factor(window / 2);
+    let counter = input.limits.counter;
+    let budget = counter.raw_room(window / 2);
     let mut lines: Vec<(String, u64, bool)> = part
         .iter()
         .map(|m| {
             let s = render(m);
-            let t = estimate_text_tokens(&s) + 4;
+            let t = counter.text_tokens(&s) + 4;
             (s, t, is_summary(m))
         })
         .collect();
@@ -402,14 +417,14 @@ async fn summarise(input: &Input<'_>, part: &[Message]) -> Result<String, Compac
         Err(e) => return Err(CompactError::SummariserFailed(e.code().to_string())),
     };
     // Bounded: a summary longer than 10 % of the window is cut at that size.
-    let max_tokens = summary_limit(window);
-    if estimate_text_tokens(&text) <= max_tokens {
+    let max_tokens = summary_limit(counter, window);
+    if counter.text_tokens(&text) <= max_tokens {
         return Ok(text.trim().to_string());
     }
     let mut out = String::new();
     let mut used = 0;
     for line in text.lines() {
-        let t = estimate_text_tokens(line) + 1;
+        let t = counter.text_tokens(line) + 1;
         if used + t > max_tokens {
             break;
         }
@@ -421,20 +436,23 @@ async fn summarise(input: &Input<'_>, part: &[Message]) -> Result<String, Compac
 }
 
 /// The most raw tokens a summary may have: 10 % of the window.
-fn summary_limit(window: u64) -> u64 {
-    without_serialisation_factor((window as f64 * KEEP_FRACTION) as u64).max(64)
+fn summary_limit(counter: TokenCounter, window: u64) -> u64 {
+    counter
+        .raw_room((window as f64 * KEEP_FRACTION) as u64)
+        .max(64)
 }
 
 /// The budget report's `compaction` entry.
-pub fn report(c: &Compaction, before_raw: u64, window: u64) -> serde_json::Value {
+pub fn report(c: &Compaction, before_raw: u64, limits: &BudgetLimits) -> serde_json::Value {
+    let counter = limits.counter;
     serde_json::json!({
         "status": "compacted",
         "summarised_messages": c.summarised_messages,
         "kept_messages_from": c.cut,
         "attempts": c.attempts,
-        "estimated_input_tokens_before": with_serialisation_factor(before_raw),
-        "estimated_input_tokens_after": with_serialisation_factor(c.rebuilt_raw_tokens),
-        "context_window_tokens": window,
+        "estimated_input_tokens_before": counter.budgeted(before_raw),
+        "estimated_input_tokens_after": counter.budgeted(c.rebuilt_raw_tokens),
+        "context_window_tokens": limits.context_window_tokens,
     })
 }
 
@@ -469,7 +487,7 @@ mod tests {
     #[test]
     fn the_retention_cut_keeps_twenty_and_never_splits_a_call_from_its_result() {
         let m = convo(30, 100);
-        let costs = Costs::of(&m, 0);
+        let costs = Costs::of(TokenCounter::Estimate, &TokenCache::new(), &m, 0);
         let p = partition(&m, &costs, 16_000, m.len(), None).unwrap();
         assert!(m.len() - p.cut >= KEEP_MESSAGES);
         assert_ne!(m[p.cut].role, Role::Tool);
@@ -483,7 +501,7 @@ mod tests {
     fn the_token_partition_and_the_strict_repartition() {
         // Few but huge messages: the retention policy finds no cut.
         let m = convo(4, 8000);
-        let costs = Costs::of(&m, 0);
+        let costs = Costs::of(TokenCounter::Estimate, &TokenCache::new(), &m, 0);
         let p = partition(&m, &costs, 16_000, m.len(), None).unwrap();
         assert_ne!(m[p.cut].role, Role::Tool);
         let again = partition(&m, &costs, 16_000, m.len(), Some((p.cut, 0)));
@@ -496,7 +514,13 @@ mod tests {
             .insert(SUMMARY_SOURCE_KEY.into(), SUMMARY_SOURCE.into());
         let only = vec![s, Message::user("hi")];
         assert_eq!(
-            partition(&only, &Costs::of(&only, 0), 16_000, 2, None),
+            partition(
+                &only,
+                &Costs::of(TokenCounter::Estimate, &TokenCache::new(), &only, 0),
+                16_000,
+                2,
+                None
+            ),
             None
         );
     }

@@ -315,6 +315,7 @@ pub async fn run_turn(
                 due,
                 system,
                 messages: data.transcript.messages().to_vec(),
+                tokens: data.transcript.tokens().clone(),
             })
         }
         _ => None,

@@ -63,8 +63,11 @@ pub struct UsageSnapshot {
     pub last_cache_hit_ratio: f64,
     /// The last figures are the host's estimate (the provider reported none).
     pub last_usage_estimated: bool,
-    /// What the host estimated for the last request (with the serialisation factor).
+    /// What the host estimated for the last request (as budgeted: exact with a tokenizer, with
+    /// the serialisation factor for the estimate).
     pub last_estimated_input_tokens: u64,
+    /// How that was counted: `o200k_base`, `cl100k_base` or `calibrated_estimate`.
+    pub estimator: String,
     pub context_window_tokens: u64,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
@@ -89,6 +92,7 @@ impl UsageSnapshot {
         };
         self.last_usage_estimated = u.estimated;
         self.last_estimated_input_tokens = budget.estimated_input_tokens;
+        self.estimator.clone_from(&budget.estimator);
         self.context_window_tokens = budget.context_window_tokens;
         self.total_input_tokens += u.input_tokens;
         self.total_output_tokens += u.output_tokens;

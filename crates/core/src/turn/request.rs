@@ -17,6 +17,9 @@ use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
 pub struct Tail {
     /// The final transcript message with the plan block appended.
     last: Option<Message>,
+    /// What `last` has beyond the transcript's message: the blocks, with their separator when
+    /// they follow text, or as a part of their own.
+    appendix: Option<String>,
     /// A host continuation after the transcript (outbound only, never saved).
     continuation: Option<Message>,
 }
@@ -40,18 +43,34 @@ impl Tail {
             }
             extra.push_str(block);
         }
-        let last = match (transcript.last(), extra.is_empty()) {
+        let (last, appendix) = match (transcript.last(), extra.is_empty()) {
             (Some(m), false) => {
                 let mut m = m.clone();
-                append_text(&mut m, &extra);
-                Some(m)
+                let appendix = append_text(&mut m, &extra);
+                (Some(m), Some(appendix))
             }
-            _ => None,
+            _ => (None, None),
         };
         Self {
             last,
+            appendix,
             continuation: None,
         }
+    }
+
+    /// The same tail without the blocks appended to the final message (for counting: that
+    /// message is then the transcript's own, already counted, and [`Tail::appendix`] the rest).
+    pub fn without_appendix(&self) -> Self {
+        Self {
+            last: None,
+            appendix: None,
+            continuation: self.continuation.clone(),
+        }
+    }
+
+    /// The text appended to the final message, as it is sent.
+    pub fn appendix(&self) -> Option<&str> {
+        self.appendix.as_deref()
     }
 
     /// Asks the model to continue (after an empty answer); sent once, never saved.
@@ -60,17 +79,24 @@ impl Tail {
     }
 }
 
-fn append_text(m: &mut Message, extra: &str) {
+/// Appends `extra` to the message's text; returns what was added.
+fn append_text(m: &mut Message, extra: &str) -> String {
     match &mut m.content {
         Content::Text(t) => {
-            if !t.is_empty() {
-                t.push_str("\n\n");
-            }
-            t.push_str(extra);
+            let added = if t.is_empty() {
+                extra.to_string()
+            } else {
+                format!("\n\n{extra}")
+            };
+            t.push_str(&added);
+            added
         }
-        Content::Parts(parts) => parts.push(ContentPart::Text {
-            text: extra.to_string(),
-        }),
+        Content::Parts(parts) => {
+            parts.push(ContentPart::Text {
+                text: extra.to_string(),
+            });
+            extra.to_string()
+        }
     }
 }
 

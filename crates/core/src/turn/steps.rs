@@ -125,6 +125,11 @@ pub async fn run(
             ));
             break;
         }
+        let counter = setup.budget.counter;
+        if !counter.is_ready() {
+            // A vocabulary loads (once per process, ~0.1–0.6 s) off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(move || counter.warm_up()).await;
+        }
         // Slot: steering (queued user messages join the transcript here, never between a tool
         // call and its result), then compaction when the request is over budget.
         let plan = plan_of(setup.tools.state);
@@ -147,9 +152,15 @@ pub async fn run(
             tail.continuation(EMPTY_ANSWER_NUDGE);
         }
         // Slot: vision projection of tool images (outbound copy only).
-        let full = assemble(setup.system, &[], transcript.messages(), &tail, specs);
-        let breakdown = mpa_model::estimate_breakdown(full.messages.iter().copied(), full.tools);
-        drop(full);
+        let breakdown = count_request(
+            counter,
+            setup.system,
+            &[],
+            transcript.messages(),
+            &tail,
+            specs,
+            transcript.tokens(),
+        );
         let mut budget = mpa_model::request_budget(&breakdown, &setup.budget);
         budget.tool_discovery = statuses;
         // Compaction at the model-call boundary, on the real request. A proposal only: the
@@ -160,6 +171,7 @@ pub async fn run(
             let input = compact::Input {
                 model: setup.model,
                 messages: transcript.messages(),
+                tokens: transcript.tokens(),
                 request_raw_tokens: breakdown.total(),
                 limits: setup.budget,
                 max_cut: hooks.evidence_watermark(transcript),
@@ -167,8 +179,7 @@ pub async fn run(
             };
             match compact::compact(&input).await {
                 Ok(c) => {
-                    let report =
-                        compact::report(&c, breakdown.total(), budget.context_window_tokens);
+                    let report = compact::report(&c, breakdown.total(), &setup.budget);
                     pending = Some(c);
                     budget.compaction = Some(report);
                 }
@@ -206,7 +217,15 @@ pub async fn run(
         };
         let req = assemble(setup.system, prefix, kept, &tail, specs);
         let estimate = if pending.is_some() {
-            let rebuilt = mpa_model::estimate_breakdown(req.messages.iter().copied(), req.tools);
+            let rebuilt = count_request(
+                counter,
+                setup.system,
+                prefix,
+                kept,
+                &tail,
+                specs,
+                transcript.tokens(),
+            );
             let (report, statuses) = (budget.compaction.take(), budget.tool_discovery.take());
             budget = mpa_model::request_budget(&rebuilt, &setup.budget);
             budget.compaction = report;
@@ -267,7 +286,7 @@ pub async fn run(
                 break;
             }
         };
-        let usage = usage_of(&completion, estimate, sink);
+        let usage = usage_of(&completion, estimate, counter, sink);
         hooks.on_model_answer(&usage, &budget);
         end.usage.add(&usage);
         if completion.is_empty_answer() {
@@ -398,17 +417,24 @@ fn discovery_for(
         setup.acting_note.as_deref(),
         Some(&availability_notice(&longest)),
     );
-    let req = assemble(setup.system, &[], transcript.messages(), &tail, setup.specs);
-    let estimated = mpa_model::with_serialisation_factor(mpa_model::estimate_tokens(
-        req.messages.iter().copied(),
-        req.tools,
-    ));
+    let counter = setup.budget.counter;
+    let estimated = count_request(
+        counter,
+        setup.system,
+        &[],
+        transcript.messages(),
+        &tail,
+        setup.specs,
+        transcript.tokens(),
+    )
+    .input_tokens();
     let by_name = catalogue.iter().map(|s| (s.name.as_str(), s)).collect();
     let (statuses, enabled) = admit(
         &discovery,
         &by_name,
         setup.budget.context_window_tokens,
         estimated,
+        counter,
     );
     let mut specs = setup.specs.to_vec();
     specs.extend(
@@ -418,6 +444,33 @@ fn discovery_for(
             .cloned(),
     );
     Some((specs, availability_notice(&statuses), statuses))
+}
+
+/// The tokens of the request [`assemble`] builds from these parts. With a real tokenizer the
+/// final message's outbound copy (the plan block appended) is counted as the transcript's own
+/// message — cached, so each message is tokenized once in its life, not once more per call with
+/// the block — plus the block: the BPE could merge a token across the join, so this may be a
+/// token or two off. The estimate counts the copy itself (it costs what a lookup does).
+pub fn count_request(
+    counter: mpa_model::TokenCounter,
+    system: &Message,
+    prefix: &[Message],
+    messages: &[Message],
+    tail: &Tail,
+    specs: &[ToolSpec],
+    tokens: &mpa_model::TokenCache,
+) -> mpa_model::TokenEstimate {
+    if !counter.is_tokenizer() {
+        let req = assemble(system, prefix, messages, tail, specs);
+        return counter.breakdown(req.messages.iter().copied(), req.tools, tokens);
+    }
+    let plain = tail.without_appendix();
+    let req = assemble(system, prefix, messages, &plain, specs);
+    let mut est = counter.breakdown(req.messages.iter().copied(), req.tools, tokens);
+    est.message_tokens += tail
+        .appendix()
+        .map_or(0, |a| tokens.text_tokens(counter, a));
+    est
 }
 
 const EMPTY_ANSWER_NUDGE: &str = "[Host note: your last answer was empty. Continue the task: call a \
@@ -434,7 +487,12 @@ a new session, or raise the model server's context size (and LLM_MAX_CONTEXT_TOK
 
 /// What the provider reported, or — marked as such — the host's estimate when it reported
 /// nothing (llama.cpp sends no usage chunk), so usage is never silently zero.
-fn usage_of(c: &mpa_model::Completion, estimate: u64, sink: &EventSink<'_>) -> Usage {
+fn usage_of(
+    c: &mpa_model::Completion,
+    estimate: u64,
+    counter: mpa_model::TokenCounter,
+    sink: &EventSink<'_>,
+) -> Usage {
     match c.usage {
         Some(u) if u.input_tokens > 0 => u,
         Some(mut u) => {
@@ -444,10 +502,10 @@ fn usage_of(c: &mpa_model::Completion, estimate: u64, sink: &EventSink<'_>) -> U
             u
         }
         None => {
-            let output = mpa_model::estimate_text_tokens(&c.content)
+            let output = counter.text_tokens(&c.content)
                 + c.tool_calls
                     .iter()
-                    .map(|t| mpa_model::estimate_text_tokens(&t.arguments))
+                    .map(|t| counter.text_tokens(&t.arguments))
                     .sum::<u64>();
             let u = Usage {
                 input_tokens: estimate,
@@ -504,4 +562,49 @@ fn keep_partial(transcript: &mut Transcript, partial: String) {
     m.metadata
         .insert("interrupted".into(), serde_json::Value::Bool(true));
     transcript.push(m);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpa_model::{TokenCache, TokenCounter};
+    use mpa_protocol::Outcome;
+
+    #[test]
+    fn the_outbound_copy_of_the_last_message_is_not_tokenized_again() {
+        let system = Message::system("You are the MoviePilot agent.");
+        let rows: String = (0..40)
+            .map(|i| format!(r#"{{"id":{i},"name":"订阅 {i} 流浪地球","state":"R"}}"#))
+            .collect();
+        let messages = vec![
+            Message::user("第3页：请列出订阅，每页 20 条"),
+            Message::tool("c1", "t", format!("[{rows}]"), Outcome::Succeeded),
+        ];
+        let tail = Tail::new(&messages, None, Some("[Host note: acting for lin]"), None);
+        for counter in [TokenCounter::O200kBase, TokenCounter::Cl100kBase] {
+            let cache = TokenCache::new();
+            let split = count_request(counter, &system, &[], &messages, &tail, &[], &cache);
+            let req = assemble(&system, &[], &messages, &tail, &[]);
+            let whole = counter.breakdown(req.messages.iter().copied(), &[], &TokenCache::new());
+            // Within a token or two of counting the copy itself.
+            assert!(
+                split.message_tokens.abs_diff(whole.message_tokens) <= 2,
+                "{split:?} {whole:?}"
+            );
+            assert_eq!(split.system_tokens, whole.system_tokens);
+            // Cached as the transcript has them: another block costs only the block.
+            let held = cache.len();
+            let next = Tail::new(&messages, None, Some("[Host note: acting for mei]"), None);
+            count_request(counter, &system, &[], &messages, &next, &[], &cache);
+            assert_eq!(cache.len(), held + 1);
+        }
+        // The estimate counts the copy itself, as before.
+        let cache = TokenCache::new();
+        let counter = TokenCounter::Estimate;
+        let req = assemble(&system, &[], &messages, &tail, &[]);
+        assert_eq!(
+            count_request(counter, &system, &[], &messages, &tail, &[], &cache),
+            mpa_model::estimate_breakdown(req.messages.iter().copied(), &[])
+        );
+    }
 }
