@@ -171,7 +171,7 @@ fn seed_skills(template: &Path, data_dir: &Path) -> std::io::Result<()> {
     let source = template.join(guides::CATEGORY_DIR);
     if !source.is_dir() {
         private_dir(template)?;
-        guides::install(template, mpa_gateway::catalogue())?;
+        guides::install(template, guides::shipped())?;
     }
     copy_tree(
         &source,

@@ -137,7 +137,8 @@ impl Host {
         if let Some(mp) = &cfg.moviepilot {
             caps.moviepilot = Some(moviepilot_access(mp, &store)?);
             let skills_root = cfg.data_dir.join("agent/skills");
-            match crate::moviepilot::guides::install(&skills_root, mpa_gateway::catalogue()) {
+            let shipped = crate::moviepilot::guides::shipped();
+            match crate::moviepilot::guides::install(&skills_root, shipped) {
                 Ok(report) => {
                     for name in report.kept_edits {
                         tracing::info!(skill = %name, "public skill edited by an administrator; left as it is");

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// The public-skills category folder.
 pub const CATEGORY_DIR: &str = "moviepilot-api";
@@ -132,8 +133,36 @@ pub fn all_skills(catalogue: &Catalogue) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn digest(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
+fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// One category skill as shipped: its name, its SKILL.md and the digest of that text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShippedSkill {
+    pub name: String,
+    pub text: String,
+    pub digest: String,
+}
+
+/// Every category skill of `catalogue`, rendered and digested.
+pub fn render(catalogue: &Catalogue) -> Vec<ShippedSkill> {
+    all_skills(catalogue)
+        .into_iter()
+        .map(|(name, text)| ShippedSkill {
+            digest: digest(text.as_bytes()),
+            name,
+            text,
+        })
+        .collect()
+}
+
+/// The skills of the built-in catalogue, rendered and digested once per process: the catalogue
+/// is static data, so every host this process opens ships the same text.
+pub fn shipped() -> &'static [ShippedSkill] {
+    static SHIPPED: LazyLock<Vec<ShippedSkill>> =
+        LazyLock::new(|| render(mpa_gateway::catalogue()));
+    &SHIPPED
 }
 
 /// What an install did.
@@ -144,30 +173,31 @@ pub struct InstallReport {
     pub kept_edits: Vec<String>,
 }
 
-/// Installs (or updates) the category skills under `skills_root/moviepilot-api/`. A SKILL.md that
-/// differs from what the host last wrote was edited by an admin and is left alone.
-pub fn install(skills_root: &Path, catalogue: &Catalogue) -> std::io::Result<InstallReport> {
+/// Installs (or updates) `skills` under `skills_root/moviepilot-api/`. A SKILL.md that differs
+/// from what the host last wrote was edited by an admin and is left alone. A file that already
+/// holds the shipped text is compared byte for byte (no digest), and the manifest is rewritten
+/// only when it changes, so installing over a current folder writes nothing.
+pub fn install(skills_root: &Path, skills: &[ShippedSkill]) -> std::io::Result<InstallReport> {
     let dir = skills_root.join(CATEGORY_DIR);
     create_private_dir(&dir)?;
     let manifest_path = dir.join(MANIFEST);
-    let mut shipped: BTreeMap<String, String> = std::fs::read_to_string(&manifest_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
+    let manifest_text = std::fs::read_to_string(&manifest_path).ok();
+    let mut shipped: BTreeMap<String, String> = manifest_text
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default();
     let mut report = InstallReport::default();
-    for (name, text) in all_skills(catalogue) {
-        let skill_dir = dir.join(&name);
+    for skill in skills {
+        let skill_dir = dir.join(&skill.name);
         let file = skill_dir.join("SKILL.md");
-        let want = digest(&text);
-        match std::fs::read_to_string(&file) {
+        match std::fs::read(&file) {
+            Ok(current) if current == skill.text.as_bytes() => {
+                shipped.insert(skill.name.clone(), skill.digest.clone());
+                continue;
+            }
             Ok(current) => {
-                let have = digest(&current);
-                if have == want {
-                    shipped.insert(name, want);
-                    continue;
-                }
-                if shipped.get(&name) != Some(&have) {
-                    report.kept_edits.push(name);
+                if shipped.get(&skill.name) != Some(&digest(&current)) {
+                    report.kept_edits.push(skill.name.clone());
                     continue;
                 }
             }
@@ -175,12 +205,14 @@ pub fn install(skills_root: &Path, catalogue: &Catalogue) -> std::io::Result<Ins
             Err(e) => return Err(e),
         }
         create_private_dir(&skill_dir)?;
-        write_private(&file, &text)?;
-        shipped.insert(name.clone(), want);
-        report.written.push(name);
+        write_private(&file, &skill.text)?;
+        shipped.insert(skill.name.clone(), skill.digest.clone());
+        report.written.push(skill.name.clone());
     }
     let manifest = serde_json::to_string_pretty(&shipped).unwrap_or_default();
-    write_private(&manifest_path, &manifest)?;
+    if manifest_text.as_deref() != Some(manifest.as_str()) {
+        write_private(&manifest_path, &manifest)?;
+    }
     Ok(report)
 }
 
@@ -230,9 +262,15 @@ mod tests {
     fn install_writes_once_updates_its_own_files_and_keeps_admin_edits() {
         let dir = tempfile::tempdir().unwrap();
         let cat = mpa_gateway::catalogue();
-        let first = install(dir.path(), cat).unwrap();
+        let first = install(dir.path(), shipped()).unwrap();
         assert_eq!(first.written.len(), cat.categories().len());
-        assert!(install(dir.path(), cat).unwrap().written.is_empty());
+        // Installing over a current folder writes nothing, not even the manifest.
+        let manifest = dir.path().join("moviepilot-api/.shipped.json");
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let before = inode(&manifest);
+        assert!(install(dir.path(), shipped()).unwrap().written.is_empty());
+        assert_eq!(inode(&manifest), before);
+        assert_eq!(shipped(), render(cat).as_slice());
         let edited = dir
             .path()
             .join("moviepilot-api/moviepilot-api-download/SKILL.md");
@@ -241,7 +279,7 @@ mod tests {
             "---\nname: moviepilot-api-download\ndescription: mine\n---\nmine",
         )
         .unwrap();
-        let again = install(dir.path(), cat).unwrap();
+        let again = install(dir.path(), shipped()).unwrap();
         assert_eq!(
             again.kept_edits,
             vec!["moviepilot-api-download".to_string()]
@@ -253,12 +291,11 @@ mod tests {
             .join("moviepilot-api/moviepilot-api-media/SKILL.md");
         let old = "---\nname: moviepilot-api-media\ndescription: old\n---\nold";
         std::fs::write(&media, old).unwrap();
-        let manifest = dir.path().join("moviepilot-api/.shipped.json");
         let mut m: BTreeMap<String, String> =
             serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
-        m.insert("moviepilot-api-media".into(), digest(old));
+        m.insert("moviepilot-api-media".into(), digest(old.as_bytes()));
         std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
-        let updated = install(dir.path(), cat).unwrap();
+        let updated = install(dir.path(), shipped()).unwrap();
         assert_eq!(updated.written, vec!["moviepilot-api-media".to_string()]);
         assert_ne!(std::fs::read_to_string(&media).unwrap(), old);
     }
