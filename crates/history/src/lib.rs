@@ -107,6 +107,9 @@ pub struct HistoryConfig {
     pub background_backfill: bool,
     /// Rows per backfill batch (1..=2000, default 500).
     pub backfill_batch: usize,
+    /// `Durable` (WAL, `synchronous = NORMAL`) unless the data directory is thrown away after
+    /// use (evaluation runs: no fsync).
+    pub durability: mpa_protocol::Durability,
 }
 
 impl HistoryConfig {
@@ -117,6 +120,7 @@ impl HistoryConfig {
             blocking_permits: 8,
             background_backfill: true,
             backfill_batch: backfill::DEFAULT_BATCH,
+            durability: mpa_protocol::Durability::Durable,
         }
     }
 }
@@ -296,6 +300,7 @@ impl Inner {
             &self.cfg.data_dir,
             user,
             self.cfg.query_deadline,
+            self.cfg.durability,
         )?);
         map.insert(user.clone(), s.clone());
         Ok(s)

@@ -5,6 +5,7 @@
 //! edited is never overwritten (a manifest keeps the digest of what the host last wrote).
 
 use mpa_gateway::{Catalogue, Operation};
+use mpa_protocol::Durability;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -165,6 +166,64 @@ pub fn shipped() -> &'static [ShippedSkill] {
     &SHIPPED
 }
 
+/// Whether `dir` (a `moviepilot-api` folder) holds exactly what [`install`] leaves in an empty
+/// skills root for `skills`, and nothing else: the manifest of exactly these skills, one folder
+/// per skill holding only its SKILL.md with the shipped bytes, private modes, no links (no
+/// symlink anywhere, every file with a single name). The evaluation harness checks a copy it
+/// reuses across runs this way, so no run ever sees what another run left.
+pub fn is_pristine(dir: &Path, skills: &[ShippedSkill]) -> std::io::Result<bool> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let private = |m: &std::fs::Metadata, mode: u32| m.permissions().mode() & 0o7777 == mode;
+    let dir_meta = std::fs::symlink_metadata(dir)?;
+    if !dir_meta.is_dir() || !private(&dir_meta, 0o700) {
+        return Ok(false);
+    }
+    let exact_file = |path: &Path, want: &[u8]| -> std::io::Result<bool> {
+        let m = std::fs::symlink_metadata(path)?;
+        if !m.is_file() || !private(&m, 0o600) || m.nlink() != 1 || m.len() != want.len() as u64 {
+            return Ok(false);
+        }
+        Ok(std::fs::read(path)? == want)
+    };
+    let mut entries = 0usize;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        entries += 1;
+        let name = entry.file_name();
+        if name == MANIFEST {
+            if !exact_file(&entry.path(), manifest_text(skills).as_bytes())? {
+                return Ok(false);
+            }
+            continue;
+        }
+        let Some(skill) = skills.iter().find(|s| name == s.name.as_str()) else {
+            return Ok(false);
+        };
+        let meta = std::fs::symlink_metadata(entry.path())?;
+        if !meta.is_dir() || !private(&meta, 0o700) {
+            return Ok(false);
+        }
+        let mut inner = std::fs::read_dir(entry.path())?;
+        let only_skill_md = match (inner.next().transpose()?, inner.next().transpose()?) {
+            (Some(f), None) => f.file_name() == "SKILL.md",
+            _ => false,
+        };
+        if !only_skill_md || !exact_file(&entry.path().join("SKILL.md"), skill.text.as_bytes())? {
+            return Ok(false);
+        }
+    }
+    Ok(entries == skills.len() + 1)
+}
+
+/// The manifest [`install`] writes for exactly `skills`.
+fn manifest_text(skills: &[ShippedSkill]) -> String {
+    let shipped: BTreeMap<&str, &str> = skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.digest.as_str()))
+        .collect();
+    serde_json::to_string_pretty(&shipped).unwrap_or_default()
+}
+
 /// What an install did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct InstallReport {
@@ -177,7 +236,11 @@ pub struct InstallReport {
 /// from what the host last wrote was edited by an admin and is left alone. A file that already
 /// holds the shipped text is compared byte for byte (no digest), and the manifest is rewritten
 /// only when it changes, so installing over a current folder writes nothing.
-pub fn install(skills_root: &Path, skills: &[ShippedSkill]) -> std::io::Result<InstallReport> {
+pub fn install(
+    skills_root: &Path,
+    skills: &[ShippedSkill],
+    durability: Durability,
+) -> std::io::Result<InstallReport> {
     let dir = skills_root.join(CATEGORY_DIR);
     create_private_dir(&dir)?;
     let manifest_path = dir.join(MANIFEST);
@@ -205,13 +268,13 @@ pub fn install(skills_root: &Path, skills: &[ShippedSkill]) -> std::io::Result<I
             Err(e) => return Err(e),
         }
         create_private_dir(&skill_dir)?;
-        write_private(&file, &skill.text)?;
+        write_private(&file, &skill.text, durability)?;
         shipped.insert(skill.name.clone(), skill.digest.clone());
         report.written.push(skill.name.clone());
     }
     let manifest = serde_json::to_string_pretty(&shipped).unwrap_or_default();
     if manifest_text.as_deref() != Some(manifest.as_str()) {
-        write_private(&manifest_path, &manifest)?;
+        write_private(&manifest_path, &manifest, durability)?;
     }
     Ok(report)
 }
@@ -224,8 +287,9 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
-/// Written beside and renamed over, so a crash never leaves half a file.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+/// Written beside and renamed over, so a crash never leaves half a file (synced first unless the
+/// data directory is a throwaway one).
+fn write_private(path: &Path, text: &str, durability: Durability) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
@@ -236,7 +300,9 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(&tmp)?;
     f.write_all(text.as_bytes())?;
-    f.sync_all()?;
+    if durability == Durability::Durable {
+        f.sync_all()?;
+    }
     std::fs::rename(&tmp, path)
 }
 
@@ -262,13 +328,18 @@ mod tests {
     fn install_writes_once_updates_its_own_files_and_keeps_admin_edits() {
         let dir = tempfile::tempdir().unwrap();
         let cat = mpa_gateway::catalogue();
-        let first = install(dir.path(), shipped()).unwrap();
+        let first = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(first.written.len(), cat.categories().len());
         // Installing over a current folder writes nothing, not even the manifest.
         let manifest = dir.path().join("moviepilot-api/.shipped.json");
         let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
         let before = inode(&manifest);
-        assert!(install(dir.path(), shipped()).unwrap().written.is_empty());
+        assert!(
+            install(dir.path(), shipped(), Durability::Durable)
+                .unwrap()
+                .written
+                .is_empty()
+        );
         assert_eq!(inode(&manifest), before);
         assert_eq!(shipped(), render(cat).as_slice());
         let edited = dir
@@ -279,7 +350,7 @@ mod tests {
             "---\nname: moviepilot-api-download\ndescription: mine\n---\nmine",
         )
         .unwrap();
-        let again = install(dir.path(), shipped()).unwrap();
+        let again = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(
             again.kept_edits,
             vec!["moviepilot-api-download".to_string()]
@@ -295,8 +366,64 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
         m.insert("moviepilot-api-media".into(), digest(old.as_bytes()));
         std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
-        let updated = install(dir.path(), shipped()).unwrap();
+        let updated = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(updated.written, vec!["moviepilot-api-media".to_string()]);
         assert_ne!(std::fs::read_to_string(&media).unwrap(), old);
+    }
+
+    #[test]
+    fn only_an_exact_fresh_install_is_pristine() {
+        use std::os::unix::fs::PermissionsExt;
+        let fresh = || {
+            let root = tempfile::tempdir().unwrap();
+            install(root.path(), shipped(), Durability::Durable).unwrap();
+            let dir = root.path().join(CATEGORY_DIR);
+            assert!(is_pristine(&dir, shipped()).unwrap());
+            (root, dir)
+        };
+        type Change = fn(&Path);
+        let changes: [(&str, Change); 8] = [
+            ("a byte changed", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                let mut text = std::fs::read(&p).unwrap();
+                text[10] ^= 1;
+                std::fs::write(&p, text).unwrap();
+            }),
+            ("a file added", |d| {
+                std::fs::write(d.join("moviepilot-api-media/notes.md"), "x").unwrap()
+            }),
+            ("a skill added", |d| {
+                std::fs::create_dir(d.join("mine")).unwrap();
+            }),
+            ("a skill removed", |d| {
+                std::fs::remove_dir_all(d.join("moviepilot-api-media")).unwrap()
+            }),
+            ("a mode widened", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }),
+            ("a second name", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                std::fs::hard_link(&p, d.parent().unwrap().join("alias")).unwrap();
+            }),
+            ("a symlink", |d| {
+                let p = d.join("moviepilot-api-media");
+                std::fs::rename(&p, d.parent().unwrap().join("real")).unwrap();
+                std::os::unix::fs::symlink(d.parent().unwrap().join("real"), &p).unwrap();
+            }),
+            ("the manifest edited", |d| {
+                std::fs::write(d.join(MANIFEST), "{}").unwrap()
+            }),
+        ];
+        for (what, change) in changes {
+            let (_root, dir) = fresh();
+            change(&dir);
+            assert!(!is_pristine(&dir, shipped()).unwrap(), "{what}");
+        }
+        let (_root, dir) = fresh();
+        assert!(
+            !is_pristine(&dir, &shipped()[1..]).unwrap(),
+            "a skill not shipped"
+        );
     }
 }
