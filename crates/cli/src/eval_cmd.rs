@@ -73,6 +73,10 @@ struct RunArgs {
     /// Where the JSON reports go (a new folder per invocation inside it).
     #[arg(long, default_value = "eval-reports")]
     output: PathBuf,
+    /// Open each run's host with the product's durability (its stores fsync as in `serve`)
+    /// instead of skipping fsync on the run's throwaway data directory; for measuring.
+    #[arg(long)]
+    durable_host: bool,
     #[arg(long, env = "MPA_EVAL_SCENARIOS", default_value = "eval/scenarios")]
     scenarios: PathBuf,
 }
@@ -186,8 +190,11 @@ fn resolve(arg: &str, dir: &Path) -> PathBuf {
 /// The host under evaluation: a fresh `mpa-core` host per run.
 struct HostSubject {
     agent: mpa_core::AgentConfig,
-    /// The operation skills, installed once per invocation and copied into each run's host.
+    /// Where one copy of the operation skills waits between runs (checked before each run
+    /// uses it; see `EvalTask::skills_template`).
     skills: tempfile::TempDir,
+    /// Each run's data directory is deleted afterwards: `Throwaway` unless `--durable-host`.
+    durability: mpa_protocol::Durability,
 }
 
 struct GuardAdapter(Arc<mpa_eval::guard::CommandGuard>);
@@ -221,6 +228,7 @@ impl Subject for HostSubject {
     fn run(&self, run: SubjectRun) -> impl Future<Output = Result<SubjectTrace, String>> + Send {
         let mut agent = self.agent.clone();
         let skills = self.skills.path().to_path_buf();
+        let durability = self.durability;
         async move {
             agent.model.base_url = run.model.base_url;
             agent.model.api_key = run.model.api_key;
@@ -242,6 +250,7 @@ impl Subject for HostSubject {
                 guard: Arc::new(GuardAdapter(run.guard)),
                 text: run.task_text,
                 skills_template: Some(skills),
+                durability,
             })
             .await
             .map_err(|e| format!("the host could not run the task: {e}"))?;
@@ -277,6 +286,12 @@ impl Subject for HostSubject {
                 turn: out.turn_time,
                 context_window_tokens: out.context_window_tokens,
                 compactions: out.compactions,
+                phases: out
+                    .phases
+                    .into_iter()
+                    .map(|(phase, d)| (phase.to_string(), d))
+                    .collect(),
+                durable: durability == mpa_protocol::Durability::Durable,
             })
         }
     }
@@ -365,6 +380,11 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
     let subject = HostSubject {
         agent: config.agent_config(),
         skills: tempfile::tempdir()?,
+        durability: if args.durable_host {
+            mpa_protocol::Durability::Durable
+        } else {
+            mpa_protocol::Durability::Throwaway
+        },
     };
     let total = u64::from(args.repeat) * scenarios.len() as u64;
     let bar = progress(total);

@@ -9,6 +9,11 @@
 //! Budgets: model calls per turn (`max_iterations`), no model retries, no background reviews
 //! (they would spend model calls the budget does not see), a wall-clock timeout after which the
 //! turn is stopped like a user's stop.
+//!
+//! Isolation: every task gets a host of its own on an empty data directory (no memory, skills,
+//! history or ledger rows from another run). The caller deletes that directory afterwards, so
+//! it normally asks for [`Durability::Throwaway`] stores (no fsync); the code the host runs is
+//! the product's either way.
 
 use crate::config::AgentConfig;
 use crate::error::Result;
@@ -17,7 +22,9 @@ use crate::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use crate::moviepilot::{AuthMode, MoviePilotConfig};
 use crate::tools::{PreparedCall, Tool, ToolContext, ToolMeta, ToolOutput};
 use async_trait::async_trait;
-use mpa_protocol::{Actor, EffectClass, Event, Outcome, Role, ToolSpec, TurnStatus, Usage};
+use mpa_protocol::{
+    Actor, Durability, EffectClass, Event, Outcome, Role, ToolSpec, TurnStatus, Usage,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,9 +143,15 @@ pub struct EvalTask {
     pub guard: Arc<dyn CommandGuard>,
     /// The only text the model gets as the user's message.
     pub text: String,
-    /// A directory kept across runs where the MoviePilot operation skills are installed once
-    /// and copied from (a fresh host would otherwise write and sync each skill file per run).
+    /// A directory kept across runs where one copy of the MoviePilot operation skills waits
+    /// between runs: moved into the run's data directory before the host opens and back after
+    /// it closes, and checked against a fresh install before every use (a copy that differs in
+    /// any way is deleted and the host installs the skills itself). A fresh host would otherwise
+    /// create 45 files and folders per run, which is most of its file-system cost.
     pub skills_template: Option<PathBuf>,
+    /// How hard the host's stores sync. The harness deletes each run's data directory, so it
+    /// passes `Throwaway` (no fsync) unless asked to measure the product's own setting.
+    pub durability: Durability,
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -149,33 +162,36 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    private_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
+/// Moves the pristine operation skills parked in `template` into `data_dir`, where the host's
+/// own install finds them current and writes nothing. A parked copy that differs in any way from
+/// a fresh install is deleted instead; `false` then (or when nothing is parked): the host
+/// installs the skills itself.
+fn lend_skills(template: &Path, data_dir: &Path) -> std::io::Result<bool> {
+    use crate::moviepilot::guides;
+    let parked = template.join(guides::CATEGORY_DIR);
+    match guides::is_pristine(&parked, guides::shipped()) {
+        Ok(true) => {}
+        Ok(false) => {
+            std::fs::remove_dir_all(&parked)?;
+            return Ok(false);
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
     }
-    Ok(())
+    let skills_root = data_dir.join("agent/skills");
+    private_dir(&skills_root)?;
+    std::fs::rename(&parked, skills_root.join(guides::CATEGORY_DIR))?;
+    Ok(true)
 }
 
-/// Puts the shipped operation skills into `data_dir` from `template` (installing them there
-/// first if needed); the host's own install then finds them current and writes only its
-/// manifest.
-fn seed_skills(template: &Path, data_dir: &Path) -> std::io::Result<()> {
+/// After the host has closed: parks the run's operation skills in `template` for the next run
+/// (which checks them again before using them).
+fn park_skills(template: &Path, data_dir: &Path) -> std::io::Result<()> {
     use crate::moviepilot::guides;
-    let source = template.join(guides::CATEGORY_DIR);
-    if !source.is_dir() {
-        private_dir(template)?;
-        guides::install(template, mpa_gateway::catalogue())?;
-    }
-    copy_tree(
-        &source,
-        &data_dir.join("agent/skills").join(guides::CATEGORY_DIR),
+    private_dir(template)?;
+    std::fs::rename(
+        data_dir.join("agent/skills").join(guides::CATEGORY_DIR),
+        template.join(guides::CATEGORY_DIR),
     )
 }
 
@@ -219,6 +235,10 @@ pub struct EvalOutcome {
     /// (`status` `compacted` with `attempts` — one summariser call each —, or `failed` with its
     /// code). A `compacted` entry is committed once the rebuilt request's model call succeeds.
     pub compactions: Vec<Value>,
+    /// Where the time went, step by step in order: lending the parked operation skills, each
+    /// step of [`Host::open`](crate::host::Host::open), the actor, `turn` (model time
+    /// included), the shutdown, reading the trace back, closing the host, parking the skills.
+    pub phases: Vec<(&'static str, Duration)>,
 }
 
 /// The calls of `messages` by call id, in transcript order.
@@ -283,11 +303,14 @@ struct ToolSeen {
 /// Runs the task's turn on a fresh host and returns what the host did.
 pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     let setup = Instant::now();
-    if let Some(template) = &task.skills_template
-        && let Err(e) = seed_skills(template, &task.data_dir)
-    {
-        tracing::warn!(error = %e, "operation skills not copied from the template; the host installs them");
+    let mut phases = Vec::with_capacity(12);
+    if let Some(template) = &task.skills_template {
+        if let Err(e) = lend_skills(template, &task.data_dir) {
+            tracing::warn!(error = %e, "parked operation skills not used; the host installs them");
+        }
+        phases.push(("skills_lend", setup.elapsed()));
     }
+    let data_dir = task.data_dir.clone();
     let mut agent_cfg = task.agent;
     agent_cfg.max_iterations = task.max_model_calls.max(1);
     agent_cfg.model.max_retries = 0;
@@ -296,6 +319,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     let mut cfg = HostConfig::new(task.data_dir, agent_cfg);
     cfg.workdir = task.workdir;
     cfg.terminal_idle_ttl = None;
+    cfg.durability = task.durability;
     let (id, name) = task.moviepilot_user;
     let user = MoviePilotUser { id, name };
     let resolver = MintingResolver::new(task.moviepilot_secret.clone(), move |_: &Actor| {
@@ -320,9 +344,12 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         }
     })
     .await?;
+    phases.extend_from_slice(host.open_phases());
+    let actor_started = Instant::now();
     let actor = host.local_actor("admin", true).await?;
     let agent = host.agent().clone();
     let session_id = crate::agent::new_session_id();
+    phases.push(("local_actor", actor_started.elapsed()));
     let mut setup_time = setup.elapsed();
 
     let started = Instant::now();
@@ -341,6 +368,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         setup_time: Duration::ZERO,
         context_window_tokens: 0,
         compactions: Vec::new(),
+        phases: Vec::new(),
     };
     let mut started_tools: Vec<ToolSeen> = Vec::new();
     let mut deadline = tokio::time::Instant::now() + task.timeout;
@@ -390,13 +418,29 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         }
     }
     out.turn_time = started.elapsed();
+    phases.push(("turn", out.turn_time));
     let teardown = Instant::now();
     agent.shutdown().await;
+    phases.push(("shutdown", teardown.elapsed()));
+    let read = Instant::now();
     if let Ok(chat) = agent.chat_for(&actor, &session_id).await {
         out.calls = trace(&chat.agent_messages, &started_tools);
     }
+    phases.push(("trace_read", read.elapsed()));
+    drop(agent);
+    let close = Instant::now();
+    drop(host);
+    phases.push(("close", close.elapsed()));
+    if let Some(template) = &task.skills_template {
+        let park = Instant::now();
+        if let Err(e) = park_skills(template, &data_dir) {
+            tracing::debug!(error = %e, "operation skills not parked for the next run");
+        }
+        phases.push(("skills_park", park.elapsed()));
+    }
     setup_time += teardown.elapsed();
     out.setup_time = setup_time;
+    out.phases = phases;
     Ok(out)
 }
 

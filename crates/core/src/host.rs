@@ -9,10 +9,11 @@ use crate::moviepilot::identity::{AccountResolver, IdentityResolver, Unconfigure
 use crate::moviepilot::{AuthMode, MoviePilotAccess, MoviePilotConfig};
 use crate::services::Capabilities;
 use crate::{RegistryOptions, default_registry};
-use mpa_protocol::Actor;
+use mpa_protocol::{Actor, Durability};
 use mpa_store::Store;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Everything the host is built from (parsed from flags and environment by the binary; no
 /// library crate reads the environment).
@@ -32,6 +33,9 @@ pub struct HostConfig {
     /// A conversation's terminals close after this long without use (`MPA_TERMINAL_IDLE_TTL`;
     /// `None` = only when the conversation is deleted or the host stops).
     pub terminal_idle_ttl: Option<std::time::Duration>,
+    /// How hard the main store and the evidence history sync: `Durable` always, except for a
+    /// data directory deleted after use (the evaluation harness's runs).
+    pub durability: Durability,
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -62,7 +66,32 @@ impl HostConfig {
             diagnostic_tools: false,
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
+            durability: Durability::Durable,
         }
+    }
+}
+
+/// Wall-clock time of each step of [`Host::open`], in order (a handful of clock reads; the
+/// evaluation report lists them so the host's own overhead can be told apart).
+pub type OpenPhases = Vec<(&'static str, Duration)>;
+
+struct PhaseClock {
+    last: Instant,
+    phases: OpenPhases,
+}
+
+impl PhaseClock {
+    fn start() -> Self {
+        PhaseClock {
+            last: Instant::now(),
+            phases: Vec::with_capacity(8),
+        }
+    }
+
+    fn mark(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        self.phases.push((phase, now.duration_since(self.last)));
+        self.last = now;
     }
 }
 
@@ -72,6 +101,7 @@ pub struct Host {
     agent: Agent,
     caps: Capabilities,
     data_dir: PathBuf,
+    open_phases: Arc<OpenPhases>,
     /// Held (shared) for the life of the process: a cold-start recovery runs only when no other
     /// host process has the data directory open, so it never touches another process's writes.
     _running: Arc<std::fs::File>,
@@ -131,13 +161,18 @@ impl Host {
         cfg: HostConfig,
         adjust: impl FnOnce(&mut crate::tools::ToolRegistry),
     ) -> Result<Host> {
-        let store = Store::open_in(&cfg.data_dir)?;
+        let mut clock = PhaseClock::start();
+        let store = Store::open_in_with(&cfg.data_dir, cfg.durability)?;
+        clock.mark("store_open");
         let running = claim_data_dir(&cfg.data_dir, &store).await?;
+        clock.mark("data_dir_claim");
         let mut caps = capabilities(&cfg);
+        clock.mark("capabilities");
         if let Some(mp) = &cfg.moviepilot {
             caps.moviepilot = Some(moviepilot_access(mp, &store)?);
             let skills_root = cfg.data_dir.join("agent/skills");
-            match crate::moviepilot::guides::install(&skills_root, mpa_gateway::catalogue()) {
+            let shipped = crate::moviepilot::guides::shipped();
+            match crate::moviepilot::guides::install(&skills_root, shipped, cfg.durability) {
                 Ok(report) => {
                     for name in report.kept_edits {
                         tracing::info!(skill = %name, "public skill edited by an administrator; left as it is");
@@ -145,6 +180,7 @@ impl Host {
                 }
                 Err(e) => tracing::warn!(error = %e, "MoviePilot operation skills not installed"),
             }
+            clock.mark("operation_skills");
         }
         let mut registry = default_registry(
             &RegistryOptions {
@@ -153,6 +189,7 @@ impl Host {
             &caps,
         );
         adjust(&mut registry);
+        clock.mark("tool_registry");
         let agent = Agent::new(cfg.agent, store, registry, caps.clone())?;
         if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
             && mp.config.auth == AuthMode::MoviePilot
@@ -162,12 +199,19 @@ impl Host {
                 .accounts()
                 .sign_in_with_moviepilot(access.client.clone());
         }
+        clock.mark("agent");
         Ok(Host {
             agent,
             caps,
             data_dir: cfg.data_dir,
+            open_phases: Arc::new(clock.phases),
             _running: Arc::new(running),
         })
+    }
+
+    /// How long each step of [`Host::open`] took.
+    pub fn open_phases(&self) -> &[(&'static str, Duration)] {
+        &self.open_phases
     }
 
     pub fn agent(&self) -> &Agent {
@@ -236,9 +280,10 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             cfg.data_dir.clone(),
         ))),
         skills: Some(skills),
-        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-            cfg.data_dir.clone(),
-        ))),
+        history: Some(mpa_history::History::new(mpa_history::HistoryConfig {
+            durability: cfg.durability,
+            ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
+        })),
         moviepilot: None,
     }
 }

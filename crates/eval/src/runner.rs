@@ -107,6 +107,19 @@ pub struct SubjectTrace {
     pub context_window_tokens: u64,
     /// The host's compaction reports, one per request that compacted (or failed to).
     pub compactions: Vec<Value>,
+    /// The host's own steps, in order (named by the subject), for the report.
+    pub phases: Vec<(String, Duration)>,
+    /// The host's stores synced as the product's do; otherwise the run's throwaway data
+    /// directory was written without fsync.
+    pub durable: bool,
+}
+
+
+/// One step of the host's run as the report lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    pub phase: String,
+    pub ms: f64,
 }
 
 /// What the host did with its context window in the run.
@@ -198,10 +211,20 @@ pub struct RunReport {
     /// Host time for the run without the model's (replay: the scripted model's serving time
     /// is subtracted; tool run time is included).
     pub host_overhead_ms: Option<f64>,
-    /// Opening and closing the host (outside the turn).
+    /// Opening and closing the host (outside the turn; closing includes dropping it, when its
+    /// stores check-point).
     pub host_setup_ms: f64,
     /// The turn itself, model time included.
     pub turn_ms: f64,
+    /// Where the host's time went, step by step (opening, the turn, closing), as the subject
+    /// timed it.
+    #[serde(default)]
+    pub host_phases_ms: Vec<PhaseTime>,
+    /// Whether the host's stores synced as the product's do (`--durable-host`); by default a
+    /// run's data directory is thrown away and written without fsync, and the times above
+    /// leave that cost out.
+    #[serde(default)]
+    pub host_durable: bool,
     pub metrics: Metrics,
     /// The context window, compactions and summariser calls.
     pub context: ContextReport,
@@ -359,6 +382,15 @@ pub async fn run_scenario<S: Subject>(
         host_overhead_ms,
         host_setup_ms: trace.setup.as_secs_f64() * 1000.0,
         turn_ms: trace.turn.as_secs_f64() * 1000.0,
+        host_phases_ms: trace
+            .phases
+            .iter()
+            .map(|(phase, d)| PhaseTime {
+                phase: phase.clone(),
+                ms: d.as_secs_f64() * 1000.0,
+            })
+            .collect(),
+        host_durable: trace.durable,
         metrics: verdict.metrics,
         context,
         tool_trace: trace.calls,

@@ -112,6 +112,9 @@ pub struct HistoryConfig {
     /// Message ids per ranking segment (default [`DEFAULT_SEGMENT_IDS`]); small values are for
     /// tests.
     pub rank_segment_ids: i64,
+    /// `Durable` (WAL, `synchronous = NORMAL`) unless the data directory is thrown away after
+    /// use (evaluation runs: no fsync).
+    pub durability: mpa_protocol::Durability,
 }
 
 impl HistoryConfig {
@@ -123,6 +126,7 @@ impl HistoryConfig {
             background_backfill: true,
             backfill_batch: backfill::DEFAULT_BATCH,
             rank_segment_ids: DEFAULT_SEGMENT_IDS,
+            durability: mpa_protocol::Durability::Durable,
         }
     }
 }
@@ -335,6 +339,7 @@ impl Inner {
             user,
             self.cfg.query_deadline,
             self.cfg.rank_segment_ids.max(1),
+            self.cfg.durability,
         )?);
         map.insert(user.clone(), s.clone());
         Ok(s)

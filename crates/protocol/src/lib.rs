@@ -7,6 +7,8 @@
 //! - [`ToolSpec`]: what the model is told about a tool.
 //! - [`Outcome`]: what actually happened to an effect — the product's honesty enum.
 //! - [`Op`] (client → session) and [`Event`] (session → clients): the session actor's interface.
+//! - [`Durability`]: how hard the SQLite stores sync (the product's setting, or a throwaway
+//!   data directory's).
 
 pub mod jwt;
 mod moviepilot_call;
@@ -450,6 +452,30 @@ pub enum WriteOrigin {
     /// A background learning review: guarded writes, replace/remove staged as proposals, nothing
     /// written once the token is cancelled.
     BackgroundReview(ReviewToken),
+}
+
+/// How hard the SQLite stores push their commits to the disk. Set by the host from how its data
+/// directory is used, never by a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// The product: WAL with `synchronous = NORMAL` — a commit survives a crash of the process,
+    /// and the file stays consistent across a power loss (the newest commits may be lost).
+    #[default]
+    Durable,
+    /// A data directory deleted after use (an evaluation run): `synchronous = OFF`, no `fsync`
+    /// at all. A crash of the process still loses nothing (the operating system has the writes),
+    /// but a power loss can corrupt the files — never for data anyone keeps.
+    Throwaway,
+}
+
+impl Durability {
+    /// The value of SQLite's `PRAGMA synchronous` for this setting.
+    pub fn sqlite_synchronous(self) -> &'static str {
+        match self {
+            Durability::Durable => "NORMAL",
+            Durability::Throwaway => "OFF",
+        }
+    }
 }
 
 /// What a client submits to a session actor.

@@ -2,8 +2,10 @@
 //!
 //! Public API, one module per table family:
 //! - [`Store::open`] / [`Store::open_in`] open the database, creating it or migrating it in place
-//!   ([`migrations`]: an ordered list, [`SCHEMA_VERSION`] = its length); a database written by a
-//!   newer binary is refused before anything is written.
+//!   ([`migrations`]: an ordered list, [`SCHEMA_VERSION`] = its length, the missing steps applied
+//!   in one transaction); a database written by a newer binary is refused before anything is
+//!   written. `open_with` / `open_in_with` take a [`Durability`]: WAL with `synchronous =
+//!   NORMAL` for the product, no fsync for a throwaway data directory (evaluation runs).
 //! - [`users`]: [`Store::create_user`], [`Store::ensure_local_user`], [`Store::user_by_name`],
 //!   [`Store::user_by_id`], [`Store::list_users`], [`Store::rename_user`],
 //!   [`Store::set_password_hash`] (optionally revoking the user's tokens), [`Store::set_admin`],
@@ -34,6 +36,7 @@ pub use chats::{Chat, ChatSummary, TurnJournal};
 pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
 pub use migrations::SCHEMA_VERSION;
 pub use moviepilot::{MoviePilotLink, MoviePilotSignIn};
+pub use mpa_protocol::Durability;
 pub use users::User;
 
 use chrono::{DateTime, Utc};
@@ -106,18 +109,33 @@ pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
 impl Store {
     /// Opens `data_dir/agent.db`, creating the directory (0700) and database (0600) if needed.
     pub fn open_in(data_dir: &Path) -> Result<Store> {
+        Store::open_in_with(data_dir, Durability::Durable)
+    }
+
+    /// [`Store::open_in`] with a chosen [`Durability`] (`Throwaway` only for a data directory
+    /// that is deleted after use).
+    pub fn open_in_with(data_dir: &Path, durability: Durability) -> Result<Store> {
         create_private_dir(data_dir)?;
-        Store::open(&data_dir.join("agent.db"))
+        Store::open_with(&data_dir.join("agent.db"), durability)
     }
 
     pub fn open(path: &Path) -> Result<Store> {
+        Store::open_with(path, Durability::Durable)
+    }
+
+    /// [`Store::open`] with a chosen [`Durability`].
+    pub fn open_with(path: &Path, durability: Durability) -> Result<Store> {
         let mut conn = Connection::open(path)?;
         restrict_file(path);
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrations::check_version(&conn, path)?;
+        if durability == Durability::Throwaway {
+            // Before the switch to WAL, which on a new file is a rollback-journal write.
+            conn.pragma_update(None, "synchronous", "OFF")?;
+        }
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", durability.sqlite_synchronous())?;
         migrations::migrate(&mut conn, path)?;
         for suffix in ["-wal", "-shm"] {
             let mut p = path.as_os_str().to_owned();

@@ -106,24 +106,27 @@ pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
     Ok(version)
 }
 
-/// Applies the missing migrations, each in its own transaction together with its version bump.
-/// The version is read again inside the write lock, so two processes opening an old database at
-/// once apply each migration exactly once.
+/// Applies the missing migrations in one transaction together with the version bump, so the
+/// database is either at its old version or at [`SCHEMA_VERSION`], never in between (and a new
+/// database costs one commit, not one per step). The version is read again inside the write
+/// lock, so two processes opening an old database at once apply each migration exactly once.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     if check_version(conn, path)? == SCHEMA_VERSION {
         return Ok(());
     }
-    loop {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let version = check_version(&tx, path)?;
-        let Some(sql) = usize::try_from(version)
-            .ok()
-            .and_then(|v| MIGRATIONS.get(v))
-        else {
-            return Ok(());
-        };
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version = check_version(&tx, path)?;
+    let Some(missing) = usize::try_from(version)
+        .ok()
+        .and_then(|v| MIGRATIONS.get(v..))
+        .filter(|m| !m.is_empty())
+    else {
+        return Ok(());
+    };
+    for sql in missing {
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version + 1)?;
-        tx.commit()?;
     }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
 }

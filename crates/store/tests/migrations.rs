@@ -100,3 +100,27 @@ fn newer_schema_is_refused_and_untouched() {
     ));
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
+
+#[test]
+fn a_failing_migration_leaves_the_database_at_its_old_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.db");
+    write_v1_database(&path);
+    // A table in the way of migration 3: migrations 2–4 run in one transaction, so the
+    // column migration 2 adds must not be left behind either.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE agent_invocations (x);")
+        .unwrap();
+    assert!(matches!(Store::open(&path), Err(StoreError::Sqlite(_))));
+    assert_eq!(user_version(&path), 1);
+    let columns: Vec<String> = Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT name FROM pragma_table_info('chats')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!columns.iter().any(|c| c == "session_state"), "{columns:?}");
+}

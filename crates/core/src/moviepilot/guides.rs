@@ -5,10 +5,12 @@
 //! edited is never overwritten (a manifest keeps the digest of what the host last wrote).
 
 use mpa_gateway::{Catalogue, Operation};
+use mpa_protocol::Durability;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// The public-skills category folder.
 pub const CATEGORY_DIR: &str = "moviepilot-api";
@@ -132,8 +134,94 @@ pub fn all_skills(catalogue: &Catalogue) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn digest(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
+fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// One category skill as shipped: its name, its SKILL.md and the digest of that text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShippedSkill {
+    pub name: String,
+    pub text: String,
+    pub digest: String,
+}
+
+/// Every category skill of `catalogue`, rendered and digested.
+pub fn render(catalogue: &Catalogue) -> Vec<ShippedSkill> {
+    all_skills(catalogue)
+        .into_iter()
+        .map(|(name, text)| ShippedSkill {
+            digest: digest(text.as_bytes()),
+            name,
+            text,
+        })
+        .collect()
+}
+
+/// The skills of the built-in catalogue, rendered and digested once per process: the catalogue
+/// is static data, so every host this process opens ships the same text.
+pub fn shipped() -> &'static [ShippedSkill] {
+    static SHIPPED: LazyLock<Vec<ShippedSkill>> =
+        LazyLock::new(|| render(mpa_gateway::catalogue()));
+    &SHIPPED
+}
+
+/// Whether `dir` (a `moviepilot-api` folder) holds exactly what [`install`] leaves in an empty
+/// skills root for `skills`, and nothing else: the manifest of exactly these skills, one folder
+/// per skill holding only its SKILL.md with the shipped bytes, private modes, no links (no
+/// symlink anywhere, every file with a single name). The evaluation harness checks a copy it
+/// reuses across runs this way, so no run ever sees what another run left.
+pub fn is_pristine(dir: &Path, skills: &[ShippedSkill]) -> std::io::Result<bool> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let private = |m: &std::fs::Metadata, mode: u32| m.permissions().mode() & 0o7777 == mode;
+    let dir_meta = std::fs::symlink_metadata(dir)?;
+    if !dir_meta.is_dir() || !private(&dir_meta, 0o700) {
+        return Ok(false);
+    }
+    let exact_file = |path: &Path, want: &[u8]| -> std::io::Result<bool> {
+        let m = std::fs::symlink_metadata(path)?;
+        if !m.is_file() || !private(&m, 0o600) || m.nlink() != 1 || m.len() != want.len() as u64 {
+            return Ok(false);
+        }
+        Ok(std::fs::read(path)? == want)
+    };
+    let mut entries = 0usize;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        entries += 1;
+        let name = entry.file_name();
+        if name == MANIFEST {
+            if !exact_file(&entry.path(), manifest_text(skills).as_bytes())? {
+                return Ok(false);
+            }
+            continue;
+        }
+        let Some(skill) = skills.iter().find(|s| name == s.name.as_str()) else {
+            return Ok(false);
+        };
+        let meta = std::fs::symlink_metadata(entry.path())?;
+        if !meta.is_dir() || !private(&meta, 0o700) {
+            return Ok(false);
+        }
+        let mut inner = std::fs::read_dir(entry.path())?;
+        let only_skill_md = match (inner.next().transpose()?, inner.next().transpose()?) {
+            (Some(f), None) => f.file_name() == "SKILL.md",
+            _ => false,
+        };
+        if !only_skill_md || !exact_file(&entry.path().join("SKILL.md"), skill.text.as_bytes())? {
+            return Ok(false);
+        }
+    }
+    Ok(entries == skills.len() + 1)
+}
+
+/// The manifest [`install`] writes for exactly `skills`.
+fn manifest_text(skills: &[ShippedSkill]) -> String {
+    let shipped: BTreeMap<&str, &str> = skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.digest.as_str()))
+        .collect();
+    serde_json::to_string_pretty(&shipped).unwrap_or_default()
 }
 
 /// What an install did.
@@ -144,30 +232,35 @@ pub struct InstallReport {
     pub kept_edits: Vec<String>,
 }
 
-/// Installs (or updates) the category skills under `skills_root/moviepilot-api/`. A SKILL.md that
-/// differs from what the host last wrote was edited by an admin and is left alone.
-pub fn install(skills_root: &Path, catalogue: &Catalogue) -> std::io::Result<InstallReport> {
+/// Installs (or updates) `skills` under `skills_root/moviepilot-api/`. A SKILL.md that differs
+/// from what the host last wrote was edited by an admin and is left alone. A file that already
+/// holds the shipped text is compared byte for byte (no digest), and the manifest is rewritten
+/// only when it changes, so installing over a current folder writes nothing.
+pub fn install(
+    skills_root: &Path,
+    skills: &[ShippedSkill],
+    durability: Durability,
+) -> std::io::Result<InstallReport> {
     let dir = skills_root.join(CATEGORY_DIR);
     create_private_dir(&dir)?;
     let manifest_path = dir.join(MANIFEST);
-    let mut shipped: BTreeMap<String, String> = std::fs::read_to_string(&manifest_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
+    let manifest_text = std::fs::read_to_string(&manifest_path).ok();
+    let mut shipped: BTreeMap<String, String> = manifest_text
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default();
     let mut report = InstallReport::default();
-    for (name, text) in all_skills(catalogue) {
-        let skill_dir = dir.join(&name);
+    for skill in skills {
+        let skill_dir = dir.join(&skill.name);
         let file = skill_dir.join("SKILL.md");
-        let want = digest(&text);
-        match std::fs::read_to_string(&file) {
+        match std::fs::read(&file) {
+            Ok(current) if current == skill.text.as_bytes() => {
+                shipped.insert(skill.name.clone(), skill.digest.clone());
+                continue;
+            }
             Ok(current) => {
-                let have = digest(&current);
-                if have == want {
-                    shipped.insert(name, want);
-                    continue;
-                }
-                if shipped.get(&name) != Some(&have) {
-                    report.kept_edits.push(name);
+                if shipped.get(&skill.name) != Some(&digest(&current)) {
+                    report.kept_edits.push(skill.name.clone());
                     continue;
                 }
             }
@@ -175,12 +268,14 @@ pub fn install(skills_root: &Path, catalogue: &Catalogue) -> std::io::Result<Ins
             Err(e) => return Err(e),
         }
         create_private_dir(&skill_dir)?;
-        write_private(&file, &text)?;
-        shipped.insert(name.clone(), want);
-        report.written.push(name);
+        write_private(&file, &skill.text, durability)?;
+        shipped.insert(skill.name.clone(), skill.digest.clone());
+        report.written.push(skill.name.clone());
     }
     let manifest = serde_json::to_string_pretty(&shipped).unwrap_or_default();
-    write_private(&manifest_path, &manifest)?;
+    if manifest_text.as_deref() != Some(manifest.as_str()) {
+        write_private(&manifest_path, &manifest, durability)?;
+    }
     Ok(report)
 }
 
@@ -192,8 +287,9 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
-/// Written beside and renamed over, so a crash never leaves half a file.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+/// Written beside and renamed over, so a crash never leaves half a file (synced first unless the
+/// data directory is a throwaway one).
+fn write_private(path: &Path, text: &str, durability: Durability) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
@@ -204,7 +300,9 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(&tmp)?;
     f.write_all(text.as_bytes())?;
-    f.sync_all()?;
+    if durability == Durability::Durable {
+        f.sync_all()?;
+    }
     std::fs::rename(&tmp, path)
 }
 
@@ -230,9 +328,20 @@ mod tests {
     fn install_writes_once_updates_its_own_files_and_keeps_admin_edits() {
         let dir = tempfile::tempdir().unwrap();
         let cat = mpa_gateway::catalogue();
-        let first = install(dir.path(), cat).unwrap();
+        let first = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(first.written.len(), cat.categories().len());
-        assert!(install(dir.path(), cat).unwrap().written.is_empty());
+        // Installing over a current folder writes nothing, not even the manifest.
+        let manifest = dir.path().join("moviepilot-api/.shipped.json");
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let before = inode(&manifest);
+        assert!(
+            install(dir.path(), shipped(), Durability::Durable)
+                .unwrap()
+                .written
+                .is_empty()
+        );
+        assert_eq!(inode(&manifest), before);
+        assert_eq!(shipped(), render(cat).as_slice());
         let edited = dir
             .path()
             .join("moviepilot-api/moviepilot-api-download/SKILL.md");
@@ -241,7 +350,7 @@ mod tests {
             "---\nname: moviepilot-api-download\ndescription: mine\n---\nmine",
         )
         .unwrap();
-        let again = install(dir.path(), cat).unwrap();
+        let again = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(
             again.kept_edits,
             vec!["moviepilot-api-download".to_string()]
@@ -253,13 +362,68 @@ mod tests {
             .join("moviepilot-api/moviepilot-api-media/SKILL.md");
         let old = "---\nname: moviepilot-api-media\ndescription: old\n---\nold";
         std::fs::write(&media, old).unwrap();
-        let manifest = dir.path().join("moviepilot-api/.shipped.json");
         let mut m: BTreeMap<String, String> =
             serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
-        m.insert("moviepilot-api-media".into(), digest(old));
+        m.insert("moviepilot-api-media".into(), digest(old.as_bytes()));
         std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
-        let updated = install(dir.path(), cat).unwrap();
+        let updated = install(dir.path(), shipped(), Durability::Durable).unwrap();
         assert_eq!(updated.written, vec!["moviepilot-api-media".to_string()]);
         assert_ne!(std::fs::read_to_string(&media).unwrap(), old);
+    }
+
+    #[test]
+    fn only_an_exact_fresh_install_is_pristine() {
+        use std::os::unix::fs::PermissionsExt;
+        let fresh = || {
+            let root = tempfile::tempdir().unwrap();
+            install(root.path(), shipped(), Durability::Durable).unwrap();
+            let dir = root.path().join(CATEGORY_DIR);
+            assert!(is_pristine(&dir, shipped()).unwrap());
+            (root, dir)
+        };
+        type Change = fn(&Path);
+        let changes: [(&str, Change); 8] = [
+            ("a byte changed", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                let mut text = std::fs::read(&p).unwrap();
+                text[10] ^= 1;
+                std::fs::write(&p, text).unwrap();
+            }),
+            ("a file added", |d| {
+                std::fs::write(d.join("moviepilot-api-media/notes.md"), "x").unwrap()
+            }),
+            ("a skill added", |d| {
+                std::fs::create_dir(d.join("mine")).unwrap();
+            }),
+            ("a skill removed", |d| {
+                std::fs::remove_dir_all(d.join("moviepilot-api-media")).unwrap()
+            }),
+            ("a mode widened", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }),
+            ("a second name", |d| {
+                let p = d.join("moviepilot-api-media/SKILL.md");
+                std::fs::hard_link(&p, d.parent().unwrap().join("alias")).unwrap();
+            }),
+            ("a symlink", |d| {
+                let p = d.join("moviepilot-api-media");
+                std::fs::rename(&p, d.parent().unwrap().join("real")).unwrap();
+                std::os::unix::fs::symlink(d.parent().unwrap().join("real"), &p).unwrap();
+            }),
+            ("the manifest edited", |d| {
+                std::fs::write(d.join(MANIFEST), "{}").unwrap()
+            }),
+        ];
+        for (what, change) in changes {
+            let (_root, dir) = fresh();
+            change(&dir);
+            assert!(!is_pristine(&dir, shipped()).unwrap(), "{what}");
+        }
+        let (_root, dir) = fresh();
+        assert!(
+            !is_pristine(&dir, &shipped()[1..]).unwrap(),
+            "a skill not shipped"
+        );
     }
 }

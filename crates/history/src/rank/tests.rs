@@ -135,7 +135,12 @@ async fn store(dir: &std::path::Path, n: usize, size: i64, seed: u64) -> History
 }
 
 fn connect(h: &History) -> Connection {
-    crate::store::open_connection(&h.db_path(&user()), std::time::Duration::from_secs(5)).unwrap()
+    crate::store::open_connection(
+        &h.db_path(&user()),
+        std::time::Duration::from_secs(5),
+        mpa_protocol::Durability::Durable,
+    )
+    .unwrap()
 }
 
 fn fts5_varints(buf: &[u8]) -> Vec<u64> {

@@ -8,7 +8,11 @@ pub(crate) const POOL_SIZE: usize = 4;
 
 /// Open one connection with the policy of spec §2.3. Reads `user_version` before any PRAGMA that
 /// writes, so a newer database is refused untouched.
-pub(crate) fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
+pub(crate) fn open_connection(
+    db: &Path,
+    busy: Duration,
+    durability: mpa_protocol::Durability,
+) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
@@ -23,14 +27,19 @@ pub(crate) fn open_connection(db: &Path, busy: Duration) -> Result<Connection> {
             supported: SCHEMA_VERSION,
         });
     }
+    if durability == mpa_protocol::Durability::Throwaway {
+        // Before the switch to WAL, which on a new file is a rollback-journal write.
+        conn.execute_batch("PRAGMA synchronous = OFF;")?;
+    }
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(mode, "history database is not in WAL mode");
     }
-    conn.execute_batch(
-        "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; \
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = {}; \
          PRAGMA journal_size_limit = 67108864; PRAGMA temp_store = MEMORY;",
-    )?;
+        durability.sqlite_synchronous()
+    ))?;
     if version < SCHEMA_VERSION {
         migrate(&conn, version)?;
     }
@@ -52,6 +61,7 @@ pub(crate) struct UserStore {
     pub(crate) db: PathBuf,
     busy: Duration,
     deadline: Duration,
+    durability: mpa_protocol::Durability,
     pool: Mutex<Vec<Connection>>,
     /// Serialises writers of this process so concurrent appends never spin on SQLITE_BUSY;
     /// other processes are handled by `busy_timeout`.
@@ -71,11 +81,12 @@ impl UserStore {
         user: &UserKey,
         deadline: Duration,
         rank_size: i64,
+        durability: mpa_protocol::Durability,
     ) -> Result<Self> {
         check_user_key(user)?;
         let db = prepare_files(data_dir, user)?;
         let busy = deadline.max(Duration::from_secs(3));
-        let mut conn = open_connection(&db, busy)?;
+        let mut conn = open_connection(&db, busy, durability)?;
         let additions: i64 = conn.query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE name IN \
              ('messages_filter', 'rank_segments', 'rank_postings', 'rank_postings_segment')",
@@ -103,6 +114,7 @@ impl UserStore {
             db,
             busy,
             deadline,
+            durability,
             pool: Mutex::new(vec![conn]),
             write_lock: Mutex::new(()),
             maintenance_due: AtomicBool::new(building),
@@ -189,7 +201,7 @@ impl UserStore {
         let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
         match pooled {
             Some(c) => Ok(c),
-            None => open_connection(&self.db, self.busy),
+            None => open_connection(&self.db, self.busy, self.durability),
         }
     }
 
