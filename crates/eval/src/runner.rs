@@ -114,7 +114,6 @@ pub struct SubjectTrace {
     pub durable: bool,
 }
 
-
 /// One step of the host's run as the report lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseTime {

@@ -2,13 +2,14 @@
 //! the syntax-error rebuild, and the LIKE scan over canonical rows.
 
 use crate::backfill::IndexState;
-use crate::error::{HistoryError, Result};
+use crate::error::{FailureClass, HistoryError, Result};
 use crate::query;
-use crate::rank::{RankIndex, Walk};
+use crate::rank::{ListCache, RankIndex, Walk};
 use crate::store::HIDDEN_SOURCES;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, Statement};
 use serde::Serialize;
+use std::cell::RefCell;
 
 /// Discover scans at most this many candidate rows (spec §10.3).
 pub const SCAN_LIMIT: usize = 300;
@@ -219,6 +220,7 @@ fn fts_query<'c>(
     sort: Sort,
     limit: usize,
     ready: bool,
+    cache: &RefCell<ListCache>,
 ) -> Result<Rows<'c>> {
     // Every match ranked, most never scored: segment statistics bound what each id range can
     // score (see `crate::rank`). Not inside one session (a small range) or a time window.
@@ -228,7 +230,16 @@ fn fts_query<'c>(
         && f.before.is_none()
         && f.session_id.is_none()
         && let Some(index) = RankIndex::of_table(table)
-        && let Some(plan) = crate::rank::plan(conn, index, raw_expr)?
+        && let Some(plan) = match crate::rank::plan(conn, index, raw_expr, cache) {
+            Ok(plan) => plan,
+            // The deadline is the search's; anything else wrong with the lists (derived data)
+            // costs speed, not the answer.
+            Err(e) if e.classify() == FailureClass::Timeout => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "ranking lists unreadable; ranking with bm25()");
+                None
+            }
+        }
     {
         let (check, params) = filter_check(conn, f)?;
         return Ok(Rows::Ranked {
@@ -422,6 +433,9 @@ pub fn candidates<'c>(
     if f.roles.contains(&"tool") || !caps.fts.usable() {
         return like(conn);
     }
+    // Posting lists decoded by one route are reused by the next (the relaxed retries read the
+    // same tokens).
+    let lists = RefCell::new(ListCache::default());
     let state_of = |table: &str| match table {
         "messages_fts_cjk" => caps.cjk,
         "messages_fts_trigram" => caps.trigram,
@@ -435,7 +449,7 @@ pub fn candidates<'c>(
             return Ok(None);
         }
         let state = state_of(table);
-        let rows = fts_query(conn, table, e, f, sort, limit, state.is_ready())?;
+        let rows = fts_query(conn, table, e, f, sort, limit, state.is_ready(), &lists)?;
         let (mut rows, scanned) = match rows {
             Rows::List { rows, scanned } => (rows.collect::<Vec<_>>(), scanned),
             ranked @ Rows::Ranked { .. } => {

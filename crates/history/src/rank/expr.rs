@@ -50,6 +50,19 @@ impl Query {
         counted(&self.root, present).1
     }
 
+    /// Phrases every matching row holds.
+    pub(crate) fn required(&self) -> Mask {
+        fn required(n: &Node) -> Mask {
+            match n {
+                Node::Phrase(p) => 1 << p,
+                Node::And(a, b) => required(a) | required(b),
+                Node::Or(a, b) => required(a) & required(b),
+                Node::Not(a, _) => required(a),
+            }
+        }
+        required(&self.root)
+    }
+
     /// Whether the query has a `NOT` anywhere.
     pub(crate) fn has_not(&self) -> bool {
         fn any_not(n: &Node) -> bool {

@@ -1,9 +1,9 @@
 //! FFI: the `mpa_rank` FTS5 auxiliary function — BM25 exactly as FTS5's `bm25()` computes it,
 //! but with the collection statistics (average document length, one idf per phrase) supplied
 //! by the caller instead of recomputed by every statement. That is what lets one query score
-//! segment after segment with the same numbers (FTS5's own `bm25()` counts every phrase over
-//! the whole table again in each statement), and what makes the segment upper bounds of
-//! [`super::bound`] exact: both sides call [`super::bm25_tf`].
+//! range after range with the same numbers (FTS5's own `bm25()` counts every phrase over the
+//! whole table again in each statement), and what makes the rows it scores comparable with the
+//! posting-list scorer's: both call [`super::bm25`].
 //!
 //! `mpa_rank(table, avgdl, idf_0, …, idf_{n-1})` returns the (positive) score of the current
 //! row; `n` must equal the query's phrase count, or the call fails (the caller then falls
@@ -139,12 +139,15 @@ unsafe fn score_row(
     let mut tokens: c_int = 0;
     // SAFETY: column -1 asks for the row's total size; the out-pointer is a local.
     check(unsafe { column_size(fts, -1, &mut tokens) })?;
-    let d = f64::from(tokens);
-    let mut score = 0.0;
-    for (p, f) in freq.iter().take(phrases).enumerate() {
+    let mut idf = [0f64; MAX_PHRASES];
+    for (p, w) in idf.iter_mut().take(phrases).enumerate() {
         // SAFETY: `p + 1 < n_val`, checked above.
-        let idf = unsafe { ffi::sqlite3_value_double(args[p + 1]) };
-        score += idf * super::bm25_tf(*f, d, avgdl);
+        *w = unsafe { ffi::sqlite3_value_double(args[p + 1]) };
     }
-    Ok(score)
+    Ok(super::bm25(
+        &freq[..phrases],
+        &idf[..phrases],
+        f64::from(tokens),
+        avgdl,
+    ))
 }

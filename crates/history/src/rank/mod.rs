@@ -23,7 +23,7 @@ pub(crate) mod stats;
 mod walk;
 
 pub(crate) use ffi::register_rank_function;
-pub(crate) use walk::{Walk, plan};
+pub(crate) use walk::{ListCache, Walk, plan};
 
 /// Ids per segment. A segment is summarised once its last id has been assigned; the ids
 /// above the last summarised segment (at most about this many) are scored through FTS5.
@@ -33,13 +33,22 @@ pub const DEFAULT_SEGMENT_IDS: i64 = 1 << 15;
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
-/// One phrase's BM25 term for `freq` occurrences in a document of `d` tokens, written exactly
-/// as FTS5's `bm25()` evaluates it. `mpa_rank` and the posting-list scorer both call this one
-/// function and sum the phrases in the same order, so a row scores bit-for-bit the same on
-/// either path. It is non-decreasing in `freq` in floating point too (each step is a correctly
-/// rounded monotone operation), so a frequency bound gives a score bound.
-pub(crate) fn bm25_tf(freq: f64, d: f64, avgdl: f64) -> f64 {
-    (freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / avgdl))
+/// A row's BM25 score as FTS5's `bm25()` computes it — `Σ idf_p · f_p (k1 + 1) / (f_p + k1 (1 − b
+/// + b · D / avgdl))` over the phrases in order, each step written as FTS5 writes it — for the
+/// phrase frequencies `freq` of a document of `d` tokens. `mpa_rank` and the posting-list scorer
+/// both call this one function, so a row scores bit-for-bit the same on either path. A phrase
+/// that does not occur adds exactly 0, so it is skipped. Non-decreasing in every frequency in
+/// floating point too (each step is a correctly rounded monotone operation), so frequency
+/// bounds give a score bound.
+pub(crate) fn bm25(freq: &[f64], idf: &[f64], d: f64, avgdl: f64) -> f64 {
+    let norm = K1 * (1.0 - B + B * d / avgdl);
+    let mut score = 0.0;
+    for (&f, &w) in freq.iter().zip(idf) {
+        if f > 0.0 {
+            score += w * ((f * (K1 + 1.0)) / (f + norm));
+        }
+    }
+    score
 }
 
 /// FTS5's idf for a phrase held by `n` of `rows` documents (never ≤ 0).

@@ -57,7 +57,15 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 fn get_varint(bytes: &mut &[u8]) -> Option<u64> {
+    // Most values (id gaps, frequencies, short lengths) fit one byte.
+    if let Some((&b, rest)) = bytes.split_first()
+        && b < 0x80
+    {
+        *bytes = rest;
+        return Some(u64::from(b));
+    }
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let (&b, rest) = bytes.split_first()?;

@@ -4,12 +4,14 @@
 use super::expr::{Mask, Query, Truth, parse};
 use super::postings::{self, Posting};
 use super::stats::{self, Segment};
-use super::{DEFAULT_SEGMENT_IDS, RankIndex, bm25_tf, idf};
+use super::{DEFAULT_SEGMENT_IDS, RankIndex, bm25, idf};
 use crate::error::Result;
 use crate::search::Candidate;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Statement};
+use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
 
 /// More unsummarised ids than this (a store whose posting lists are still being built) and the
 /// search keeps `bm25()`: scoring them all through FTS5 is what it would do anyway.
@@ -108,13 +110,13 @@ fn count(conn: &Connection, table: &str, match_expr: &str, lo: i64, hi: i64) -> 
     Ok(st.query_row(rusqlite::params![match_expr, lo, hi], |r| r.get(0))?)
 }
 
-/// Id ranges no summarised segment covers (gaps and the tail up to `high`).
+/// Id ranges up to `high` no summarised segment covers (gaps and the tail).
 fn unsummarised(segments: &[Segment], high: i64) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     let mut next = 1;
     for s in segments {
-        if s.lo > next {
-            out.push((next, s.lo - 1));
+        if s.lo > next && next <= high {
+            out.push((next, (s.lo - 1).min(high)));
         }
         next = next.max(s.hi + 1);
     }
@@ -132,32 +134,71 @@ fn rank_call(table: &str, phrases: usize, first: usize) -> String {
     format!("{}({table}, ?{first}{idf})", super::ffi::RANK_FUNCTION)
 }
 
+/// The first index at or after `from` whose posting has an id ≥ `id` (galloping search).
+fn seek(list: &[Posting], from: usize, id: i64) -> usize {
+    if list.get(from).is_none_or(|p| p.id >= id) {
+        return from;
+    }
+    let mut step = 1;
+    let mut lo = from;
+    while lo + step < list.len() && list[lo + step].id < id {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step + 1).min(list.len());
+    lo + 1 + list[lo + 1..hi].partition_point(|p| p.id < id)
+}
+
 /// The scores of one segment from its posting lists. `lists[t]` are the postings of distinct
-/// token `t`; `phrases[p]` the tokens of phrase `p`.
+/// token `t`; `phrases[p]` the tokens of phrase `p`; `required` the tokens every matching row
+/// holds (the shortest of their lists drives the walk, the others are sought by id; without
+/// one, the lists are merged).
 fn score_segment(
     query: &Query,
     phrases: &[Vec<usize>],
-    lists: &[Vec<Posting>],
+    lists: &[&[Posting]],
+    required: &[usize],
     idf: &[f64],
     avgdl: f64,
     out: &mut Vec<Entry>,
 ) {
     let has_not = query.has_not();
+    let driver = required.iter().copied().min_by_key(|&t| lists[t].len());
+    // What a row's phrase masks decide (match, counted phrases) is computed once per distinct
+    // pair of masks when there are few phrases (a table indexed by both masks).
+    let small = phrases.len() <= MEMO_PHRASES;
+    let mut memo: Vec<u32> = if small {
+        vec![0; 1 << (2 * phrases.len())]
+    } else {
+        Vec::new()
+    };
     let mut at = vec![0usize; lists.len()];
     let mut tf = vec![0u32; lists.len()];
     let mut freq = vec![0f64; phrases.len()];
     loop {
-        // The next document holding any token: merge the lists by id.
-        let Some(id) = lists
-            .iter()
-            .zip(&at)
-            .filter_map(|(l, &i)| l.get(i).map(|p| p.id))
-            .min()
-        else {
-            return;
+        // The next candidate: the driver's next row, or the smallest id at the lists' heads.
+        let id = match driver {
+            Some(d) => match lists[d].get(at[d]) {
+                Some(p) => p.id,
+                None => return,
+            },
+            None => {
+                let Some(id) = lists
+                    .iter()
+                    .zip(&at)
+                    .filter_map(|(l, &i)| l.get(i).map(|p| p.id))
+                    .min()
+                else {
+                    return;
+                };
+                id
+            }
         };
         let mut len = 0u32;
         for (t, l) in lists.iter().enumerate() {
+            if driver.is_some() {
+                at[t] = seek(l, at[t], id);
+            }
             tf[t] = 0;
             if let Some(p) = l.get(at[t]).filter(|p| p.id == id) {
                 tf[t] = p.tf;
@@ -177,37 +218,109 @@ fn score_segment(
                 }
             }
         }
-        let truth = query.eval(present, maybe);
-        if truth == Truth::No {
-            continue;
-        }
         // Exact when every phrase is certain and FTS5's reporting is known (no NOT); otherwise
         // a bound counting every phrase the row holds (FTS5 reports a subset of them, and a
         // phrase of several tokens at most as often as its rarest token), which FTS5 confirms
-        // when the row reaches the top.
+        // when the row reaches the top. Exact rows count, as FTS5 reports them, only the
+        // phrases of branches that match.
+        let (truth, counted) = if small {
+            let key = (present | (maybe << phrases.len())) as usize;
+            if memo[key] == 0 {
+                memo[key] = encode_decision(query, present, maybe);
+            }
+            decode_decision(memo[key])
+        } else {
+            let truth = query.eval(present, maybe);
+            (truth, query.counted(present))
+        };
+        if truth == Truth::No {
+            continue;
+        }
         let exact = truth == Truth::Yes && maybe == 0 && !has_not;
         if exact {
-            // As FTS5 reports them: phrases of branches that do not match count nothing.
-            let counted = query.counted(present);
-            for (p, f) in freq.iter_mut().enumerate() {
-                if counted & (1 << p) == 0 {
-                    *f = 0.0;
+            if counted != present {
+                for (p, f) in freq.iter_mut().enumerate() {
+                    if counted & (1 << p) == 0 {
+                        *f = 0.0;
+                    }
                 }
             }
         }
-        // As `mpa_rank` sums: every phrase, in order (an absent one adds exactly 0).
-        let d = f64::from(len);
-        let mut score = 0.0;
-        for (p, f) in freq.iter().enumerate() {
-            score += idf[p] * bm25_tf(*f, d, avgdl);
+        out.push(Entry {
+            score: bm25(&freq, idf, f64::from(len), avgdl),
+            id,
+            exact,
+        });
+    }
+}
+
+/// Phrase counts up to which a segment's match decisions are memoised by mask.
+const MEMO_PHRASES: usize = 7;
+
+/// (match, counted phrases) packed for the memo: bit 31 set (computed), bits 29–30 the truth,
+/// the low bits the counted mask (at most [`MEMO_PHRASES`] bits).
+fn encode_decision(query: &Query, present: Mask, maybe: Mask) -> u32 {
+    let truth = match query.eval(present, maybe) {
+        Truth::No => 0,
+        Truth::Yes => 1,
+        Truth::Maybe => 2,
+    };
+    (1 << 31) | (truth << 29) | (query.counted(present) as u32 & 0xFFFF)
+}
+
+fn decode_decision(v: u32) -> (Truth, Mask) {
+    let truth = match (v >> 29) & 3 {
+        1 => Truth::Yes,
+        2 => Truth::Maybe,
+        _ => Truth::No,
+    };
+    (truth, Mask::from(v & 0xFFFF))
+}
+
+/// A token's posting lists by segment (`None`: the stored list is unreadable).
+type TokenLists = Rc<HashMap<i64, Option<Vec<Posting>>>>;
+
+/// Posting lists one search has decoded, shared by its plans (a query that finds nothing is
+/// retried relaxed over the same tokens). Lives for one read snapshot.
+#[derive(Default)]
+pub(crate) struct ListCache {
+    lists: HashMap<(RankIndex, Vec<u8>), TokenLists>,
+}
+
+impl ListCache {
+    fn get(
+        &mut self,
+        conn: &Connection,
+        index: RankIndex,
+        token: &[u8],
+        segments: &HashMap<i64, i64>,
+    ) -> Result<TokenLists> {
+        let key = (index, token.to_vec());
+        if let Some(l) = self.lists.get(&key) {
+            return Ok(l.clone());
         }
-        out.push(Entry { score, id, exact });
+        let decoded: HashMap<i64, Option<Vec<Posting>>> = stats::term(conn, index, token)?
+            .into_iter()
+            .filter_map(|(lo, (_, blob))| {
+                let hi = segments.get(&lo)?;
+                Some((lo, postings::decode(lo, *hi, &blob)))
+            })
+            .collect();
+        let l = Rc::new(decoded);
+        self.lists.insert(key, l.clone());
+        Ok(l)
     }
 }
 
 /// A plan for ranking `expr` (sanitised, without the column filter) on `index`, or `None` when
 /// the posting lists cannot serve it (the caller then uses `bm25()`).
-pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Option<Plan>> {
+pub(crate) fn plan(
+    conn: &Connection,
+    index: RankIndex,
+    expr: &str,
+    cache: &RefCell<ListCache>,
+) -> Result<Option<Plan>> {
+    let started = std::time::Instant::now();
     let Some(query) = parse(expr, index) else {
         return Ok(None);
     };
@@ -219,9 +332,12 @@ pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Op
         return Ok(None);
     }
     let avgdl = tokens as f64 / rows as f64;
-    let high = stats::id_high_water(conn)?;
+    // Ids above the last message have no rows (an id can be spent by a duplicate append).
+    let last_id: i64 = conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |r| {
+        r.get(0)
+    })?;
     let segments = stats::segments(conn, index)?;
-    let mut open = unsummarised(&segments, high);
+    let mut open = unsummarised(&segments, last_id);
     if open.iter().map(|&(lo, hi)| hi - lo + 1).sum::<i64>() > MAX_UNSUMMARISED_IDS {
         return Ok(None);
     }
@@ -243,24 +359,28 @@ pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Op
                 .collect()
         })
         .collect();
-    // Posting blobs per token per segment; a segment whose blob does not decode is scored
-    // through FTS5 like an unsummarised range.
-    let blobs: Vec<HashMap<i64, (i64, Vec<u8>)>> = distinct
-        .iter()
-        .map(|t| stats::term(conn, index, t))
-        .collect::<Result<_>>()?;
-    let mut usable: Vec<(Segment, Vec<Vec<Posting>>)> = Vec::with_capacity(segments.len());
-    for s in &segments {
-        let lists: Option<Vec<Vec<Posting>>> = blobs
+    let his: HashMap<i64, i64> = segments.iter().map(|s| (s.lo, s.hi)).collect();
+    let token_lists: Vec<TokenLists> = {
+        let mut cache = cache.borrow_mut();
+        distinct
             .iter()
-            .map(|b| match b.get(&s.lo) {
-                Some((_, blob)) => postings::decode(s.lo, s.hi, blob),
-                None => Some(Vec::new()),
+            .map(|t| cache.get(conn, index, t, &his))
+            .collect::<Result<_>>()?
+    };
+    // A segment with an unreadable list is scored through FTS5 like an unsummarised range.
+    let mut usable: Vec<Vec<&[Posting]>> = Vec::with_capacity(segments.len());
+    for s in &segments {
+        let lists: Option<Vec<&[Posting]>> = token_lists
+            .iter()
+            .map(|l| match l.get(&s.lo) {
+                Some(Some(list)) => Some(list.as_slice()),
+                Some(None) => None,
+                None => Some(&[][..]),
             })
             .collect();
         match lists {
-            Some(lists) => usable.push((*s, lists)),
-            None => open.push((s.lo, s.hi)),
+            Some(lists) => usable.push(lists),
+            None => open.push((s.lo, s.hi.min(last_id))),
         }
     }
     // Document frequencies: summarised segments from their lists (exact for one token, the
@@ -272,7 +392,7 @@ pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Op
             .map(|&t| {
                 usable
                     .iter()
-                    .map(|(_, lists)| lists[t].len() as i64)
+                    .map(|lists| lists[t].len() as i64)
                     .sum::<i64>()
             })
             .min()
@@ -283,12 +403,31 @@ pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Op
         }
         idfs.push(idf(rows as f64, n as f64));
     }
+    let required_phrases = query.required();
+    let mut required: Vec<usize> = phrases
+        .iter()
+        .enumerate()
+        .filter(|(p, _)| required_phrases & (1 << p) != 0)
+        .flat_map(|(_, toks)| toks.iter().copied())
+        .collect();
+    required.sort_unstable();
+    required.dedup();
+    let loaded = started.elapsed();
     let mut entries = Vec::new();
     let mut postings_read = 0;
-    for (_, lists) in &usable {
-        postings_read += lists.iter().map(Vec::len).sum::<usize>();
-        score_segment(&query, &phrases, lists, &idfs, avgdl, &mut entries);
+    for lists in &usable {
+        postings_read += lists.iter().map(|l| l.len()).sum::<usize>();
+        score_segment(
+            &query,
+            &phrases,
+            lists,
+            &required,
+            &idfs,
+            avgdl,
+            &mut entries,
+        );
     }
+    let scored = started.elapsed();
     let match_expr = index.match_expr(expr);
     let mut rows_scored_by_fts5 = 0;
     if !open.is_empty() {
@@ -315,6 +454,19 @@ pub(crate) fn plan(conn: &Connection, index: RankIndex, expr: &str) -> Result<Op
             }
         }
     }
+    tracing::trace!(
+        index = table,
+        expr,
+        open_ranges = open.len(),
+        open_ids = open.iter().map(|&(lo, hi)| hi - lo + 1).sum::<i64>(),
+        load_us = loaded.as_micros() as u64,
+        lists_us = (scored - loaded).as_micros() as u64,
+        fts5_us = (started.elapsed() - scored).as_micros() as u64,
+        postings_read,
+        rows_scored_by_fts5,
+        entries = entries.len(),
+        "ranked plan"
+    );
     Ok(Some(Plan {
         index,
         match_expr,
@@ -345,6 +497,9 @@ pub(crate) struct Walk<'c> {
     pub(crate) postings_read: usize,
     /// Every match has been returned or filtered out.
     exhausted: bool,
+    /// Time spent confirming bounds and counting for `at_least` (for the trace).
+    confirm_time: std::time::Duration,
+    count_time: std::time::Duration,
 }
 
 impl<'c> Walk<'c> {
@@ -378,6 +533,8 @@ impl<'c> Walk<'c> {
             rows_scored_by_fts5: plan.rows_scored_by_fts5,
             postings_read: plan.postings_read,
             exhausted: false,
+            confirm_time: std::time::Duration::ZERO,
+            count_time: std::time::Duration::ZERO,
         })
     }
 
@@ -392,15 +549,18 @@ impl<'c> Walk<'c> {
 
     /// The exact score of a row FTS5 matches, `None` if it does not match after all.
     fn confirm(&mut self, id: i64) -> Result<Option<f64>> {
+        let started = std::time::Instant::now();
         self.confirm_params[1] = Value::Integer(id);
         self.confirmed += 1;
-        Ok(self
+        let score = self
             .confirm
             .query_row(
                 rusqlite::params_from_iter(self.confirm_params.iter()),
                 |r| r.get(0),
             )
-            .optional()?)
+            .optional()?;
+        self.confirm_time += started.elapsed();
+        Ok(score)
     }
 
     /// The next row that passes the filters, or `None` when every match has been seen.
@@ -435,6 +595,13 @@ impl<'c> Walk<'c> {
         if self.exhausted {
             return Ok(false);
         }
+        let started = std::time::Instant::now();
+        let enough = self.count_newest_first(k);
+        self.count_time += started.elapsed();
+        enough
+    }
+
+    fn count_newest_first(&mut self, k: usize) -> Result<bool> {
         let conn = self.conn;
         let table = self.index.table();
         let mut ids = conn.prepare(&format!(
@@ -461,6 +628,8 @@ impl Drop for Walk<'_> {
             postings_read = self.postings_read,
             rows_scored_by_fts5 = self.rows_scored_by_fts5,
             confirmed = self.confirmed,
+            confirm_us = self.confirm_time.as_micros() as u64,
+            count_us = self.count_time.as_micros() as u64,
             returned = self.returned,
             "ranked walk"
         );
