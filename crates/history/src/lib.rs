@@ -112,6 +112,9 @@ pub struct HistoryConfig {
     /// Message ids per ranking segment (default [`DEFAULT_SEGMENT_IDS`]); small values are for
     /// tests.
     pub rank_segment_ids: i64,
+    /// Bytes of decoded posting lists the process keeps between searches (default 64 MiB; the
+    /// least recently used go first; 0 keeps none).
+    pub rank_cache_bytes: usize,
     /// `Durable` (WAL, `synchronous = NORMAL`) unless the data directory is thrown away after
     /// use (evaluation runs: no fsync).
     pub durability: mpa_protocol::Durability,
@@ -126,6 +129,7 @@ impl HistoryConfig {
             background_backfill: true,
             backfill_batch: backfill::DEFAULT_BATCH,
             rank_segment_ids: DEFAULT_SEGMENT_IDS,
+            rank_cache_bytes: 64 << 20,
             durability: mpa_protocol::Durability::Durable,
         }
     }
@@ -318,6 +322,8 @@ struct Inner {
     stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
     permits: Arc<Semaphore>,
     maint: backfill_scheduler::BackfillScheduler,
+    /// Decoded posting lists kept between searches (all users, bounded by bytes).
+    rank_lists: rank::SharedLists,
 }
 
 impl Inner {
@@ -354,6 +360,7 @@ pub struct History {
 
 impl History {
     pub fn new(cfg: HistoryConfig) -> Self {
+        let rank_lists = rank::SharedLists::new(cfg.rank_cache_bytes);
         let permits = Arc::new(Semaphore::new(cfg.blocking_permits.max(1)));
         Self {
             inner: Arc::new(Inner {
@@ -361,6 +368,7 @@ impl History {
                 stores: Mutex::new(HashMap::new()),
                 permits,
                 maint: backfill_scheduler::BackfillScheduler::new(),
+                rank_lists,
             }),
         }
     }
@@ -493,9 +501,17 @@ impl History {
         req: SearchRequest,
     ) -> Result<SearchResponse> {
         let current = ctx.current_session_id.clone();
+        let inner = self.inner.clone();
+        let store_key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            user.as_str().hash(&mut h);
+            h.finish()
+        };
         let out = self
             .run(user, move |s| {
-                s.with_fts_recovery(|s| s.read(|c| recall::run(c, current.as_deref(), &req)))
+                let lists = Some((&inner.rank_lists, store_key));
+                s.with_fts_recovery(|s| s.read(|c| recall::run(c, current.as_deref(), &req, lists)))
             })
             .await;
         backfill_scheduler::schedule(self, user);

@@ -136,12 +136,14 @@ pub struct GapScan {
     pub hits: usize,
 }
 
-/// Which indexes may serve queries right now.
-#[derive(Debug, Clone, Copy)]
-pub struct IndexCaps {
+/// Which indexes may serve queries right now, and the store's decoded posting lists.
+#[derive(Clone, Copy)]
+pub struct IndexCaps<'s> {
     pub fts: IndexState,
     pub trigram: IndexState,
     pub cjk: IndexState,
+    /// The process's decoded posting lists and the key of this store in them.
+    pub(crate) lists: Option<(&'s crate::rank::SharedLists, u64)>,
 }
 
 fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
@@ -220,7 +222,7 @@ fn fts_query<'c>(
     sort: Sort,
     limit: usize,
     ready: bool,
-    cache: &RefCell<ListCache>,
+    cache: &RefCell<ListCache<'_>>,
 ) -> Result<Rows<'c>> {
     // Every match ranked, most never scored: segment statistics bound what each id range can
     // score (see `crate::rank`). Not inside one session (a small range) or a time window.
@@ -407,7 +409,7 @@ pub fn candidates<'c>(
     f: &Filters,
     sort: Sort,
     limit: usize,
-    caps: IndexCaps,
+    caps: IndexCaps<'_>,
 ) -> Result<CandidateSet<'c>> {
     let expr = query::sanitize(raw_query);
     if expr.is_empty() {
@@ -435,7 +437,7 @@ pub fn candidates<'c>(
     }
     // Posting lists decoded by one route are reused by the next (the relaxed retries read the
     // same tokens).
-    let lists = RefCell::new(ListCache::default());
+    let lists = RefCell::new(ListCache::new(caps.lists));
     let state_of = |table: &str| match table {
         "messages_fts_cjk" => caps.cjk,
         "messages_fts_trigram" => caps.trigram,

@@ -1,7 +1,8 @@
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 //! History recall at scale (issue 12 item 7), through the typed API: every match that passes
 //! the filters is ranked, so an older best match is found among tens of thousands of newer ones,
-//! and newer matches that the filters drop (hidden sources, rewound rows) cannot crowd it out.
+//! and newer matches that the filters drop (hidden sources, rewound rows, tool rows) cannot crowd
+//! it out — with and without the posting lists of complete id segments.
 //! Also: retention removes tombstones older than the cutoff.
 
 use mpa_history::recall::{DiscoverRequest, SearchOutcome};
@@ -203,6 +204,59 @@ async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match() {
 #[tokio::test(flavor = "multi_thread")]
 async fn newer_filtered_matches_do_not_crowd_out_an_older_best_match_with_statistics() {
     filtered_crowd(Some(4096)).await;
+}
+
+/// 10,000 newer tool rows that match better than the planted message (the term fills their
+/// tool name) — discover searches user and assistant messages, so none of them may push the
+/// planted message out.
+async fn tool_crowd(segment_ids: Option<i64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let h = history(dir.path(), segment_ids);
+    let u = user("tools");
+    plant(&h, &u).await;
+    common_matches(&h, &u, "c", "web", 500, 10_000).await;
+    let mut batches = Vec::new();
+    for s in 0..100 {
+        let sid = format!("tools{s:03}");
+        let msgs = (0..100)
+            .map(|i| {
+                let mut m = msg(
+                    format!("{sid}-{i}"),
+                    Role::Tool,
+                    "ok".into(),
+                    900_000 + i as i64,
+                );
+                // Six occurrences in a seven-token row: a better BM25 than the planted one.
+                m.tool_name = Some("zeta zeta zeta zeta zeta zeta".into());
+                m.tool_call_id = Some(format!("call_{i}"));
+                m
+            })
+            .collect();
+        batches.push((meta(&sid, "web"), msgs));
+        if batches.len() == 50 {
+            h.append_many(&u, std::mem::take(&mut batches))
+                .await
+                .unwrap();
+        }
+    }
+    h.append_many(&u, batches).await.unwrap();
+    with_statistics(&h, &u, segment_ids).await;
+    let (top, _) = top_sessions(&h, &u, "zeta").await;
+    assert!(top.iter().any(|s| s == "planted"), "top 3: {top:?}");
+    assert!(
+        top.iter().all(|s| !s.starts_with("tools")),
+        "tool rows shown: {top:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newer_matching_tool_rows_do_not_crowd_out_an_older_best_match() {
+    tool_crowd(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newer_matching_tool_rows_do_not_crowd_out_an_older_best_match_with_statistics() {
+    tool_crowd(Some(4096)).await;
 }
 
 #[tokio::test]

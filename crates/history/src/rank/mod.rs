@@ -23,11 +23,13 @@ pub(crate) mod stats;
 mod walk;
 
 pub(crate) use ffi::register_rank_function;
-pub(crate) use walk::{ListCache, Walk, plan};
+pub(crate) use walk::{ListCache, SharedLists, Walk, plan};
 
 /// Ids per segment. A segment is summarised once its last id has been assigned; the ids
-/// above the last summarised segment (at most about this many) are scored through FTS5.
-pub const DEFAULT_SEGMENT_IDS: i64 = 1 << 15;
+/// above the last summarised segment (at most about this many) are scored through FTS5, which
+/// costs about a microsecond a match — small segments keep that part small (a query reads one
+/// list row per segment and token, a few microseconds each).
+pub const DEFAULT_SEGMENT_IDS: i64 = 1 << 13;
 
 /// BM25 parameters of FTS5's `bm25()`.
 const K1: f64 = 1.2;
@@ -41,7 +43,17 @@ const B: f64 = 0.75;
 /// floating point too (each step is a correctly rounded monotone operation), so frequency
 /// bounds give a score bound.
 pub(crate) fn bm25(freq: &[f64], idf: &[f64], d: f64, avgdl: f64) -> f64 {
-    let norm = K1 * (1.0 - B + B * d / avgdl);
+    bm25_normed(freq, idf, length_norm(d, avgdl))
+}
+
+/// The document-length part of BM25's denominator, `k1 (1 − b + b · D / avgdl)`, as FTS5 writes
+/// it (the same for every phrase of a row, so it can be computed once per length).
+pub(crate) fn length_norm(d: f64, avgdl: f64) -> f64 {
+    K1 * (1.0 - B + B * d / avgdl)
+}
+
+/// [`bm25`] given the row's [`length_norm`].
+pub(crate) fn bm25_normed(freq: &[f64], idf: &[f64], norm: f64) -> f64 {
     let mut score = 0.0;
     for (&f, &w) in freq.iter().zip(idf) {
         if f > 0.0 {

@@ -28,25 +28,69 @@ pub(crate) fn encode(lo: i64, postings: &[Posting]) -> Vec<u8> {
 
 /// `None` for anything [`encode`] cannot have written for a segment starting at `lo` and
 /// ending at `hi`.
-pub(crate) fn decode(lo: i64, hi: i64, mut bytes: &[u8]) -> Option<Vec<Posting>> {
-    let n = usize::try_from(get_varint(&mut bytes)?).ok()?;
-    if n > bytes.len() / 3 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(n);
-    let mut prev = lo - 1;
-    for _ in 0..n {
-        let delta = i64::try_from(get_varint(&mut bytes)?).ok()?;
-        let tf = u32::try_from(get_varint(&mut bytes)?).ok()?;
-        let len = u32::try_from(get_varint(&mut bytes)?).ok()?;
-        let id = prev.checked_add(delta)?;
-        if delta == 0 || id > hi || tf == 0 {
+#[cfg(test)]
+pub(crate) fn decode(lo: i64, hi: i64, bytes: &[u8]) -> Option<Vec<Posting>> {
+    let mut out = Vec::new();
+    decode_into(lo, hi, bytes, &mut out).then_some(out)
+}
+
+/// Appends the postings of a list [`encode`] wrote for the segment `lo..=hi` to `out`; on
+/// anything it cannot have written, leaves `out` as it was and returns false.
+pub(crate) fn decode_into(lo: i64, hi: i64, bytes: &[u8], out: &mut Vec<Posting>) -> bool {
+    let start = out.len();
+    let mut r = Reader { bytes, at: 0 };
+    let ok = (|| {
+        let n = usize::try_from(r.varint()?).ok()?;
+        if n > bytes.len() / 3 {
             return None;
         }
-        out.push(Posting { id, tf, len });
-        prev = id;
+        out.reserve(n);
+        let mut prev = lo - 1;
+        for _ in 0..n {
+            let delta = r.varint()?;
+            let tf = u32::try_from(r.varint()?).ok()?;
+            let len = u32::try_from(r.varint()?).ok()?;
+            if delta == 0 || tf == 0 || delta > (hi - prev) as u64 {
+                return None;
+            }
+            prev += delta as i64;
+            out.push(Posting { id: prev, tf, len });
+        }
+        (r.at == bytes.len()).then_some(())
+    })()
+    .is_some();
+    if !ok {
+        out.truncate(start);
     }
-    bytes.is_empty().then_some(out)
+    ok
+}
+
+/// A varint reader over one blob (most values — id gaps, frequencies, short lengths — are one
+/// byte, which takes one comparison).
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    #[inline]
+    fn varint(&mut self) -> Option<u64> {
+        let b = *self.bytes.get(self.at)?;
+        self.at += 1;
+        if b < 0x80 {
+            return Some(u64::from(b));
+        }
+        let mut v = u64::from(b & 0x7F);
+        for shift in (7..64).step_by(7) {
+            let b = *self.bytes.get(self.at)?;
+            self.at += 1;
+            v |= u64::from(b & 0x7F) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -55,25 +99,4 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
-}
-
-#[inline]
-fn get_varint(bytes: &mut &[u8]) -> Option<u64> {
-    // Most values (id gaps, frequencies, short lengths) fit one byte.
-    if let Some((&b, rest)) = bytes.split_first()
-        && b < 0x80
-    {
-        *bytes = rest;
-        return Some(u64::from(b));
-    }
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&b, rest) = bytes.split_first()?;
-        *bytes = rest;
-        v |= u64::from(b & 0x7F) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
 }

@@ -188,6 +188,7 @@ pub(crate) fn segments(conn: &Connection, index: RankIndex) -> Result<Vec<Segmen
 }
 
 /// A term's posting blobs: segment `lo` → (documents holding it, encoded postings).
+#[cfg(test)]
 pub(crate) fn term(
     conn: &Connection,
     index: RankIndex,
@@ -208,6 +209,28 @@ pub(crate) fn term(
         out.insert(lo, (df, blob));
     }
     Ok(out)
+}
+
+/// Calls `each(lo, blob)` for a term's posting blobs, in segment order, without copying them.
+pub(crate) fn each_list(
+    conn: &Connection,
+    index: RankIndex,
+    term: &[u8],
+    mut each: impl FnMut(i64, &[u8]),
+) -> Result<()> {
+    let mut st = conn.prepare(
+        "SELECT lo, postings FROM rank_postings WHERE idx = ?1 AND term = ?2 ORDER BY lo",
+    )?;
+    let mut rows = st.query(params![index.table(), term])?;
+    while let Some(r) = rows.next()? {
+        let lo: i64 = r.get(0)?;
+        let blob = match r.get_ref(1)? {
+            rusqlite::types::ValueRef::Blob(b) => b,
+            _ => &[],
+        };
+        each(lo, blob);
+    }
+    Ok(())
 }
 
 /// The next segment of `index` to summarise on a grid of `size` ids: the first one that is

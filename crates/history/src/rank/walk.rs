@@ -4,18 +4,21 @@
 use super::expr::{Mask, Query, Truth, parse};
 use super::postings::{self, Posting};
 use super::stats::{self, Segment};
-use super::{DEFAULT_SEGMENT_IDS, RankIndex, bm25, idf};
+use super::{RankIndex, bm25_normed, idf, length_norm};
 use crate::error::Result;
 use crate::search::Candidate;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Statement};
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 /// More unsummarised ids than this (a store whose posting lists are still being built) and the
 /// search keeps `bm25()`: scoring them all through FTS5 is what it would do anyway.
-const MAX_UNSUMMARISED_IDS: i64 = 8 * DEFAULT_SEGMENT_IDS;
+const MAX_UNSUMMARISED_IDS: i64 = 1 << 18;
+
+/// Entries a walk orders up front; the rest wait unsorted.
+const HEAD_ENTRIES: usize = 1024;
 
 /// A row's score, or — while a phrase of several tokens in it is unconfirmed — an upper bound.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,13 +106,6 @@ fn sqlite_varint(buf: &[u8], at: &mut usize) -> Option<u64> {
     None
 }
 
-fn count(conn: &Connection, table: &str, match_expr: &str, lo: i64, hi: i64) -> Result<i64> {
-    let mut st = conn.prepare(&format!(
-        "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3"
-    ))?;
-    Ok(st.query_row(rusqlite::params![match_expr, lo, hi], |r| r.get(0))?)
-}
-
 /// Id ranges up to `high` no summarised segment covers (gaps and the tail).
 fn unsummarised(segments: &[Segment], high: i64) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
@@ -149,11 +145,11 @@ fn seek(list: &[Posting], from: usize, id: i64) -> usize {
     lo + 1 + list[lo + 1..hi].partition_point(|p| p.id < id)
 }
 
-/// The scores of one segment from its posting lists. `lists[t]` are the postings of distinct
+/// The scores of every summarised row from the posting lists. `lists[t]` are the postings of distinct
 /// token `t`; `phrases[p]` the tokens of phrase `p`; `required` the tokens every matching row
 /// holds (the shortest of their lists drives the walk, the others are sought by id; without
 /// one, the lists are merged).
-fn score_segment(
+fn score_lists(
     query: &Query,
     phrases: &[Vec<usize>],
     lists: &[&[Posting]],
@@ -175,6 +171,7 @@ fn score_segment(
     let mut at = vec![0usize; lists.len()];
     let mut tf = vec![0u32; lists.len()];
     let mut freq = vec![0f64; phrases.len()];
+    let mut norms = vec![f64::NAN; 4096];
     loop {
         // The next candidate: the driver's next row, or the smallest id at the lists' heads.
         let id = match driver {
@@ -246,8 +243,17 @@ fn score_segment(
                 }
             }
         }
+        // Lengths repeat: the norm of a short one is computed once.
+        let norm = match norms.get_mut(len as usize) {
+            Some(n) if !n.is_nan() => *n,
+            Some(n) => {
+                *n = length_norm(f64::from(len), avgdl);
+                *n
+            }
+            None => length_norm(f64::from(len), avgdl),
+        };
         out.push(Entry {
-            score: bm25(&freq, idf, f64::from(len), avgdl),
+            score: bm25_normed(&freq, idf, norm),
             id,
             exact,
         });
@@ -277,39 +283,206 @@ fn decode_decision(v: u32) -> (Truth, Mask) {
     (truth, Mask::from(v & 0xFFFF))
 }
 
-/// A token's posting lists by segment (`None`: the stored list is unreadable).
-type TokenLists = Rc<HashMap<i64, Option<Vec<Posting>>>>;
-
-/// Posting lists one search has decoded, shared by its plans (a query that finds nothing is
-/// retried relaxed over the same tokens). Lives for one read snapshot.
-#[derive(Default)]
-pub(crate) struct ListCache {
-    lists: HashMap<(RankIndex, Vec<u8>), TokenLists>,
+/// One token's postings over every summarised segment, in id order (segments are disjoint id
+/// ranges, so their lists simply follow one another), and the segments whose stored list for it
+/// does not decode.
+#[derive(Debug, Default)]
+struct TokenLists {
+    all: Vec<Posting>,
+    unreadable: Vec<(i64, i64)>,
 }
 
-impl ListCache {
+/// Decoded posting lists kept between searches, for the whole process (every user's store;
+/// the least recently used go first once `budget` bytes are held): a search that needs a token
+/// another one decoded — over the same summarised segments of the same store — does not read
+/// and decode it again.
+pub(crate) struct SharedLists {
+    budget: usize,
+    inner: Mutex<SharedState>,
+}
+
+/// (store, index, token).
+type SharedKey = (u64, RankIndex, Vec<u8>);
+
+#[derive(Default)]
+struct SharedState {
+    lists: HashMap<SharedKey, Shared>,
+    bytes: usize,
+    tick: u64,
+}
+
+struct Shared {
+    lists: Arc<TokenLists>,
+    /// Which segments the lists cover (they are stale once a segment is added or dropped).
+    segments: u64,
+    bytes: usize,
+    used: u64,
+}
+
+impl SharedLists {
+    pub(crate) fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            inner: Mutex::new(SharedState::default()),
+        }
+    }
+
+    fn get(&self, key: &SharedKey, segments: u64) -> Option<Arc<TokenLists>> {
+        let mut st = self.inner.lock().ok()?;
+        st.tick += 1;
+        let tick = st.tick;
+        let e = st.lists.get_mut(key).filter(|e| e.segments == segments)?;
+        e.used = tick;
+        Some(e.lists.clone())
+    }
+
+    fn put(&self, key: SharedKey, segments: u64, lists: Arc<TokenLists>) {
+        let bytes = lists.all.len() * std::mem::size_of::<Posting>() + key.2.len() + 64;
+        if bytes > self.budget / 4 {
+            return;
+        }
+        let Ok(mut st) = self.inner.lock() else {
+            return;
+        };
+        st.tick += 1;
+        let used = st.tick;
+        if let Some(old) = st.lists.insert(
+            key,
+            Shared {
+                lists,
+                segments,
+                bytes,
+                used,
+            },
+        ) {
+            st.bytes -= old.bytes;
+        }
+        st.bytes += bytes;
+        while st.bytes > self.budget {
+            let Some(oldest) = st
+                .lists
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(e) = st.lists.remove(&oldest) {
+                st.bytes -= e.bytes;
+            }
+        }
+    }
+}
+
+/// Posting lists one search uses, shared by its plans (a query that finds nothing is retried
+/// relaxed over the same tokens) and, through the store's [`SharedLists`], with later searches.
+#[derive(Default)]
+pub(crate) struct ListCache<'s> {
+    lists: HashMap<(RankIndex, Vec<u8>), Arc<TokenLists>>,
+    /// A phrase's postings over the ids no list covers (the relaxed retries read the same ones).
+    phrases: HashMap<(RankIndex, String), Arc<Vec<Posting>>>,
+    /// The process's lists and this store's key in them.
+    shared: Option<(&'s SharedLists, u64)>,
+}
+
+impl<'s> ListCache<'s> {
+    pub(crate) fn new(shared: Option<(&'s SharedLists, u64)>) -> Self {
+        Self {
+            lists: HashMap::new(),
+            phrases: HashMap::new(),
+            shared,
+        }
+    }
+
+    /// A phrase's postings over `open` (id ranges), read through FTS5.
+    fn phrase_postings(
+        &mut self,
+        conn: &Connection,
+        index: RankIndex,
+        phrase: &str,
+        open: &[(i64, i64)],
+    ) -> Result<Arc<Vec<Posting>>> {
+        let key = (index, phrase.to_owned());
+        if let Some(l) = self.phrases.get(&key) {
+            return Ok(l.clone());
+        }
+        let mut out = Vec::new();
+        if !open.is_empty() {
+            let table = index.table();
+            let mut st = conn.prepare(&format!(
+                "SELECT rowid, {}({table}) FROM {table} WHERE {table} MATCH ?1 \
+                 AND rowid BETWEEN ?2 AND ?3",
+                super::ffi::PHRASE_FUNCTION
+            ))?;
+            let expr = index.match_expr(phrase);
+            for &(lo, hi) in open {
+                let mut rows = st.query(rusqlite::params![expr, lo, hi])?;
+                while let Some(r) = rows.next()? {
+                    let packed: i64 = r.get(1)?;
+                    let tf = u32::try_from(packed >> 32).unwrap_or(u32::MAX);
+                    if tf > 0 {
+                        out.push(Posting {
+                            id: r.get(0)?,
+                            tf,
+                            len: (packed & 0xFFFF_FFFF) as u32,
+                        });
+                    }
+                }
+            }
+            out.sort_unstable_by_key(|p| p.id);
+        }
+        let l = Arc::new(out);
+        self.phrases.insert(key, l.clone());
+        Ok(l)
+    }
+
     fn get(
         &mut self,
         conn: &Connection,
         index: RankIndex,
         token: &[u8],
         segments: &HashMap<i64, i64>,
-    ) -> Result<TokenLists> {
+        fingerprint: u64,
+    ) -> Result<Arc<TokenLists>> {
         let key = (index, token.to_vec());
         if let Some(l) = self.lists.get(&key) {
             return Ok(l.clone());
         }
-        let decoded: HashMap<i64, Option<Vec<Posting>>> = stats::term(conn, index, token)?
-            .into_iter()
-            .filter_map(|(lo, (_, blob))| {
-                let hi = segments.get(&lo)?;
-                Some((lo, postings::decode(lo, *hi, &blob)))
-            })
-            .collect();
-        let l = Rc::new(decoded);
+        if let Some(l) = self
+            .shared
+            .and_then(|(s, store)| s.get(&(store, key.0, key.1.clone()), fingerprint))
+        {
+            self.lists.insert(key, l.clone());
+            return Ok(l);
+        }
+        let mut lists = TokenLists::default();
+        stats::each_list(conn, index, token, |lo, blob| {
+            // A row of a segment that is not current (another grid, another tokenizer) is not
+            // read.
+            if let Some(&hi) = segments.get(&lo)
+                && !postings::decode_into(lo, hi, blob, &mut lists.all)
+            {
+                lists.unreadable.push((lo, hi));
+            }
+        })?;
+        let l = Arc::new(lists);
+        if let Some((shared, store)) = self.shared {
+            shared.put((store, key.0, key.1.clone()), fingerprint, l.clone());
+        }
         self.lists.insert(key, l.clone());
         Ok(l)
     }
+}
+
+/// Identifies a set of segments (FNV-1a over their bounds).
+fn fingerprint(segments: &[Segment]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for s in segments {
+        for b in s.lo.to_le_bytes().into_iter().chain(s.hi.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// A plan for ranking `expr` (sanitised, without the column filter) on `index`, or `None` when
@@ -318,7 +491,7 @@ pub(crate) fn plan(
     conn: &Connection,
     index: RankIndex,
     expr: &str,
-    cache: &RefCell<ListCache>,
+    cache: &RefCell<ListCache<'_>>,
 ) -> Result<Option<Plan>> {
     let started = std::time::Instant::now();
     let Some(query) = parse(expr, index) else {
@@ -360,49 +533,69 @@ pub(crate) fn plan(
         })
         .collect();
     let his: HashMap<i64, i64> = segments.iter().map(|s| (s.lo, s.hi)).collect();
-    let token_lists: Vec<TokenLists> = {
+    let print = fingerprint(&segments);
+    let token_lists: Vec<Arc<TokenLists>> = {
         let mut cache = cache.borrow_mut();
         distinct
             .iter()
-            .map(|t| cache.get(conn, index, t, &his))
+            .map(|t| cache.get(conn, index, t, &his, print))
             .collect::<Result<_>>()?
     };
-    // A segment with an unreadable list is scored through FTS5 like an unsummarised range.
-    let mut usable: Vec<Vec<&[Posting]>> = Vec::with_capacity(segments.len());
-    for s in &segments {
-        let lists: Option<Vec<&[Posting]>> = token_lists
+    // A segment with an unreadable list is scored through FTS5 like an unsummarised range,
+    // and its postings leave every token's list.
+    let mut unreadable: Vec<(i64, i64)> = token_lists
+        .iter()
+        .flat_map(|l| l.unreadable.iter().copied())
+        .collect();
+    unreadable.sort_unstable();
+    unreadable.dedup();
+    let filtered: Vec<Vec<Posting>>;
+    let lists: Vec<&[Posting]> = if unreadable.is_empty() {
+        token_lists.iter().map(|l| l.all.as_slice()).collect()
+    } else {
+        filtered = token_lists
             .iter()
-            .map(|l| match l.get(&s.lo) {
-                Some(Some(list)) => Some(list.as_slice()),
-                Some(None) => None,
-                None => Some(&[][..]),
+            .map(|l| {
+                l.all
+                    .iter()
+                    .filter(|p| !unreadable.iter().any(|&(lo, hi)| (lo..=hi).contains(&p.id)))
+                    .copied()
+                    .collect()
             })
             .collect();
-        match lists {
-            Some(lists) => usable.push(lists),
-            None => open.push((s.lo, s.hi.min(last_id))),
-        }
-    }
-    // Document frequencies: summarised segments from their lists (exact for one token, the
-    // rarest token for a phrase of several), the rest counted by FTS5.
-    let mut idfs = Vec::with_capacity(query.phrases.len());
-    for (p, toks) in query.phrases.iter().zip(&phrases) {
-        let mut n = toks
+        open.extend(
+            unreadable
+                .iter()
+                .filter(|&&(lo, _)| lo <= last_id)
+                .map(|&(lo, hi)| (lo, hi.min(last_id))),
+        );
+        filtered.iter().map(Vec::as_slice).collect()
+    };
+    // The ids no list covers: each phrase's postings there, from FTS5 one phrase at a time (a
+    // phrase alone is cheap for FTS5; an AND of common terms is not), exact even for a phrase of
+    // several tokens.
+    let tail: Vec<Arc<Vec<Posting>>> = {
+        let mut cache = cache.borrow_mut();
+        query
+            .phrases
             .iter()
-            .map(|&t| {
-                usable
-                    .iter()
-                    .map(|lists| lists[t].len() as i64)
-                    .sum::<i64>()
-            })
-            .min()
-            .unwrap_or(0);
-        let phrase = index.match_expr(&p.text);
-        for &(lo, hi) in &open {
-            n += count(conn, table, &phrase, lo, hi)?;
-        }
-        idfs.push(idf(rows as f64, n as f64));
-    }
+            .map(|p| cache.phrase_postings(conn, index, &p.text, &open))
+            .collect::<Result<_>>()?
+    };
+    // Document frequencies: summarised segments from their lists (exact for one token, the
+    // rarest token for a phrase of several), plus the phrase's rows above them.
+    let idfs: Vec<f64> = phrases
+        .iter()
+        .zip(&tail)
+        .map(|(toks, tail)| {
+            let listed = toks
+                .iter()
+                .map(|&t| lists[t].len() as i64)
+                .min()
+                .unwrap_or(0);
+            idf(rows as f64, (listed + tail.len() as i64) as f64)
+        })
+        .collect();
     let required_phrases = query.required();
     let mut required: Vec<usize> = phrases
         .iter()
@@ -413,47 +606,40 @@ pub(crate) fn plan(
     required.sort_unstable();
     required.dedup();
     let loaded = started.elapsed();
-    let mut entries = Vec::new();
-    let mut postings_read = 0;
-    for lists in &usable {
-        postings_read += lists.iter().map(|l| l.len()).sum::<usize>();
-        score_segment(
+    let postings_read = lists.iter().map(|l| l.len()).sum::<usize>();
+    let mut entries = Vec::with_capacity(match required.iter().map(|&t| lists[t].len()).min() {
+        Some(n) => n,
+        None => postings_read,
+    });
+    score_lists(
+        &query,
+        &phrases,
+        &lists,
+        &required,
+        &idfs,
+        avgdl,
+        &mut entries,
+    );
+    let scored = started.elapsed();
+    // Rows above the segments: every phrase is one list there, its occurrences exact.
+    let rows_scored_by_fts5 = tail.iter().map(|l| l.len()).sum::<usize>();
+    if rows_scored_by_fts5 > 0 {
+        let own: Vec<Vec<usize>> = (0..phrases.len()).map(|p| vec![p]).collect();
+        let tail_lists: Vec<&[Posting]> = tail.iter().map(|l| l.as_slice()).collect();
+        let tail_required: Vec<usize> = (0..phrases.len())
+            .filter(|p| required_phrases & (1 << p) != 0)
+            .collect();
+        score_lists(
             &query,
-            &phrases,
-            lists,
-            &required,
+            &own,
+            &tail_lists,
+            &tail_required,
             &idfs,
             avgdl,
             &mut entries,
         );
     }
-    let scored = started.elapsed();
     let match_expr = index.match_expr(expr);
-    let mut rows_scored_by_fts5 = 0;
-    if !open.is_empty() {
-        let mut st = conn.prepare(&format!(
-            "SELECT rowid, {} FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3",
-            rank_call(table, idfs.len(), 4)
-        ))?;
-        for &(lo, hi) in &open {
-            let mut params = vec![
-                Value::Text(match_expr.clone()),
-                Value::Integer(lo),
-                Value::Integer(hi),
-                Value::Real(avgdl),
-            ];
-            params.extend(idfs.iter().map(|&v| Value::Real(v)));
-            let mut rows = st.query(rusqlite::params_from_iter(params))?;
-            while let Some(r) = rows.next()? {
-                entries.push(Entry {
-                    id: r.get(0)?,
-                    score: r.get(1)?,
-                    exact: true,
-                });
-                rows_scored_by_fts5 += 1;
-            }
-        }
-    }
     tracing::trace!(
         index = table,
         expr,
@@ -484,6 +670,9 @@ pub(crate) struct Walk<'c> {
     index: RankIndex,
     match_expr: String,
     heap: BinaryHeap<Entry>,
+    /// Entries no better than any the heap started with, kept unsorted until the heap's best
+    /// falls below the best of them (most walks never get there).
+    rest: Vec<Entry>,
     /// `mpa_rank` for one row: confirms a bounded entry.
     confirm: Statement<'c>,
     confirm_params: Vec<Value>,
@@ -516,6 +705,16 @@ impl<'c> Walk<'c> {
             "SELECT {} FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2",
             rank_call(table, plan.idf.len(), 3)
         ))?;
+        // Only the best entries are ordered up front (a caller wants a few rows); the others
+        // join when the walk gets down to them.
+        let mut entries = plan.entries;
+        let rest = if entries.len() > HEAD_ENTRIES {
+            entries.select_nth_unstable_by(HEAD_ENTRIES, |a, b| b.cmp(a));
+            entries.split_off(HEAD_ENTRIES)
+        } else {
+            Vec::new()
+        };
+        let heap = BinaryHeap::from(entries);
         let mut confirm_params = vec![Value::Text(plan.match_expr.clone()), Value::Null];
         confirm_params.push(Value::Real(plan.avgdl));
         confirm_params.extend(plan.idf.iter().map(|&v| Value::Real(v)));
@@ -523,7 +722,8 @@ impl<'c> Walk<'c> {
             conn,
             index: plan.index,
             match_expr: plan.match_expr,
-            heap: BinaryHeap::from(plan.entries),
+            heap,
+            rest,
             confirm,
             confirm_params,
             check,
@@ -565,7 +765,15 @@ impl<'c> Walk<'c> {
 
     /// The next row that passes the filters, or `None` when every match has been seen.
     pub(crate) fn next_row(&mut self) -> Result<Option<Candidate>> {
-        while let Some(top) = self.heap.pop() {
+        loop {
+            // `rest[0]` is the best of the rest (`select_nth_unstable_by` put it there).
+            let rest_best = self.rest.first().copied();
+            if rest_best.is_some_and(|r| self.heap.peek().is_none_or(|top| *top < r)) {
+                self.heap.extend(self.rest.drain(..));
+            }
+            let Some(top) = self.heap.pop() else {
+                break;
+            };
             if !top.exact {
                 // A bound: its real score is no higher, so it goes back in its place.
                 if let Some(score) = self.confirm(top.id)? {

@@ -137,7 +137,7 @@ pub(crate) fn discover(
     sessions: &mut Sessions<'_>,
     current_root: Option<&str>,
     req: &DiscoverRequest,
-    caps: IndexCaps,
+    caps: IndexCaps<'_>,
 ) -> Result<SearchOutcome> {
     let limit = req.limit.clamp(1, MAX_LIMIT);
     let mut excluded = HashSet::new();
@@ -303,7 +303,7 @@ pub(crate) fn in_session(
     query: &str,
     roles: &[SearchRole],
     sort: Sort,
-    caps: IndexCaps,
+    caps: IndexCaps<'_>,
 ) -> Result<SearchOutcome> {
     if sessions.get(sid)?.filter(|r| !r.hidden()).is_none() {
         return Ok(SearchOutcome::Miss(Miss::SessionNotFound));

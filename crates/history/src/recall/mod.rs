@@ -369,12 +369,14 @@ pub(crate) fn run(
     conn: &Connection,
     current_session_id: Option<&str>,
     req: &SearchRequest,
+    lists: Option<(&crate::rank::SharedLists, u64)>,
 ) -> Result<(SearchOutcome, IndexStatus)> {
     let states = crate::backfill::states(conn)?;
     let caps = IndexCaps {
         fts: states[0],
         trigram: states[1],
         cjk: states[2],
+        lists,
     };
     let mut sessions = Sessions::new(conn);
     let current_root = match current_session_id.filter(|s| !s.is_empty()) {
