@@ -241,15 +241,10 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
                 paced: !no_pause,
                 rebuild,
             };
-            let bar = indicatif::ProgressBar::with_draw_target(
+            let bar = styled_bar(
                 None,
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
                 "{bar:30} {pos}/{len} message ids indexed ({per_sec}) eta {eta}",
-            ) {
-                bar.set_style(style);
-            }
+            );
             let b = bar.clone();
             let summary = hub
                 .backfill(&key, opts, move |p| {
@@ -261,15 +256,7 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
             let mut out = serde_json::to_value(summary?)?;
             // Then the ranking statistics of complete id segments (what discover's early stop
             // reads), which the background task would otherwise build paced.
-            let bar = indicatif::ProgressBar::with_draw_target(
-                None,
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} segment statistics eta {eta}",
-            ) {
-                bar.set_style(style);
-            }
+            let bar = styled_bar(None, "{bar:30} {pos}/{len} segment statistics eta {eta}");
             let b = bar.clone();
             let ranking = hub
                 .build_ranking(&key, move |done, total| {
@@ -288,13 +275,17 @@ pub async fn run(args: HistoryArgs, ctx: &CliContext) -> anyhow::Result<ExitCode
 }
 
 fn progress_bar(total: u64) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(
+    styled_bar(
         Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
         "{bar:30} {bytes}/{total_bytes} ({bytes_per_sec}) {msg} eta {eta}",
-    ) {
+    )
+}
+
+/// A progress bar on stderr drawn with `template`.
+fn styled_bar(total: Option<u64>, template: &str) -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(total, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
         bar.set_style(style);
     }
     bar
@@ -384,13 +375,7 @@ pub struct BenchHistoryArgs {
 
 /// Progress of the benchmark on stderr: one bar per phase, notes as lines.
 fn bench_reporter() -> impl Fn(bench::BenchEvent) + Send + Sync {
-    let bar =
-        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} eta {eta}")
-    {
-        bar.set_style(style);
-    }
+    let bar = styled_bar(None, "{msg} {bar:30} {pos}/{len} eta {eta}");
     move |e| match e {
         bench::BenchEvent::Progress { phase, done, total } => {
             bar.set_message(phase);

@@ -221,12 +221,11 @@ fn fts_query<'c>(
     f: &Filters,
     sort: Sort,
     limit: usize,
-    ready: bool,
-    cache: &RefCell<ListCache<'_>>,
+    lists: Option<&RefCell<ListCache<'_>>>,
 ) -> Result<Rows<'c>> {
-    // Every match ranked, most never scored: segment statistics bound what each id range can
-    // score (see `crate::rank`). Not inside one session (a small range) or a time window.
-    if ready
+    // Every match ranked from the posting lists of complete id segments (see `crate::rank`),
+    // when the index is ready (`lists`); not inside one session (a small range) or a time window.
+    if let Some(cache) = lists
         && sort == Sort::Relevance
         && f.after.is_none()
         && f.before.is_none()
@@ -451,7 +450,8 @@ pub fn candidates<'c>(
             return Ok(None);
         }
         let state = state_of(table);
-        let rows = fts_query(conn, table, e, f, sort, limit, state.is_ready(), &lists)?;
+        let ready = state.is_ready().then_some(&lists);
+        let rows = fts_query(conn, table, e, f, sort, limit, ready)?;
         let (mut rows, scanned) = match rows {
             Rows::List { rows, scanned } => (rows.collect::<Vec<_>>(), scanned),
             ranked @ Rows::Ranked { .. } => {

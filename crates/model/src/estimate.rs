@@ -37,6 +37,20 @@ pub struct TokenEstimate {
 }
 
 impl TokenEstimate {
+    /// Counts one message whose tokens, images included, are `tokens`.
+    pub fn add_message(&mut self, m: &Message, tokens: u64) {
+        self.message_count += 1;
+        let images = m.content.image_count() as u64;
+        let text = tokens.saturating_sub(images * IMAGE_TOKENS);
+        if m.role == Role::System {
+            self.system_tokens += text;
+        } else {
+            self.message_tokens += text;
+        }
+        self.image_count += images;
+        self.multimodal_tokens += images * IMAGE_TOKENS;
+    }
+
     /// The raw sum.
     pub fn total(&self) -> u64 {
         self.message_tokens + self.system_tokens + self.tool_tokens + self.multimodal_tokens
@@ -118,16 +132,7 @@ pub fn estimate_breakdown<'a>(
         ..TokenEstimate::default()
     };
     for m in messages {
-        est.message_count += 1;
-        let images = m.content.image_count() as u64;
-        let tokens = estimate_message_tokens(m) - images * IMAGE_TOKENS;
-        if m.role == Role::System {
-            est.system_tokens += tokens;
-        } else {
-            est.message_tokens += tokens;
-        }
-        est.image_count += images;
-        est.multimodal_tokens += images * IMAGE_TOKENS;
+        est.add_message(m, estimate_message_tokens(m));
     }
     est.tool_tokens = tools.iter().map(estimate_tool_tokens).sum();
     est

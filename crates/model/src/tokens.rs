@@ -31,7 +31,7 @@ use crate::estimate::{
     self, IMAGE_TOKENS, TOOL_OVERHEAD_TOKENS, TokenEstimate, with_serialisation_factor,
     without_serialisation_factor,
 };
-use mpa_protocol::{Content, ContentPart, Message, Role, ToolSpec};
+use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,16 +204,7 @@ impl TokenCounter {
             ..TokenEstimate::default()
         };
         for m in messages {
-            est.message_count += 1;
-            let images = m.content.image_count() as u64;
-            let tokens = memo.message(m).saturating_sub(images * IMAGE_TOKENS);
-            if m.role == Role::System {
-                est.system_tokens += tokens;
-            } else {
-                est.message_tokens += tokens;
-            }
-            est.image_count += images;
-            est.multimodal_tokens += images * IMAGE_TOKENS;
+            est.add_message(m, memo.message(m));
         }
         est.message_tokens += self.request_overhead();
         est.tool_tokens = tools.iter().map(|t| memo.tool(t)).sum();

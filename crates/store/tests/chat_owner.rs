@@ -1,6 +1,5 @@
 //! Ownership is checked before a chat is read: `chat_owner` reads one column, so a session id can
 //! be refused (or accepted) without loading — or failing to parse — another user's chat.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_protocol::UserId;
 use mpa_store::Store;

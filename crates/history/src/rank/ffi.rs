@@ -80,24 +80,8 @@ unsafe extern "C" fn x_phrase(
         // SAFETY: FTS5 passes its live extension API and the context of the current row.
         unsafe { phrase_row(api, fts) }
     }));
-    match outcome {
-        Ok(Ok(packed)) => {
-            // SAFETY: `ctx` is the live function context of this call.
-            unsafe { ffi::sqlite3_result_int64(ctx, packed) };
-        }
-        Ok(Err(Failure::Message(msg))) => {
-            // SAFETY: as above; `msg` is NUL-terminated and -1 lets SQLite measure it.
-            unsafe { ffi::sqlite3_result_error(ctx, msg.as_ptr(), -1) };
-        }
-        Ok(Err(Failure::Code(rc))) => {
-            // SAFETY: as above.
-            unsafe { ffi::sqlite3_result_error_code(ctx, rc) };
-        }
-        Err(_) => {
-            // SAFETY: as above.
-            unsafe { ffi::sqlite3_result_error_code(ctx, ffi::SQLITE_ERROR) };
-        }
-    }
+    // SAFETY: `ctx` is the live function context of this call.
+    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Int))) };
 }
 
 /// # Safety
@@ -144,10 +128,31 @@ unsafe extern "C" fn x_rank(
         // `n_val` argument values, all valid for the duration of this call.
         unsafe { score_row(api, fts, n_val, values) }
     }));
+    // SAFETY: `ctx` is the live function context of this call.
+    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Real))) };
+}
+
+enum Answer {
+    Real(f64),
+    Int(i64),
+}
+
+/// Sets a call's result: its value, its error, or a plain error after a panic.
+///
+/// # Safety
+/// `ctx` must be the live function context of the current call.
+unsafe fn answer(
+    ctx: *mut ffi::sqlite3_context,
+    outcome: std::thread::Result<Result<Answer, Failure>>,
+) {
     match outcome {
-        Ok(Ok(score)) => {
-            // SAFETY: `ctx` is the live function context of this call.
-            unsafe { ffi::sqlite3_result_double(ctx, score) };
+        Ok(Ok(Answer::Real(v))) => {
+            // SAFETY: the caller passes the live context.
+            unsafe { ffi::sqlite3_result_double(ctx, v) };
+        }
+        Ok(Ok(Answer::Int(v))) => {
+            // SAFETY: as above.
+            unsafe { ffi::sqlite3_result_int64(ctx, v) };
         }
         Ok(Err(Failure::Message(msg))) => {
             // SAFETY: as above; `msg` is NUL-terminated and -1 lets SQLite measure it.

@@ -35,13 +35,13 @@ pub const DEFAULT_SEGMENT_IDS: i64 = 1 << 13;
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
-/// A row's BM25 score as FTS5's `bm25()` computes it — `Σ idf_p · f_p (k1 + 1) / (f_p + k1 (1 − b
-/// + b · D / avgdl))` over the phrases in order, each step written as FTS5 writes it — for the
+/// A row's BM25 score as FTS5's `bm25()` computes it: over the phrases in order, `idf_p · f_p ·
+/// (k1 + 1) / (f_p + k1 · (1 − b + b · D / avgdl))`, each step written as FTS5 writes it, for the
 /// phrase frequencies `freq` of a document of `d` tokens. `mpa_rank` and the posting-list scorer
 /// both call this one function, so a row scores bit-for-bit the same on either path. A phrase
 /// that does not occur adds exactly 0, so it is skipped. Non-decreasing in every frequency in
-/// floating point too (each step is a correctly rounded monotone operation), so frequency
-/// bounds give a score bound.
+/// floating point too (each step is a correctly rounded monotone operation), so frequency bounds
+/// give a score bound.
 pub(crate) fn bm25(freq: &[f64], idf: &[f64], d: f64, avgdl: f64) -> f64 {
     bm25_normed(freq, idf, length_norm(d, avgdl))
 }

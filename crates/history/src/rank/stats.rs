@@ -129,14 +129,7 @@ pub(crate) fn write(
         .query_map(params![idx, lo, hi], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for old in overlapping.iter().chain(std::iter::once(&lo)) {
-        conn.execute(
-            "DELETE FROM rank_postings WHERE idx = ?1 AND lo = ?2",
-            params![idx, old],
-        )?;
-        conn.execute(
-            "DELETE FROM rank_segments WHERE idx = ?1 AND lo = ?2",
-            params![idx, old],
-        )?;
+        drop_segment(conn, idx, *old)?;
     }
     let mut ins = conn.prepare(
         "INSERT INTO rank_postings (idx, term, lo, df, postings) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -233,28 +226,35 @@ pub(crate) fn each_list(
     Ok(())
 }
 
-/// The next segment of `index` to summarise on a grid of `size` ids: the first one that is
-/// complete (an id above it exists) and has no current row.
-pub(crate) fn next_due(
-    conn: &Connection,
-    index: RankIndex,
-    size: i64,
-) -> Result<Option<(i64, i64)>> {
+/// The complete segments of `index` on a grid of `size` ids that have no current row, in id
+/// order.
+fn due(conn: &Connection, index: RankIndex, size: i64) -> Result<Vec<(i64, i64)>> {
     let size = size.max(1);
     let high = id_high_water(conn)?;
     let done: std::collections::HashSet<(i64, i64)> = segments(conn, index)?
         .into_iter()
         .map(|s| (s.lo, s.hi))
         .collect();
+    let mut out = Vec::new();
     let mut lo: i64 = 1;
     while lo.saturating_add(size - 1) <= high {
         let hi = lo + size - 1;
         if !done.contains(&(lo, hi)) {
-            return Ok(Some((lo, hi)));
+            out.push((lo, hi));
         }
         lo = hi + 1;
     }
-    Ok(None)
+    Ok(out)
+}
+
+/// The next segment of `index` to summarise on a grid of `size` ids: the first one that is
+/// complete (its last id has been assigned) and has no current row.
+pub(crate) fn next_due(
+    conn: &Connection,
+    index: RankIndex,
+    size: i64,
+) -> Result<Option<(i64, i64)>> {
+    Ok(due(conn, index, size)?.into_iter().next())
 }
 
 /// Drops the statistics of segments no message is left in (after retention).
@@ -267,16 +267,22 @@ pub(crate) fn drop_empty(conn: &Connection) -> Result<usize> {
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     for (idx, lo) in &empty {
-        conn.execute(
-            "DELETE FROM rank_postings WHERE idx = ?1 AND lo = ?2",
-            params![idx, lo],
-        )?;
-        conn.execute(
-            "DELETE FROM rank_segments WHERE idx = ?1 AND lo = ?2",
-            params![idx, lo],
-        )?;
+        drop_segment(conn, idx, *lo)?;
     }
     Ok(empty.len())
+}
+
+/// Removes one segment's summary and lists.
+fn drop_segment(conn: &Connection, idx: &str, lo: i64) -> Result<()> {
+    conn.execute(
+        "DELETE FROM rank_postings WHERE idx = ?1 AND lo = ?2",
+        params![idx, lo],
+    )?;
+    conn.execute(
+        "DELETE FROM rank_segments WHERE idx = ?1 AND lo = ?2",
+        params![idx, lo],
+    )?;
+    Ok(())
 }
 
 /// Row counts and payload bytes of the statistics tables.
@@ -297,21 +303,9 @@ pub(crate) fn sizes(conn: &Connection) -> Result<crate::RankingSizes> {
 
 /// How many segment summaries are due on a grid of `size` ids, over every ranked index.
 pub(crate) fn due_count(conn: &Connection, size: i64) -> Result<usize> {
-    let size = size.max(1);
-    let high = id_high_water(conn)?;
     let mut n = 0;
     for index in RankIndex::ALL {
-        let done: std::collections::HashSet<(i64, i64)> = segments(conn, index)?
-            .into_iter()
-            .map(|s| (s.lo, s.hi))
-            .collect();
-        let mut lo: i64 = 1;
-        while lo.saturating_add(size - 1) <= high {
-            if !done.contains(&(lo, lo + size - 1)) {
-                n += 1;
-            }
-            lo += size;
-        }
+        n += due(conn, index, size)?.len();
     }
     Ok(n)
 }

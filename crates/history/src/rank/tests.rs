@@ -840,6 +840,21 @@ fn probe() {
     }
 }
 
+/// The history of a kept benchmark directory (no background tasks).
+fn probe_history(dir: &str, segment_ids: Option<i64>) -> History {
+    let mut cfg = HistoryConfig::new(std::path::Path::new(dir).join("data"));
+    cfg.background_backfill = false;
+    if let Some(n) = segment_ids {
+        cfg.rank_segment_ids = n;
+    }
+    History::new(cfg)
+}
+
+/// The benchmark's user.
+fn bench_key() -> UserKey {
+    UserKey::for_user(&UserId("bench-history".into()))
+}
+
 /// Appends `MPA_PROBE_TAIL` messages (default 8,000: about one segment) of another corpus seed
 /// to a kept benchmark directory `MPA_PROBE_DIR`, so the ids above the last segment — scored by
 /// FTS5 — are as many as they get in use: `cargo test --release -p mpa-history --lib
@@ -854,14 +869,12 @@ async fn probe_tail() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(8000);
-    let mut cfg = HistoryConfig::new(std::path::Path::new(&dir).join("data"));
-    cfg.background_backfill = false;
-    let h = History::new(cfg);
+    let h = probe_history(&dir, None);
     let mut lines = Vec::new();
     crate::corpus::generate(n, 4242, |l| lines.push(l.replace("\"s0", "\"tail-s0")));
     let stats = crate::import::import_reader(
         &h,
-        &UserKey::for_user(&UserId("bench-history".into())),
+        &bench_key(),
         "bench-history",
         std::io::Cursor::new(lines.join("\n")),
         |_| {},
@@ -884,10 +897,7 @@ async fn probe_regrid() {
     ) else {
         return;
     };
-    let mut cfg = HistoryConfig::new(std::path::Path::new(&dir).join("data"));
-    cfg.background_backfill = false;
-    cfg.rank_segment_ids = size;
-    let h = History::new(cfg);
+    let h = probe_history(&dir, Some(size));
     let sum = h
         .build_ranking(
             &UserKey::for_user(&UserId("bench-history".into())),
@@ -910,10 +920,8 @@ async fn probe_search() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let mut cfg = HistoryConfig::new(std::path::Path::new(&dir).join("data"));
-    cfg.background_backfill = false;
-    let h = History::new(cfg);
-    let key = UserKey::for_user(&UserId("bench-history".into()));
+    let h = probe_history(&dir, None);
+    let key = bench_key();
     let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for _ in 0..rounds {
         for q in crate::bench::BENCH_QUERIES {

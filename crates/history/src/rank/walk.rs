@@ -234,12 +234,10 @@ fn score_lists(
             continue;
         }
         let exact = truth == Truth::Yes && maybe == 0 && !has_not;
-        if exact {
-            if counted != present {
-                for (p, f) in freq.iter_mut().enumerate() {
-                    if counted & (1 << p) == 0 {
-                        *f = 0.0;
-                    }
+        if exact && counted != present {
+            for (p, f) in freq.iter_mut().enumerate() {
+                if counted & (1 << p) == 0 {
+                    *f = 0.0;
                 }
             }
         }
