@@ -120,6 +120,8 @@ const CATALOGUE: &[(&str, u64, bool, Option<u32>)] = &[
     ("gemini-pro", 32_760, false, Some(2_048)),
     ("gemma3", 131_072, true, None),
     ("gemma-3", 131_072, true, None),
+    ("gemma3:270m", 32_768, false, None),
+    ("gemma-3-270m", 32_768, false, None),
     ("gemma3:1b", 32_768, false, None),
     ("gemma-3-1b", 32_768, false, None),
     ("gemma2", 8_192, false, None),
@@ -310,10 +312,12 @@ mod tests {
         );
         assert!(!model_profile("deepseek-chat").vision_enabled(true));
         // The GGUF file name llama.cpp reports as the model id.
-        assert_eq!(
-            model_profile("gemma-3-270m-q4_k_m.gguf").max_output_tokens,
-            None
-        );
+        let gguf = model_profile("gemma-3-270m-q4_k_m.gguf");
+        assert_eq!(gguf.max_output_tokens, None);
+        // Gemma 3 270M is a 32 K, text-only model, not the 128 K family default.
+        assert_eq!(gguf.context_window_or(128), 32_768);
+        assert!(!gguf.vision_enabled(true));
+        assert_eq!(model_profile("gemma3:270m").context_window_or(128), 32_768);
     }
 
     #[test]
