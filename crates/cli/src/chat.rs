@@ -150,6 +150,11 @@ impl Renderer {
                 self.break_line(&mut out);
                 let _ = writeln!(out, "[protected — shown only to you, not kept]\n{content}");
             }
+            Event::Compacted { .. } => {
+                self.break_line(&mut out);
+                let _ = out.flush();
+                eprintln!("(context summarised: earlier messages stay in the chat and searchable)");
+            }
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }

@@ -181,20 +181,67 @@ fn artifacts_dir() -> PathBuf {
     d
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium() {
+/// Chromium and playwright-core for the page scripts, or `None` (with the skip notice) when one
+/// is missing.
+fn browser() -> Option<(String, String)> {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let modules = std::env::var("MPA_NODE_MODULES")
         .unwrap_or_else(|_| "/var/cache/mpa-node/node_modules".into());
-    if !available("node", runs("node", &["--version"]))
-        || !available("chromium", Path::new(&chromium).exists())
-        || !available(
+    let ready = available("node", runs("node", &["--version"]))
+        && available("chromium", Path::new(&chromium).exists())
+        && available(
             "playwright-core (npm, in MPA_NODE_MODULES)",
             Path::new(&modules).join("playwright-core").exists(),
-        )
-    {
-        return;
-    }
+        );
+    ready.then_some((chromium, modules))
+}
+
+/// Runs `crates/server/tests/browser/SCRIPT` against the page `srv` serves, signed in as
+/// alice, and returns its report once it says `ok` (the test fails with the report otherwise).
+async fn page_script(
+    (chromium, modules): &(String, String),
+    script: &str,
+    srv: &Serve,
+    shot: &Path,
+    extra: &[(&str, &str)],
+) -> Value {
+    // Runtime first: a build cache shared between checkouts may hold a test compiled elsewhere.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    let script = Path::new(&manifest).join("../server/tests/browser").join(script);
+    let mut node = Command::new("node");
+    node.arg(&script)
+        .env("MPA_URL", format!("http://{}/", srv.addr))
+        .env("MPA_USER", "alice")
+        .env("MPA_PASS", "alice-password-1")
+        .env("MPA_SCREENSHOT", shot)
+        .env("MPA_NODE_MODULES", modules)
+        .env("CHROMIUM", chromium)
+        .envs(extra.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(180), node.output())
+        .await
+        .expect("browser test hung")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(report["ok"], true, "browser test failed: {report:#}");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium() {
+    let Some(browser) = browser() else { return };
     let mock = MockModelServer::start().await;
     mock.push(MockReply::tool_calls(&[(
         "call_echo",
@@ -218,42 +265,80 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
     let mut srv = serve(dir.path(), &mock).await;
     let shot = artifacts_dir().join("web-chat.png");
     let _ = std::fs::remove_file(&shot);
-    // Runtime first: a build cache shared between checkouts may hold a test compiled elsewhere.
-    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
-    let script = Path::new(&manifest).join("../server/tests/browser/chat.mjs");
-    let mut node = Command::new("node");
-    node.arg(&script)
-        .env("MPA_URL", format!("http://{}/", srv.addr))
-        .env("MPA_USER", "alice")
-        .env("MPA_PASS", "alice-password-1")
-        .env("MPA_SCREENSHOT", &shot)
-        .env("MPA_NODE_MODULES", &modules)
-        .env("CHROMIUM", &chromium)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(180), node.output())
-        .await
-        .expect("browser test hung")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no report: {stdout} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    assert_eq!(report["ok"], true, "browser test failed: {report:#}");
+    page_script(&browser, "chat.mjs", &srv, &shot, &[]).await;
     assert!(shot.exists());
     eprintln!("screenshot of the chat: {}", shot.display());
     let mut body = Vec::new();
     let mut r = request(&srv.addr, "GET", "/healthz", ADMIN_TOKEN, &json!({})).await;
     r.read_to_end(&mut body).await.unwrap();
     assert!(String::from_utf8_lossy(&body).contains("\"ok\""));
+    srv.child.start_kill().unwrap();
+}
+
+const SUMMARY: &str = "The user asked numbered questions; each got a long answer.";
+
+/// A summariser request (the host's compaction) starts with the summariser's instructions.
+fn is_summariser(req: &Value) -> bool {
+    req["messages"][0]["content"] == mpa_protocol::SUMMARY_PROMPT
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_marks_a_compaction_while_streaming_and_keeps_every_line_in_chromium() {
+    let Some(browser) = browser() else { return };
+    let mock = MockModelServer::start().await;
+    // The host's summariser request is the one whose first message is the summariser's
+    // instructions; every other request is answered "answer N: " and ≈ 2,500 tokens, so six
+    // turns outgrow a 16 K window.
+    mock.set_responder(|req| {
+        if is_summariser(req) {
+            return MockReply::text(SUMMARY);
+        }
+        let question = req["messages"]
+            .as_array()
+            .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let n = question.trim_start_matches("question ");
+        MockReply::text(&format!("answer {n}: {}", "长".repeat(2500)))
+            .chunk_delay(Duration::from_millis(5))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(dir.path(), &mock);
+    // Not in the model catalogue: the 16 K window from LLM_MAX_CONTEXT_TOKENS applies.
+    cmd.env("LLM_MODEL", "house-model-x")
+        .env("LLM_MAX_CONTEXT_TOKENS", "16");
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
+    let mut srv = common::serve(cmd).await;
+    let shot = artifacts_dir().join("web-compaction-zh.png");
+    let _ = std::fs::remove_file(&shot);
+    let report = page_script(
+        &browser,
+        "compaction.mjs",
+        &srv,
+        &shot,
+        &[("MPA_TURNS", "6"), ("MPA_SUMMARY", SUMMARY)],
+    )
+    .await;
+    let summariser_calls = mock.requests().iter().filter(|r| is_summariser(r)).count();
+    assert!(summariser_calls >= 1, "the conversation outgrew the window");
+    // The page showed as many markers as the stored chat has context lines.
+    let token = login(&srv.addr, "alice", "alice-password-1").await.unwrap();
+    let (status, list) = call(&srv.addr, "GET", "/api/v1/agent/sessions", &token, &json!({})).await;
+    assert_eq!(status, 200, "{list}");
+    let id = list["sessions"][0]["session_id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/agent/sessions/{id}");
+    let (status, detail) = call(&srv.addr, "GET", &path, &token, &json!({})).await;
+    assert_eq!(status, 200, "{detail}");
+    let stored = detail["display_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["role"] == "context")
+        .count();
+    assert!(stored >= 1, "{detail:#}");
+    assert_eq!(report["markers_shown"], stored, "{report:#}");
+    eprintln!("screenshot of the compacted chat in Chinese: {}", shot.display());
     srv.child.start_kill().unwrap();
 }
 

@@ -574,6 +574,11 @@ pub enum Event {
     Protected {
         content: String,
     },
+    /// The model's context was summarised (a compaction was committed): the older messages left
+    /// it for this summary; they stay in the chat's display list and in the evidence history.
+    Compacted {
+        summary: String,
+    },
 }
 
 #[cfg(test)]

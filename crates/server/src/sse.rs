@@ -65,6 +65,10 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         Event::Protected { content } => {
             json!({"type": "interaction-protected", "content": content})
         }
+        // The page marks where the model's context was summarised, as the stored chat does.
+        Event::Compacted { summary } => {
+            json!({"type": "context", "event": "compacted", "summary": redact(summary)})
+        }
         Event::Delta { .. }
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }

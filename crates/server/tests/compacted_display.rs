@@ -41,7 +41,8 @@ fn answer_to(question: &str) -> String {
     format!("answer {n}: {}", "长".repeat(2500))
 }
 
-async fn turn(env: &Env, token: &str, text: &str) {
+/// Runs one turn to its end and returns its stream's frames.
+async fn turn(env: &Env, token: &str, text: &str) -> Vec<Value> {
     let frames = Frames::new(
         env.stream(token, json!({"text": text, "session_id": "long-chat"}))
             .await,
@@ -54,6 +55,7 @@ async fn turn(env: &Env, token: &str, text: &str) {
         "{text}: {frames:?}"
     );
     env.wait_idle(token, "long-chat").await;
+    frames
 }
 
 fn lines(detail: &Value) -> Vec<Value> {
@@ -105,13 +107,24 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
         MockReply::text(&answer_to(&last_user(req)))
     });
     let token = env.user("alice", "password", false).await;
+    let mut context_frames = Vec::new();
     for n in 0..6 {
-        turn(&env, &token, &format!("question {n}")).await;
+        let frames = turn(&env, &token, &format!("question {n}")).await;
+        // The stream says so when the context was summarised: after the answer that was sent
+        // with the compacted request (the compaction is committed only once that call succeeded).
+        for (i, f) in frames.iter().enumerate().filter(|(_, f)| f["type"] == "context") {
+            assert_eq!(f["event"], "compacted");
+            assert_eq!(f["summary"], SUMMARY);
+            assert!(frames[..i].iter().any(|f| f["type"] == "delta"), "{frames:?}");
+            context_frames.push(n);
+        }
     }
     assert!(
         summaries.load(Ordering::SeqCst) >= 1,
         "the conversation outgrew the window"
     );
+    // One frame per compaction, each with the summary the model got.
+    assert_eq!(context_frames.len(), summaries.load(Ordering::SeqCst));
     // The model's context no longer holds the first answer; its summary stands in for it.
     let last_request = env
         .mock
@@ -137,6 +150,7 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
         .map(|(i, _)| i)
         .collect();
     assert!(!markers.is_empty(), "{shown:#?}");
+    assert_eq!(markers.len(), context_frames.len(), "a marker per streamed compaction");
     let first = markers[0];
     assert_eq!(shown[first]["summary"], SUMMARY);
     assert!(shown[..first].iter().all(|l| l["compacted"] == true));
@@ -155,7 +169,7 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
     // Reclaimed after idling and reloaded from the snapshot: the earlier lines are still there
     // after the next turn writes the chat again.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    turn(&env, &token, "question 6").await;
+    let _ = turn(&env, &token, "question 6").await;
     let (_, detail) = env.get(&token, "/api/v1/agent/sessions/long-chat").await;
     let shown = lines(&detail);
     assert_eq!(conversation(&shown), expected(7), "{shown:#?}");

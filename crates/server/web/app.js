@@ -350,6 +350,7 @@ async function send(text) {
   let segment = null; // the assistant bubble being streamed
   let segmentText = '';
   const tools = new Map();
+  let compacted = false; // the context was summarised during this turn
   let frame = 0;
   const paint = () => {
     frame = 0;
@@ -408,6 +409,12 @@ async function send(text) {
           b.classList.add('notice');
           b.textContent = f.content;
           scrollDown();
+        } else if (f.type === 'context') {
+          // Shown now, where the stream is; the reload after the turn puts it where the chat
+          // keeps it (before the recent messages the model still sees in full).
+          endSegment();
+          addContextMarker(f.summary);
+          compacted = true;
         } else if (f.type === 'error') {
           endSegment();
           addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
@@ -421,6 +428,8 @@ async function send(text) {
     if (e.message !== 'unauthorized') addError(t('netError'));
   } finally {
     endSegment();
+    // Re-read before the input is free again, so a next message never races the re-render.
+    if (compacted && state.sessionId) await openSession(state.sessionId, state.owner).catch(() => {});
     setBusy(false);
     loadSessions();
   }

@@ -241,9 +241,12 @@ pub async fn run(
         let answer = model_call::call(setup.model, &req, cancel, sink).await;
         drop(req);
         if let (ModelCallEnd::Answer(_), Some(c)) = (&answer, pending.take()) {
+            let summary = c.prefix.iter().find(|m| compact::is_summary(m));
+            let summary = summary.map(compact::summary_text).unwrap_or_default();
             let removed = transcript.compact(c.cut, c.prefix);
             hooks.on_compacted(transcript, &removed).await;
             compacted = true;
+            sink.emit(Event::Compacted { summary });
         }
         let completion = match answer {
             ModelCallEnd::Answer(c) => c,

@@ -1,45 +1,11 @@
 // Drives the real web page in headless Chromium (playwright-core): log in, send a message, watch
 // the streamed text and a tool line, stop a long turn, reload and find the history. Prints one JSON
-// line with what it observed; exits 1 on the first failed expectation.
-//
-// Env: MPA_URL, MPA_USER, MPA_PASS, MPA_SCREENSHOT (png path), MPA_NODE_MODULES (playwright-core
-// location), CHROMIUM (executable).
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+// line with what it observed; exits 1 on the first failed expectation (see harness.mjs).
+import { env, login, run } from './harness.mjs';
 
-const env = (k, d) => process.env[k] || d;
-const require = createRequire(path.join(env('MPA_NODE_MODULES', '/var/cache/mpa-node/node_modules'), 'x.js'));
-const { chromium } = require('playwright-core');
-
-const url = env('MPA_URL');
 const shot = env('MPA_SCREENSHOT');
-const profile = mkdtempSync(path.join(tmpdir(), 'mpa-chromium-'));
-const result = { ok: false, steps: [] };
-let context;
 
-function expect(cond, what) {
-  if (!cond) throw new Error('expectation failed: ' + what);
-  result.steps.push(what);
-}
-
-try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: env('CHROMIUM', '/usr/bin/chromium'),
-    headless: true,
-    viewport: { width: 1200, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const page = context.pages()[0] || await context.newPage();
-  page.setDefaultTimeout(30000);
-  const consoleErrors = [];
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(String(e)));
-
-  await page.goto(url);
-  await page.waitForSelector('#login-view:not([hidden])');
+await run(async (page, expect, consoleErrors) => {
   // A wrong password shows an error and keeps the login form.
   await page.fill('#login-user', env('MPA_USER'));
   await page.fill('#login-pass', 'definitely-wrong');
@@ -49,10 +15,7 @@ try {
   // Chromium logs the deliberate 401 as a failed resource load; only later errors count.
   consoleErrors.length = 0;
 
-  await page.fill('#login-pass', env('MPA_PASS'));
-  await page.click('#login-submit');
-  await page.waitForSelector('#app-view:not([hidden])');
-  expect((await page.textContent('#who')).includes(env('MPA_USER')), 'logged in as the user');
+  await login(page, expect);
 
   // Record every distinct text the streaming bubble shows, to prove it grows in steps.
   await page.evaluate(() => {
@@ -108,18 +71,4 @@ try {
   expect((await page.textContent('.tool.outcome-unknown .outcome')).startsWith('结果未知'),
     'an unknown call says 结果未知 in Chinese');
   await page.screenshot({ path: shot.replace(/\.png$/, '-outcomes-zh.png'), fullPage: false });
-
-  expect(consoleErrors.length === 0, 'no console errors: ' + consoleErrors.join(' | '));
-  result.ok = true;
-} catch (e) {
-  result.error = String(e && e.stack || e);
-  try {
-    const p = context && context.pages()[0];
-    if (p && shot) await p.screenshot({ path: shot.replace(/\.png$/, '-failure.png') });
-  } catch (_) { /* best effort */ }
-} finally {
-  if (context) await context.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
-console.log(JSON.stringify(result));
-process.exit(result.ok ? 0 : 1);
+});

@@ -1,0 +1,65 @@
+// What every page script shares: headless Chromium (playwright-core) in a throwaway profile, an
+// `expect` that records each passed step, console errors collected, a screenshot on failure, and
+// one JSON line with what was observed (exit 1 on the first failed expectation).
+//
+// Env: MPA_URL, MPA_USER, MPA_PASS, MPA_SCREENSHOT (png path), MPA_NODE_MODULES (playwright-core
+// location), CHROMIUM (executable).
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+export const env = (k, d) => process.env[k] || d;
+
+// Runs `body(page, expect, consoleErrors)` against the page at MPA_URL and exits with its verdict.
+export async function run(body) {
+  const require = createRequire(path.join(env('MPA_NODE_MODULES', '/var/cache/mpa-node/node_modules'), 'x.js'));
+  const { chromium } = require('playwright-core');
+  const shot = env('MPA_SCREENSHOT');
+  const profile = mkdtempSync(path.join(tmpdir(), 'mpa-chromium-'));
+  const result = { ok: false, steps: [] };
+  const expect = (cond, what) => {
+    if (!cond) throw new Error('expectation failed: ' + what);
+    result.steps.push(what);
+  };
+  let context;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: env('CHROMIUM', '/usr/bin/chromium'),
+      headless: true,
+      viewport: { width: 1200, height: 800 },
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    const page = context.pages()[0] || await context.newPage();
+    page.setDefaultTimeout(30000);
+    const consoleErrors = [];
+    page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+    page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await page.goto(env('MPA_URL'));
+    await page.waitForSelector('#login-view:not([hidden])');
+    await body(page, expect, consoleErrors, result);
+    expect(consoleErrors.length === 0, 'no console errors: ' + consoleErrors.join(' | '));
+    result.ok = true;
+  } catch (e) {
+    result.error = String(e && e.stack || e);
+    try {
+      const p = context && context.pages()[0];
+      if (p && shot) await p.screenshot({ path: shot.replace(/\.png$/, '-failure.png') });
+    } catch (_) { /* best effort */ }
+  } finally {
+    if (context) await context.close().catch(() => {});
+    rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(JSON.stringify(result));
+  process.exit(result.ok ? 0 : 1);
+}
+
+// Signs in as MPA_USER and waits for the chat view.
+export async function login(page, expect) {
+  await page.fill('#login-user', env('MPA_USER'));
+  await page.fill('#login-pass', env('MPA_PASS'));
+  await page.click('#login-submit');
+  await page.waitForSelector('#app-view:not([hidden])');
+  expect((await page.textContent('#who')).includes(env('MPA_USER')), 'logged in as the user');
+}
