@@ -207,7 +207,9 @@ async fn page_script(
 ) -> Value {
     // Runtime first: a build cache shared between checkouts may hold a test compiled elsewhere.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
-    let script = Path::new(&manifest).join("../server/tests/browser").join(script);
+    let script = Path::new(&manifest)
+        .join("../server/tests/browser")
+        .join(script);
     let mut node = Command::new("node");
     node.arg(&script)
         .env("MPA_URL", format!("http://{}/", srv.addr))
@@ -324,9 +326,19 @@ async fn the_web_page_marks_a_compaction_while_streaming_and_keeps_every_line_in
     assert!(summariser_calls >= 1, "the conversation outgrew the window");
     // The page showed as many markers as the stored chat has context lines.
     let token = login(&srv.addr, "alice", "alice-password-1").await.unwrap();
-    let (status, list) = call(&srv.addr, "GET", "/api/v1/agent/sessions", &token, &json!({})).await;
+    let (status, list) = call(
+        &srv.addr,
+        "GET",
+        "/api/v1/agent/sessions",
+        &token,
+        &json!({}),
+    )
+    .await;
     assert_eq!(status, 200, "{list}");
-    let id = list["sessions"][0]["session_id"].as_str().unwrap().to_string();
+    let id = list["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let path = format!("/api/v1/agent/sessions/{id}");
     let (status, detail) = call(&srv.addr, "GET", &path, &token, &json!({})).await;
     assert_eq!(status, 200, "{detail}");
@@ -338,7 +350,10 @@ async fn the_web_page_marks_a_compaction_while_streaming_and_keeps_every_line_in
         .count();
     assert!(stored >= 1, "{detail:#}");
     assert_eq!(report["markers_shown"], stored, "{report:#}");
-    eprintln!("screenshot of the compacted chat in Chinese: {}", shot.display());
+    eprintln!(
+        "screenshot of the compacted chat in Chinese: {}",
+        shot.display()
+    );
     srv.child.start_kill().unwrap();
 }
 

@@ -112,10 +112,17 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
         let frames = turn(&env, &token, &format!("question {n}")).await;
         // The stream says so when the context was summarised: after the answer that was sent
         // with the compacted request (the compaction is committed only once that call succeeded).
-        for (i, f) in frames.iter().enumerate().filter(|(_, f)| f["type"] == "context") {
+        for (i, f) in frames
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f["type"] == "context")
+        {
             assert_eq!(f["event"], "compacted");
             assert_eq!(f["summary"], SUMMARY);
-            assert!(frames[..i].iter().any(|f| f["type"] == "delta"), "{frames:?}");
+            assert!(
+                frames[..i].iter().any(|f| f["type"] == "delta"),
+                "{frames:?}"
+            );
             context_frames.push(n);
         }
     }
@@ -150,7 +157,11 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
         .map(|(i, _)| i)
         .collect();
     assert!(!markers.is_empty(), "{shown:#?}");
-    assert_eq!(markers.len(), context_frames.len(), "a marker per streamed compaction");
+    assert_eq!(
+        markers.len(),
+        context_frames.len(),
+        "a marker per streamed compaction"
+    );
     let first = markers[0];
     assert_eq!(shown[first]["summary"], SUMMARY);
     assert!(shown[..first].iter().all(|l| l["compacted"] == true));

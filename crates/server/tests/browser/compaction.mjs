@@ -79,5 +79,7 @@ await run(async (page, expect, _consoleErrors, result) => {
   const heading = await page.textContent('.context-marker summary');
   expect(heading.includes('摘要'), 'the marker speaks Chinese: ' + heading);
   const shot = env('MPA_SCREENSHOT');
+  await page.locator('.context-marker').first().scrollIntoViewIfNeeded();
+  await page.click('.context-marker summary');
   if (shot) await page.screenshot({ path: shot, fullPage: false });
 });
