@@ -295,12 +295,7 @@ async fn the_web_page_marks_a_compaction_while_streaming_and_keeps_every_line_in
         if is_summariser(req) {
             return MockReply::text(SUMMARY);
         }
-        let question = req["messages"]
-            .as_array()
-            .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_string();
+        let question = mpa_test_support::last_user_text(req);
         let n = question.trim_start_matches("question ");
         MockReply::text(&format!("answer {n}: {}", "长".repeat(2500)))
             .chunk_delay(Duration::from_millis(5))

@@ -9,7 +9,7 @@
 use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, Message, TurnStatus};
 use mpa_store::{Chat, Store};
-use mpa_test_support::{MockModelServer, MockReply};
+use mpa_test_support::{MockModelServer, MockReply, last_user_text};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -123,17 +123,6 @@ impl Env {
 
 fn system(req: &Value) -> &str {
     req["messages"][0]["content"].as_str().unwrap()
-}
-
-fn last_user_text(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default()
 }
 
 const REVIEW_MARK: &str = "only call memory and skill";

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use mpa_test_support::MockReply;
+use mpa_test_support::{MockReply, last_user_text};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,18 +20,6 @@ const SUMMARY: &str = "The user asked questions 0 to 3; each got a long answer."
 /// summariser's instructions.
 fn is_summariser(req: &Value) -> bool {
     req["messages"][0]["content"] == mpa_protocol::SUMMARY_PROMPT
-}
-
-/// The last user message's text of a turn request.
-fn last_user(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default()
 }
 
 /// "question N" gets "answer N" and about 2,500 tokens of padding: four turns fill most of a
@@ -104,7 +92,7 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
             seen.fetch_add(1, Ordering::SeqCst);
             return MockReply::text(SUMMARY);
         }
-        MockReply::text(&answer_to(&last_user(req)))
+        MockReply::text(&answer_to(&last_user_text(req)))
     });
     let token = env.user("alice", "password", false).await;
     let mut context_frames = Vec::new();

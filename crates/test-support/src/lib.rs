@@ -7,7 +7,8 @@
 //!   `http://127.0.0.1:PORT/v1`, usable from this process or a spawned `mpagent`
 //!   (`LLM_BASE_URL`). Replies come from a FIFO queue (`push`), else the `set_default` reply, else
 //!   a 500 saying the script ran out. Every request body and header list is recorded
-//!   (`requests`, `request_headers`, `wait_for_requests`).
+//!   (`requests`, `request_headers`, `wait_for_requests`); [`last_user_text`] reads a recorded
+//!   request's last user message.
 //! - [`MockReply`]: scripted text / tool calls rendered as real SSE chunk streams in a
 //!   [`Dialect`] (OpenAI; no-`index` vLLM/llama.cpp; DeepSeek `reasoning_content`), raw `data:`
 //!   payloads, raw bytes, recorded fixtures, an empty 200 stream, or plain HTTP status replies;
@@ -39,4 +40,4 @@ pub use fixtures::{
 };
 pub use llama::{LLAMA_MODEL_VAR, LLAMA_PYTHON_VAR, LlamaCppOptions, LlamaCppServer};
 pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
-pub use server::MockModelServer;
+pub use server::{MockModelServer, last_user_text};

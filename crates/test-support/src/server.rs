@@ -440,3 +440,14 @@ impl Playback {
         Some((Ok(frame), self))
     }
 }
+
+/// The text of the last user message of a recorded chat request (empty when there is none): what
+/// a scripted responder usually answers to.
+pub fn last_user_text(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -541,6 +541,24 @@ fn no_filters() -> crate::search::Filters {
     }
 }
 
+/// The plan of a query the lists can rank, with a fresh list cache.
+fn planned(conn: &Connection, index: RankIndex, expr: &str) -> walk::Plan {
+    plan(conn, index, expr, &Default::default())
+        .unwrap()
+        .unwrap_or_else(|| panic!("{expr}: not plannable"))
+}
+
+/// A walk of `p` through the rows that pass `filters`.
+fn walk_of<'c>(conn: &'c Connection, p: walk::Plan, filters: &crate::search::Filters) -> Walk<'c> {
+    let (check, params) = crate::search::filter_check(conn, filters).unwrap();
+    Walk::new(conn, p, check, params).unwrap()
+}
+
+/// The ids a walk yields, in its order, to the end.
+fn drain(w: &mut Walk<'_>) -> Vec<i64> {
+    std::iter::from_fn(|| w.next_row().unwrap().map(|c| c.id)).collect()
+}
+
 #[tokio::test]
 async fn walks_return_the_full_sort_order_mostly_from_posting_lists() {
     let dir = tempfile::tempdir().unwrap();
@@ -548,22 +566,15 @@ async fn walks_return_the_full_sort_order_mostly_from_posting_lists() {
     let conn = connect(&h);
     let mut confirmed = 0;
     for (expr, index) in QUERIES {
-        let p = plan(&conn, index, expr, &Default::default())
-            .unwrap()
-            .expect("plannable");
+        let p = planned(&conn, index, expr);
         let all = full_sort(&conn, index, expr, &p);
         assert!(!all.is_empty(), "{expr}");
-        let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
-        let mut w = Walk::new(&conn, p, check, params).unwrap();
+        let mut w = walk_of(&conn, p, &no_filters());
         // 4000 ids in complete segments of 250: nothing is left for FTS5 to score.
         assert_eq!(w.rows_scored_by_fts5, 0, "{expr}");
         assert!(w.postings_read >= all.len(), "{expr}");
-        let mut got = Vec::new();
-        while let Some(c) = w.next_row().unwrap() {
-            got.push(c.id);
-        }
         let want: Vec<i64> = all.iter().map(|r| r.1).collect();
-        assert_eq!(got, want, "{expr}: every row, in order");
+        assert_eq!(drain(&mut w), want, "{expr}: every row, in order");
         confirmed += w.confirmed;
     }
     assert!(
@@ -579,20 +590,14 @@ async fn rows_above_the_last_segment_are_scored_by_fts5_in_the_same_order() {
     let h = store(dir.path(), 3100, 250, 13).await;
     let conn = connect(&h);
     for (expr, index) in QUERIES {
-        let p = plan(&conn, index, expr, &Default::default())
-            .unwrap()
-            .unwrap();
+        let p = planned(&conn, index, expr);
         let all = full_sort(&conn, index, expr, &p);
-        let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
-        let mut w = Walk::new(&conn, p, check, params).unwrap();
+        let mut w = walk_of(&conn, p, &no_filters());
         // Each phrase's rows above the segments come from FTS5 (at least every matching row).
         let tail = all.iter().filter(|r| r.1 > 3000).count();
         assert!(w.rows_scored_by_fts5 >= tail && tail > 0, "{expr}");
-        let mut got = Vec::new();
-        while let Some(c) = w.next_row().unwrap() {
-            got.push(c.id);
-        }
-        assert_eq!(got, all.iter().map(|r| r.1).collect::<Vec<_>>(), "{expr}");
+        let want: Vec<i64> = all.iter().map(|r| r.1).collect();
+        assert_eq!(drain(&mut w), want, "{expr}");
     }
 }
 
@@ -602,9 +607,7 @@ async fn filtered_walks_skip_rows_without_losing_order() {
     let h = store(dir.path(), 3000, 250, 5).await;
     let conn = connect(&h);
     for (expr, index) in QUERIES {
-        let p = plan(&conn, index, expr, &Default::default())
-            .unwrap()
-            .unwrap();
+        let p = planned(&conn, index, expr);
         let all = full_sort(&conn, index, expr, &p);
         let f = crate::search::Filters {
             roles: vec!["assistant"],
@@ -613,8 +616,7 @@ async fn filtered_walks_skip_rows_without_losing_order() {
             session_id: None,
             exclude_hidden: true,
         };
-        let (check, params) = crate::search::filter_check(&conn, &f).unwrap();
-        let mut w = Walk::new(&conn, p, check, params).unwrap();
+        let mut w = walk_of(&conn, p, &f);
         let mut got = Vec::new();
         while let Some(c) = w.next_row().unwrap() {
             assert_eq!(c.role, "assistant");
@@ -644,8 +646,10 @@ async fn damaged_statistics_cost_speed_never_results() {
     let before: Vec<Vec<i64>> = QUERIES
         .iter()
         .map(|(e, i)| {
-            let p = plan(&conn, *i, e, &Default::default()).unwrap().unwrap();
-            full_sort(&conn, *i, e, &p).iter().map(|r| r.1).collect()
+            full_sort(&conn, *i, e, &planned(&conn, *i, e))
+                .iter()
+                .map(|r| r.1)
+                .collect()
         })
         .collect();
     // Unreadable posting lists: those segments are scored through FTS5 instead.
@@ -655,19 +659,12 @@ async fn damaged_statistics_cost_speed_never_results() {
     )
     .unwrap();
     for ((expr, index), want) in QUERIES.iter().zip(before) {
-        let p = plan(&conn, *index, expr, &Default::default())
-            .unwrap()
-            .unwrap();
-        let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
-        let mut w = Walk::new(&conn, p, check, params).unwrap();
+        let mut w = walk_of(&conn, planned(&conn, *index, expr), &no_filters());
         assert!(
             w.rows_scored_by_fts5 > 0,
             "{expr}: damaged segments go to FTS5"
         );
-        let mut got = Vec::new();
-        while let Some(c) = w.next_row().unwrap() {
-            got.push(c.id);
-        }
+        let got = drain(&mut w);
         assert_eq!(got.len(), want.len(), "{expr}");
         let mut a = got.clone();
         let mut b = want.clone();
@@ -822,8 +819,7 @@ fn probe() {
             let p = plan(&conn, index, q, &cache).unwrap().unwrap();
             let planned = t.elapsed();
             let (fts5_rows, postings) = (p.rows_scored_by_fts5, p.postings_read);
-            let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
-            let mut w = Walk::new(&conn, p, check, params).unwrap();
+            let mut w = walk_of(&conn, p, &no_filters());
             for _ in 0..10 {
                 w.next_row().unwrap();
             }

@@ -1,7 +1,8 @@
 // The web page's tool lines without a browser: app.js is loaded into a Node `vm` context with a
 // minimal DOM stand-in, and `toolLine` renders every outcome in English and Chinese. Checks the
 // outcome word, the class the stylesheet keys on, and that an unknown write never looks like a
-// success; and `renderHistory` of a saved chat (a turn's recovery form, a compacted chat). Prints one JSON line with what it observed; exits 1 on the first failed expectation.
+// success; and `renderHistory` of a saved chat (a turn's recovery form, a compacted chat). Prints
+// one JSON line with what it observed; exits 1 on the first failed expectation.
 //
 // Env: MPA_WEB_DIR (the directory holding app.js and app.css).
 import { readFileSync } from 'node:fs';
