@@ -110,7 +110,13 @@ async fn a_killed_tree_with_orphans_leaves_nothing_in_proc() {
     let id = start(&f.p, &s, command, false, &mark).await;
     wait_for_text(&f.p, &s, &id, "ready").await;
     let leader = status(&f.p, &s, &id).await.pid;
-    assert!(tree(leader).len() >= 4, "{:?}", tree(leader));
+    // "ready" can come before the background subshells have forked their sleepers: wait for the
+    // whole tree (the leader, its sleeper and the two orphans) before killing it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tree(leader).len() < 4 {
+        assert!(Instant::now() < deadline, "{:?}", tree(leader));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let kill = SessionAction::Kill {
         signal: Signal::TERM,
     };
