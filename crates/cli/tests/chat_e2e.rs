@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
-mod common;
+use crate::common;
 use common::{API_KEY, Run, mpagent, run, send_signal};
 
 fn events(stdout: &str) -> Vec<Value> {

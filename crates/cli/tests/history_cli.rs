@@ -1,8 +1,4 @@
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! End-to-end tests of `mpagent history …` driving the real binary with `--data-dir <tempdir>`.
 
 use serde_json::{Value, json};
@@ -10,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-mod common;
+use crate::common;
 
 fn mpagent(data: &Path, args: &[&str]) -> Output {
     common::mpagent_sync(data, args)

@@ -1,8 +1,4 @@
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! End-to-end contract of `mpagent history import-hermes` / `import-moviepilot`, driving the
 //! real binary against SQLite files built here in the source layouts:
 //! - Hermes `state.db`: `sessions(id, source, started_at, end_reason, title, …)` and
@@ -19,7 +15,7 @@ use std::process::Output;
 
 const T0: f64 = 1_773_566_677.0; // 2026-03-15T09:24:37Z
 
-mod common;
+use crate::common;
 
 fn mpagent(data: &Path, args: &[&str]) -> Output {
     common::mpagent_sync(data, args)

@@ -5,11 +5,7 @@
 //! cites its id; the same request again finds it and adds nothing. A lost `download.add` receipt
 //! is `unknown` with the verify note while the fake holds one download; a `scheduler.run` is
 //! `pending`, and the turn stays honest about both.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use common::{Run, demo_world as world};
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
@@ -17,7 +13,7 @@ use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-mod common;
+use crate::common;
 
 const SECRET: &str = "fake-moviepilot-secret-for-chat-tests";
 

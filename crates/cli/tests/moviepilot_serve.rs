@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::process::Child;
 
-mod common;
+use crate::common;
 
 const SECRET: &str = "fake-moviepilot-secret-for-tests";
 const WAIT: Duration = Duration::from_secs(60);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-mod common;
+use crate::common;
 use common::{API_KEY, Serve, chat_messages, next_frame, request};
 
 const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";

@@ -10,7 +10,7 @@ use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::json;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 /// One turn with four tool results: succeeded, failed, pending and unknown.
 async fn chat_lines(lang: &str) -> Vec<String> {

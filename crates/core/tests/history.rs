@@ -4,13 +4,11 @@
 //! module is one former test file; they share one binary to keep link time down.
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
-mod history {
-    pub mod backfill;
-    pub mod check;
-    pub mod common;
-    pub mod fuzz;
-    pub mod legacy_import;
-    pub mod recall;
-    pub mod search;
-    pub mod store;
-}
+pub mod backfill;
+pub mod check;
+pub mod common;
+pub mod fuzz;
+pub mod legacy_import;
+pub mod recall;
+pub mod search;
+pub mod store;

@@ -1,9 +1,8 @@
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 //! The `memory` and `search_memory` tools through the real call path (acceptance checklist
 //! items 1–26 of spec learning-guardrails §10, on real files), plus the schema and output
 //! snapshots of both tools.
 
-mod common;
+use crate::common;
 
 use common::{LearningEnv, actor, review};
 use mpa_learning::{MemoryConfig, ReviewToken, WriteOrigin};

@@ -3,7 +3,7 @@
 //! acceptance checklist items 27–45 of spec learning-guardrails §10, isolation, path refusal,
 //! the background guard, plus the schema and output snapshots of the three tools.
 
-mod common;
+use crate::common;
 
 use common::{LearningEnv, actor as actor_with, review};
 use mpa_learning::{ReviewToken, WriteOrigin};

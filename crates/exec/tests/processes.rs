@@ -2,7 +2,7 @@
 //! model reads (the JSON of these reports, argument parsing) is tested in core's
 //! `tests/tool_execute_command.rs`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mpa_exec::{

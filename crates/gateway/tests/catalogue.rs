@@ -2,7 +2,7 @@
 //! counts match moviepilot-api.md "Counts", and every one of the 229 operations reaches a real
 //! HTTP server with the catalogue's method and filled route.
 
-mod common;
+use crate::common;
 
 use common::{encode, serve};
 use mpa_gateway::{

@@ -2,7 +2,7 @@
 //! and the split between "certainly not sent" and "may have reached MoviePilot".
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use axum::http::HeaderValue;
 use axum::response::IntoResponse;

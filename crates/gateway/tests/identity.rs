@@ -3,7 +3,7 @@
 //! an unknown user are indistinguishable, and no token shows in any error.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use axum::response::IntoResponse;
 use common::serve;

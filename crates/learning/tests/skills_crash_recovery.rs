@@ -116,7 +116,7 @@ fn run_child_and_kill(data: &Path, step: usize, mode: &str) {
     let mut child = Command::new(exe)
         .args([
             "--exact",
-            "crash_child",
+            "skills_crash_recovery::crash_child",
             "--include-ignored",
             "--nocapture",
             "--test-threads=1",

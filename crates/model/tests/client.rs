@@ -1,7 +1,7 @@
 //! The client against the mock server: streaming, dialects, error classes, retries, cancellation
 //! and what goes on the wire.
 
-mod common;
+use crate::common;
 
 use common::{KEY, call, client, config, hello, run, usage};
 use mpa_model::{ChatRequest, FinishReason, ModelClient, ModelConfig, ModelError, StreamEvent};

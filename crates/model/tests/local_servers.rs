@@ -2,7 +2,7 @@
 //! every server accepts, honest endings, errors a user can act on, output limits that fit.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::{KEY, call, client, config, hello, run};
 use mpa_model::{

@@ -2,7 +2,7 @@
 //! through the pure decoder and through the real client over a socket.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::{client, expected_fixture, hello, run};
 use mpa_model::decoder::StreamDecoder;

@@ -3,7 +3,7 @@
 //! `{"error": {"code", "message", "type"}}` with a stable code, and changes nothing.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use reqwest::{Method, StatusCode};

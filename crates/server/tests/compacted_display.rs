@@ -5,7 +5,7 @@
 
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use mpa_test_support::{MockReply, last_user_text};

@@ -1,7 +1,7 @@
 //! HTTP tests of the host: real sockets on 127.0.0.1, a real SQLite store, the real core against
 //! the mock model server.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mpa_test_support::MockReply;

@@ -2,7 +2,7 @@
 //! asserts the exact answers and that nothing else changed (tokens issued).
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use reqwest::StatusCode;

@@ -3,7 +3,7 @@
 //! the real core against the mock model server.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use mpa_protocol::UserId;

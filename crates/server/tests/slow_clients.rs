@@ -4,7 +4,7 @@
 //! that nothing changed.
 #![expect(clippy::expect_used, reason = "a test's panic is its failure report")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;

@@ -1,5 +1,10 @@
 //! What the binary-driving tests share: an `mpagent` command with a clean environment pointed at
 //! the mock model server and a private data directory.
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test's panic is its failure report"
+)]
 #![allow(dead_code, reason = "each test crate uses a subset of these helpers")]
 
 use mpa_test_support::MockModelServer;

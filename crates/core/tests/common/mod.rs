@@ -1,5 +1,6 @@
 //! The learning tools behind the real call path (`tools::invoke::invoke` with the default
 //! registry), on real files in a temporary data directory.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 #![allow(dead_code, reason = "each test binary uses a part of it")]
 
 use mpa_core::tools::invoke::{Invoker, invoke};

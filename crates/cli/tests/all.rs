@@ -1,0 +1,13 @@
+//! One integration-test binary for the crate: every module below was a test binary of its
+//! own, and linking dominated the build (one binary, one link). Tests that need a process
+//! of their own stay separate targets (see Cargo.toml).
+
+mod chat_e2e;
+mod common;
+mod eval_cli;
+mod history_cli;
+mod legacy_cli;
+mod moviepilot_chat;
+mod moviepilot_serve;
+mod serve_e2e;
+mod tool_lines;

@@ -1,0 +1,23 @@
+//! One integration-test binary for the crate: every module below was a test binary of its
+//! own, and linking dominated the build (one binary, one link). Tests that need a process
+//! of their own stay separate targets (see Cargo.toml).
+
+mod common;
+mod context_budget;
+mod context_compaction;
+mod context_discovery;
+mod context_results;
+mod history;
+mod honest_endings;
+mod llama_cpp_turn;
+mod moviepilot_rules;
+mod regressions;
+mod review;
+mod secret_read;
+mod session;
+mod tool_execute_command;
+mod tool_memory;
+mod tool_moviepilot_api;
+mod tool_skills;
+mod tool_specs;
+mod write_ledger;

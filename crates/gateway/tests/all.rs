@@ -1,0 +1,9 @@
+//! One integration-test binary for the crate: every module below was a test binary of its
+//! own, and linking dominated the build (one binary, one link). Tests that need a process
+//! of their own stay separate targets (see Cargo.toml).
+
+mod catalogue;
+mod client;
+mod common;
+mod identity;
+mod validation;

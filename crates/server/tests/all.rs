@@ -1,0 +1,12 @@
+//! One integration-test binary for the crate: every module below was a test binary of its
+//! own, and linking dominated the build (one binary, one link). Tests that need a process
+//! of their own stay separate targets (see Cargo.toml).
+
+mod bad_input;
+mod common;
+mod compacted_display;
+mod http;
+mod login_limits;
+mod session_ids;
+mod slow_clients;
+mod web_tool_lines;
