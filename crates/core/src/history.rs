@@ -6,6 +6,12 @@
 pub use crate::tools::session_search::search_json;
 pub use mpa_history::{
     BackfillOptions, BackfillProgress, BackfillSummary, CheckReport, CleanupReport, DeleteReport,
-    History, HistoryConfig, HistoryError, SearchContext, SearchRequest, SearchResponse,
-    StatusReport, bench, corpus, import, legacy, recall, redact,
+    History, HistoryConfig, HistoryError, HistoryHealth, SearchContext, SearchRequest,
+    SearchResponse, StatusReport, bench, corpus, import, legacy, recall, redact,
 };
+
+/// The history's part of the host's health report (`/healthz`): `degraded` while some user's
+/// store cannot be read; `None` when the host runs without history.
+pub fn health(agent: &crate::Agent) -> Option<HistoryHealth> {
+    agent.services().caps.history.as_ref().map(History::health)
+}

@@ -146,29 +146,28 @@ pub(crate) fn schedule(hub: &History, user: &UserKey) {
             if m.cancel.is_cancelled() {
                 break;
             }
-            let backfill = hub
-                .inner
-                .opened(&user)
-                .is_some_and(|store| store.backfill_due());
-            // Index batches first; then the ranking statistics of complete segments.
-            let round = if backfill {
-                hub.run(&user, move |s| s.backfill_round(batch))
-                    .await
-                    .map(|(report, took)| (report.pending, took))
-            } else {
-                hub.run(&user, |s| s.rank_round())
-                    .await
-                    .map(|(written, pending, took)| (written > 0 && pending, took))
-            };
+            // Index batches first; then the ranking statistics of complete segments. Decided
+            // on the store itself: the registry may have closed and reopened it meanwhile.
+            let round = hub
+                .run(&user, move |s| {
+                    if s.backfill_due() {
+                        let (report, took) = s.backfill_round(batch)?;
+                        Ok((true, report.pending, took))
+                    } else {
+                        let (written, pending, took) = s.rank_round()?;
+                        Ok((false, written > 0 && pending, took))
+                    }
+                })
+                .await;
             match round {
-                Ok((true, took)) => {
+                Ok((_, true, took)) => {
                     tokio::select! {
                         _ = tokio::time::sleep(pause_after(took)) => {}
                         _ = m.cancel.cancelled() => break,
                     }
                 }
-                Ok((false, _)) if backfill => {}
-                Ok((false, _)) => break,
+                Ok((true, false, _)) => {}
+                Ok((false, false, _)) => break,
                 Err(e) => {
                     // The markers survive, so a later trigger resumes where this one stopped.
                     tracing::warn!(error = %e, "history backfill stopped; retrying in a minute");

@@ -29,6 +29,30 @@ pub enum HistoryError {
     /// The blocking worker panicked or was cancelled.
     #[error("history worker failed: {0}")]
     Worker(String),
+    /// The read ran past the query deadline (also when the time went to ranking or snippets,
+    /// which SQLite's progress handler does not see).
+    #[error("history query deadline exceeded")]
+    DeadlineExceeded,
+    /// Nobody waits for the answer any more (the tool timed out, the turn stopped, the host
+    /// shuts down); the work was stopped.
+    #[error("history query cancelled")]
+    Cancelled,
+    /// The query has more terms or operators than a search accepts (see
+    /// [`crate::MAX_QUERY_TERMS`]); nothing was read.
+    #[error(
+        "query too complex: {terms} terms and {operators} operators (at most {max} of each); \
+         use fewer, more specific terms"
+    )]
+    QueryTooComplex {
+        terms: usize,
+        operators: usize,
+        max: usize,
+    },
+    /// The user's database file is damaged or unreadable (truncated, not a database, i/o
+    /// failure). Nothing is reset or deleted; the file needs a restore, and every read and
+    /// capture fails with this until then.
+    #[error("history storage unavailable: {0}")]
+    StorageUnavailable(String),
 }
 
 pub type Result<T, E = HistoryError> = std::result::Result<T, E>;
@@ -50,9 +74,34 @@ pub enum FailureClass {
     Unavailable,
     /// The store itself is unusable (unsafe path, newer schema, structural damage, i/o).
     Storage,
+    /// The query asks for more work than a search does (too many terms or operators).
+    TooComplex,
 }
 
 impl HistoryError {
+    /// Structural damage reported by SQLite (a truncated file, a file that is not a database)
+    /// as [`HistoryError::StorageUnavailable`], saying what it is; every other error unchanged.
+    pub(crate) fn into_storage_unavailable(self) -> Self {
+        use rusqlite::ErrorCode;
+        match &self {
+            HistoryError::Sqlite(rusqlite::Error::SqliteFailure(e, msg))
+                if self.classify() == FailureClass::Storage =>
+            {
+                let what = match e.code {
+                    ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
+                        "the history database file is damaged"
+                    }
+                    _ => "the history database file cannot be read",
+                };
+                let detail = msg.clone().unwrap_or_else(|| e.to_string());
+                HistoryError::StorageUnavailable(format!(
+                    "{what} ({detail}); nothing was changed"
+                ))
+            }
+            _ => self,
+        }
+    }
+
     pub fn classify(&self) -> FailureClass {
         use rusqlite::ErrorCode;
         match self {
@@ -69,12 +118,16 @@ impl HistoryError {
                         FailureClass::Storage
                     }
                 }
+                ErrorCode::CannotOpen | ErrorCode::SystemIoFailure => FailureClass::Storage,
                 _ => FailureClass::Unavailable,
             },
             HistoryError::Sqlite(_) => FailureClass::Unavailable,
+            HistoryError::DeadlineExceeded | HistoryError::Cancelled => FailureClass::Timeout,
+            HistoryError::QueryTooComplex { .. } => FailureClass::TooComplex,
             HistoryError::SchemaTooNew { .. }
             | HistoryError::UnsafePath(_)
             | HistoryError::Io { .. }
+            | HistoryError::StorageUnavailable(_)
             | HistoryError::InvalidUser => FailureClass::Storage,
             HistoryError::InvalidInput(_) | HistoryError::Worker(_) => FailureClass::Unavailable,
         }

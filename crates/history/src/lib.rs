@@ -35,8 +35,10 @@
 pub(crate) mod backfill;
 mod backfill_scheduler;
 pub mod bench;
+mod budget;
 pub mod corpus;
 pub mod error;
+mod health;
 pub mod import;
 pub mod integrity;
 pub mod legacy;
@@ -51,12 +53,14 @@ pub(crate) mod tokenizer;
 pub use backfill::{IndexProgress, IndexState};
 pub use backfill_scheduler::SchedulerStats;
 pub use error::{FailureClass, HistoryError, Result};
+pub use health::HistoryHealth;
 pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
-pub use query::MAX_QUERY_CHARS;
+pub use query::{MAX_QUERY_CHARS, MAX_QUERY_TERMS};
 pub use rank::DEFAULT_SEGMENT_IDS;
 pub use recall::{SearchRequest, SearchResponse};
 pub use redact::redact;
+pub use store::RegistryStats;
 pub use store::integrity_check;
 pub use store::schema::SCHEMA_VERSION;
 pub use store::write::MAX_SESSION_ID_CHARS;
@@ -64,14 +68,16 @@ pub use store::write::MAX_SESSION_ID_CHARS;
 /// on the connection before touching `messages_fts_cjk`.
 pub use tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
 
+use budget::{Budget, Stop, StopOnDrop};
 use mpa_protocol::UserKey;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use store::UserStore;
+use std::time::{Duration, Instant};
+use store::{StoreRegistry, UserStore};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 /// Tokenizer declared for `messages_fts_cjk`: native Rust, compiled in and registered on every
 /// connection, so there is no "extension missing" state to track.
@@ -101,8 +107,16 @@ impl Provenance {
 pub struct HistoryConfig {
     /// The MPA data dir; stores live under `agent/runtime/history/users/<user-key>/state.db`.
     pub data_dir: PathBuf,
-    /// Deadline of every read (VM-step progress handler) and the busy timeout; default 3 s.
+    /// Deadline of every read and the busy timeout; default 3 s. A search spends it in SQLite
+    /// (checked by a VM-step progress handler) and in Rust (ranking, checked between blocks of
+    /// work) alike, and stops early when its caller stops waiting.
     pub query_deadline: Duration,
+    /// Per-user stores kept open at once (each holds a few connections with their page
+    /// caches); beyond it the least recently used idle store is closed (default 32).
+    pub max_open_stores: usize,
+    /// A store unused this long is closed; its next use reopens it (default 10 minutes;
+    /// `None`: only the bound closes stores).
+    pub store_idle_ttl: Option<Duration>,
     /// Size of the bounded blocking pool shared by all users.
     pub blocking_permits: usize,
     /// Build missing/detached/stale indexes in background tasks after appends and searches.
@@ -120,11 +134,18 @@ pub struct HistoryConfig {
     pub durability: mpa_protocol::Durability,
 }
 
+/// Default of [`HistoryConfig::max_open_stores`].
+pub const DEFAULT_MAX_OPEN_STORES: usize = 32;
+/// Default of [`HistoryConfig::store_idle_ttl`].
+pub const DEFAULT_STORE_IDLE_TTL: Duration = Duration::from_secs(600);
+
 impl HistoryConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
             query_deadline: Duration::from_secs(3),
+            max_open_stores: DEFAULT_MAX_OPEN_STORES,
+            store_idle_ttl: Some(DEFAULT_STORE_IDLE_TTL),
             blocking_permits: 8,
             background_backfill: true,
             backfill_batch: backfill::DEFAULT_BATCH,
@@ -167,6 +188,9 @@ pub struct CapturedMessage {
 #[derive(Debug, Clone, Default)]
 pub struct SearchContext {
     pub current_session_id: Option<String>,
+    /// Cancelled when nobody waits for the answer any more (the tool call timed out, the turn
+    /// stopped): the search stops between blocks of work instead of running to its deadline.
+    pub cancel: Option<CancellationToken>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -319,7 +343,10 @@ pub struct RankingSizes {
 
 struct Inner {
     cfg: HistoryConfig,
-    stores: Mutex<HashMap<UserKey, Arc<UserStore>>>,
+    stores: Mutex<StoreRegistry>,
+    health: Mutex<health::HealthBook>,
+    /// Moves on at every [`History::shutdown`]: work started before it stops.
+    shutdown_epoch: Arc<AtomicU64>,
     permits: Arc<Semaphore>,
     maint: backfill_scheduler::BackfillScheduler,
     /// Decoded posting lists kept between searches (all users, bounded by bytes).
@@ -327,28 +354,66 @@ struct Inner {
 }
 
 impl Inner {
-    /// The user's store if this process has opened it.
+    /// The user's store if this process has it open.
     fn opened(&self, user: &UserKey) -> Option<Arc<UserStore>> {
-        self.stores.lock().ok()?.get(user).cloned()
+        self.stores.lock().ok()?.peek(user)
     }
 
+    /// The user's store, opened if it is not (closing idle ones the bounds ask for). Opening
+    /// happens under the registry's lock, so a file is never opened twice.
     fn store(&self, user: &UserKey) -> Result<Arc<UserStore>> {
-        let mut map = self
+        let now = Instant::now();
+        let mut reg = self
             .stores
             .lock()
-            .map_err(|_| HistoryError::Worker("store map poisoned".into()))?;
-        if let Some(s) = map.get(user) {
-            return Ok(s.clone());
+            .map_err(|_| HistoryError::Worker("store registry poisoned".into()))?;
+        let (store, closing) = match reg.get(user, now) {
+            Some(s) => {
+                let closing = reg.close_idle(now);
+                (s, closing)
+            }
+            None => {
+                let s = Arc::new(UserStore::open(
+                    &self.cfg.data_dir,
+                    user,
+                    self.cfg.query_deadline,
+                    self.cfg.rank_segment_ids.max(1),
+                    self.cfg.durability,
+                )?);
+                let closing = reg.insert(user.clone(), s.clone(), now);
+                (s, closing)
+            }
+        };
+        drop(reg);
+        // Closing a file's last connection checkpoints its WAL: not under the lock.
+        drop(closing);
+        Ok(store)
+    }
+
+    /// Keeps the health book and the log up to date with an operation's result.
+    fn note_health<T>(&self, user: &UserKey, out: &Result<T>) {
+        let Ok(mut book) = self.health.lock() else {
+            return;
+        };
+        match out {
+            Ok(_) => {
+                if book.succeeded(user) == health::Report::Recovered {
+                    tracing::info!(user = %user.as_str(), "history storage available again");
+                }
+            }
+            Err(e) => {
+                if book.failed(user, e, Instant::now()) == health::Report::Unavailable {
+                    tracing::warn!(
+                        user = %user.as_str(),
+                        error = %e,
+                        "history storage unavailable: this user's evidence is not captured and \
+                         session_search fails until the file is restored from a backup (it is \
+                         never reset or deleted automatically); logged again hourly while it \
+                         lasts"
+                    );
+                }
+            }
         }
-        let s = Arc::new(UserStore::open(
-            &self.cfg.data_dir,
-            user,
-            self.cfg.query_deadline,
-            self.cfg.rank_segment_ids.max(1),
-            self.cfg.durability,
-        )?);
-        map.insert(user.clone(), s.clone());
-        Ok(s)
     }
 }
 
@@ -364,8 +429,10 @@ impl History {
         let permits = Arc::new(Semaphore::new(cfg.blocking_permits.max(1)));
         Self {
             inner: Arc::new(Inner {
+                stores: Mutex::new(StoreRegistry::new(cfg.max_open_stores, cfg.store_idle_ttl)),
                 cfg,
-                stores: Mutex::new(HashMap::new()),
+                health: Mutex::new(health::HealthBook::default()),
+                shutdown_epoch: Arc::new(AtomicU64::new(0)),
                 permits,
                 maint: backfill_scheduler::BackfillScheduler::new(),
                 rank_lists,
@@ -383,23 +450,55 @@ impl History {
         T: Send + 'static,
         F: FnOnce(&UserStore) -> Result<T> + Send + 'static,
     {
+        self.run_until(user, None, move |s, _| f(s)).await
+    }
+
+    /// Run `f` on the bounded blocking pool against the user's store, with a [`Stop`] flag that
+    /// is set as soon as nobody waits for the result: this future dropped (a tool timeout, a
+    /// stopped turn), `cancel` cancelled, or [`History::shutdown`]. `f` checks it (through a
+    /// [`Budget`]) between blocks of work, so no blocking thread outlives its caller's interest.
+    async fn run_until<T, F>(
+        &self,
+        user: &UserKey,
+        cancel: Option<&CancellationToken>,
+        f: F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&UserStore, &Stop) -> Result<T> + Send + 'static,
+    {
         store::check_user_key(user)?;
-        let permit = self
-            .inner
-            .permits
-            .clone()
-            .acquire_owned()
+        let stop = Stop::new(self.inner.shutdown_epoch.clone());
+        let work = async {
+            let _stop_on_drop = StopOnDrop(stop.clone());
+            let permit = self
+                .inner
+                .permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| HistoryError::Worker("blocking pool closed".into()))?;
+            let inner = self.inner.clone();
+            let key = user.clone();
+            let stop = stop.clone();
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let store = inner.store(&key)?;
+                f(&store, &stop)
+            })
             .await
-            .map_err(|_| HistoryError::Worker("blocking pool closed".into()))?;
-        let inner = self.inner.clone();
-        let user = user.clone();
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let store = inner.store(&user)?;
-            f(&store)
-        })
-        .await
-        .map_err(|e| HistoryError::Worker(e.to_string()))?
+            .map_err(|e| HistoryError::Worker(e.to_string()))?
+        };
+        let out = match cancel {
+            Some(c) => tokio::select! {
+                out = work => out,
+                _ = c.cancelled() => Err(HistoryError::Cancelled),
+            },
+            None => work.await,
+        }
+        .map_err(HistoryError::into_storage_unavailable);
+        self.inner.note_health(user, &out);
+        out
     }
 
     /// Append a batch (≤ 100 messages) idempotently. Validation happens before any write;
@@ -500,8 +599,12 @@ impl History {
         ctx: &SearchContext,
         req: SearchRequest,
     ) -> Result<SearchResponse> {
+        if let Some(q) = req.query() {
+            query::check_complexity(&query::sanitize(q))?;
+        }
         let current = ctx.current_session_id.clone();
         let inner = self.inner.clone();
+        let deadline = self.inner.cfg.query_deadline;
         let store_key = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -509,9 +612,14 @@ impl History {
             h.finish()
         };
         let out = self
-            .run(user, move |s| {
+            .run_until(user, ctx.cancel.as_ref(), move |s, stop| {
                 let lists = Some((&inner.rank_lists, store_key));
-                s.with_fts_recovery(|s| s.read(|c| recall::run(c, current.as_deref(), &req, lists)))
+                let budget = Budget::new(deadline, Some(stop.clone()));
+                s.with_fts_recovery(|s| {
+                    s.read_within(&budget, |c| {
+                        recall::run(c, current.as_deref(), &req, lists, &budget)
+                    })
+                })
             })
             .await;
         backfill_scheduler::schedule(self, user);
@@ -649,9 +757,33 @@ impl History {
         self.inner.maint.stats()
     }
 
-    /// Cancel background backfills (between batches) and wait for them to stop.
+    /// Stop running searches (between blocks of work), cancel background backfills (between
+    /// batches) and wait for the backfills to stop. Calls made afterwards run as usual.
     pub async fn shutdown(&self) {
+        self.inner.shutdown_epoch.fetch_add(1, Ordering::AcqRel);
         self.inner.maint.shutdown().await;
+    }
+
+    /// Whether every user's store worked on its last use (for the host's health report).
+    pub fn health(&self) -> HistoryHealth {
+        match self.inner.health.lock() {
+            Ok(book) => book.summary(),
+            Err(_) => HistoryHealth {
+                status: "degraded",
+                stores_unavailable: 0,
+                unavailable_since: None,
+                reason: Some("history health book unavailable".into()),
+            },
+        }
+    }
+
+    /// Open per-user stores, and how many were closed (bounded, least recently used first).
+    pub fn store_registry_stats(&self) -> RegistryStats {
+        self.inner
+            .stores
+            .lock()
+            .map(|r| r.stats())
+            .unwrap_or(RegistryStats { open: 0, closed: 0 })
     }
 
     /// Users that have a history directory (for maintenance over all users).

@@ -7,6 +7,13 @@ use std::sync::LazyLock;
 /// Maximum query length accepted by the tool (characters).
 pub const MAX_QUERY_CHARS: usize = 1024;
 
+/// Terms (a word or a quoted phrase each) and, counted apart, explicit operators (`AND`, `OR`,
+/// `NOT`) one search accepts. Every term is an FTS5 phrase whose occurrences FTS5 merges for each
+/// candidate row, so the work per row grows with their number; real queries use a handful (the
+/// tool asks for a few words, OR for recall), and 64 is also the most phrases a ranked search
+/// scores from posting lists.
+pub const MAX_QUERY_TERMS: usize = 64;
+
 /// Placeholder delimiters for protected phrases (private-use code points, stripped from input
 /// first so user text can never forge one).
 const PH_OPEN: char = '\u{E000}';
@@ -158,6 +165,26 @@ pub fn units(expr: &str) -> Vec<String> {
         out.push(cur);
     }
     out
+}
+
+/// Refuses a sanitised expression with more than [`MAX_QUERY_TERMS`] terms or operators.
+pub(crate) fn check_complexity(expr: &str) -> crate::error::Result<()> {
+    let (mut terms, mut operators) = (0, 0);
+    for u in units(expr) {
+        if is_operator(&u) {
+            operators += 1;
+        } else {
+            terms += 1;
+        }
+    }
+    if terms > MAX_QUERY_TERMS || operators > MAX_QUERY_TERMS {
+        return Err(crate::error::HistoryError::QueryTooComplex {
+            terms,
+            operators,
+            max: MAX_QUERY_TERMS,
+        });
+    }
+    Ok(())
 }
 
 /// OR-relaxed form (spec §8.3): `None` if the query has explicit OR/NOT or fewer than two units.
@@ -378,6 +405,28 @@ mod tests {
         );
         assert_eq!(strict_rebuild("a AND OR b"), "\"a\" AND \"b\"");
         assert_eq!(strict_rebuild("NOT x . y"), "\"x\" \"y\"");
+    }
+
+    #[test]
+    fn queries_beyond_the_term_or_operator_limit_are_too_complex() {
+        let terms = |n: usize, sep: &str| vec!["a"; n].join(sep);
+        assert!(check_complexity(&sanitize(&terms(MAX_QUERY_TERMS, " OR "))).is_ok());
+        assert!(check_complexity(&sanitize(&terms(MAX_QUERY_TERMS, " "))).is_ok());
+        for q in [
+            terms(201, " OR "),
+            terms(MAX_QUERY_TERMS + 1, " "),
+            // Separators the sanitiser turns into spaces still count as terms.
+            terms(MAX_QUERY_TERMS + 1, "+"),
+        ] {
+            let e = check_complexity(&sanitize(&q)).unwrap_err();
+            assert!(
+                matches!(e, crate::error::HistoryError::QueryTooComplex { max: MAX_QUERY_TERMS, .. }),
+                "{e}"
+            );
+        }
+        // A quoted phrase is one term however many words it holds.
+        let phrase = format!("\"{}\"", terms(200, " "));
+        assert!(check_complexity(&sanitize(&phrase)).is_ok());
     }
 
     #[test]

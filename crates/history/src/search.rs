@@ -2,6 +2,7 @@
 //! the syntax-error rebuild, and the LIKE scan over canonical rows.
 
 use crate::backfill::IndexState;
+use crate::budget::{Budget, Pacer};
 use crate::error::{FailureClass, HistoryError, Result};
 use crate::query;
 use crate::rank::{ListCache, RankIndex, Walk};
@@ -136,7 +137,9 @@ pub struct GapScan {
     pub hits: usize,
 }
 
-/// Which indexes may serve queries right now, and the store's decoded posting lists.
+/// What a search may use: the indexes that can serve queries right now, the store's decoded
+/// posting lists, and the time and interest left ([`Budget`], checked between blocks of Rust
+/// work, which SQLite's progress handler does not see).
 #[derive(Clone, Copy)]
 pub struct IndexCaps<'s> {
     pub fts: IndexState,
@@ -144,6 +147,7 @@ pub struct IndexCaps<'s> {
     pub cjk: IndexState,
     /// The process's decoded posting lists and the key of this store in them.
     pub(crate) lists: Option<(&'s crate::rank::SharedLists, u64)>,
+    pub(crate) budget: &'s Budget,
 }
 
 fn filter_sql(f: &Filters, params: &mut Vec<Value>) -> String {
@@ -222,6 +226,7 @@ fn fts_query<'c>(
     sort: Sort,
     limit: usize,
     lists: Option<&RefCell<ListCache<'_>>>,
+    budget: &Budget,
 ) -> Result<Rows<'c>> {
     // Every match ranked from the posting lists of complete id segments (see `crate::rank`),
     // when the index is ready (`lists`); not inside one session (a small range) or a time window.
@@ -231,7 +236,7 @@ fn fts_query<'c>(
         && f.before.is_none()
         && f.session_id.is_none()
         && let Some(index) = RankIndex::of_table(table)
-        && let Some(plan) = match crate::rank::plan(conn, index, raw_expr, cache) {
+        && let Some(plan) = match crate::rank::plan(conn, index, raw_expr, cache, budget) {
             Ok(plan) => plan,
             // The deadline is the search's; anything else wrong with the lists (derived data)
             // costs speed, not the answer.
@@ -244,7 +249,7 @@ fn fts_query<'c>(
     {
         let (check, params) = filter_check(conn, f)?;
         return Ok(Rows::Ranked {
-            walk: Box::new(Walk::new(conn, plan, check, params)?),
+            walk: Box::new(Walk::new(conn, plan, check, params, budget.clone())?),
             peeked: None,
         });
     }
@@ -257,7 +262,7 @@ fn fts_query<'c>(
     // A time-bounded search filters in SQL: walking the ranked list could visit many rows
     // outside a narrow range before finding enough inside it.
     if sort == Sort::Relevance && f.after.is_none() && f.before.is_none() {
-        let rows = ranked(conn, table, &expr, f, limit)?;
+        let rows = ranked(conn, table, &expr, f, limit, budget)?;
         let n = rows.len();
         return Ok(Rows::list(rows, n));
     }
@@ -290,6 +295,7 @@ fn ranked(
     expr: &str,
     f: &Filters,
     limit: usize,
+    budget: &Budget,
 ) -> Result<Vec<Candidate>> {
     let (mut check, params) = filter_check(conn, f)?;
     // Inside one session only its id range is ranked (a session's ids are one or a few runs).
@@ -315,12 +321,15 @@ fn ranked(
         ))?
         .query_map([expr], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
+    budget.check()?;
     scored.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
     let mut out = Vec::with_capacity(limit.min(64));
+    let mut pacer = Pacer::new(budget);
     for &(_, id) in &scored {
         if out.len() >= limit {
             break;
         }
+        pacer.tick()?;
         let mut p = params.clone();
         p.push(Value::Integer(id));
         let mut hit = check.query_map(rusqlite::params_from_iter(p), candidate)?;
@@ -451,7 +460,7 @@ pub fn candidates<'c>(
         }
         let state = state_of(table);
         let ready = state.is_ready().then_some(&lists);
-        let rows = fts_query(conn, table, e, f, sort, limit, ready)?;
+        let rows = fts_query(conn, table, e, f, sort, limit, ready, caps.budget)?;
         let (mut rows, scanned) = match rows {
             Rows::List { rows, scanned } => (rows.collect::<Vec<_>>(), scanned),
             ranked @ Rows::Ranked { .. } => {
@@ -602,16 +611,38 @@ pub fn candidates<'c>(
     Ok(first)
 }
 
-/// A snippet for one shown row: FTS5 `snippet()` on the route that matched, otherwise 240
-/// characters starting 60 before the first case-insensitive occurrence of the anchor term.
+/// Phrase occurrences in one row up to which FTS5's `snippet()` is used. It scores a window
+/// at every occurrence by walking every occurrence (quadratic, inside one SQLite step, where
+/// neither the progress handler nor a deadline can stop it): 3,000 repetitions of a word and a
+/// query naming it 7 times took seconds, 201 times hours. Up to this many it costs about a
+/// millisecond; a row with more gets the plain snippet around its first match.
+pub(crate) const SNIPPET_MAX_OCCURRENCES: i64 = 512;
+
+/// A snippet for one shown row: FTS5 `snippet()` on the route that matched (for a row with at
+/// most [`SNIPPET_MAX_OCCURRENCES`] matches), otherwise 240 characters starting 60 before the
+/// first case-insensitive occurrence of the anchor term.
 pub fn snippet(conn: &Connection, matcher: &Matcher, id: i64) -> Result<String> {
     if let Matcher::Fts { table, expr } = matcher {
         let sql = format!(
-            "SELECT snippet({table}, -1, '>>>', '<<<', '...', 40) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
+            "SELECT CASE WHEN {count}({table}, {SNIPPET_MAX_OCCURRENCES}) <= \
+             {SNIPPET_MAX_OCCURRENCES} THEN snippet({table}, -1, '>>>', '<<<', '...', 40) END \
+             FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2",
+            count = crate::rank::OCCURRENCES_FUNCTION
         );
-        let s: Option<String> = conn
-            .query_row(&sql, rusqlite::params![expr, id], |r| r.get(0))
-            .ok();
+        let s = match conn.query_row(&sql, rusqlite::params![expr, id], |r| {
+            r.get::<_, Option<String>>(0)
+        }) {
+            Ok(s) => s,
+            Err(e) => {
+                let e = HistoryError::from(e);
+                // Out of time: no fallback either. Any other failure (the row left the index,
+                // a damaged index): the plain snippet below.
+                if e.classify() == FailureClass::Timeout {
+                    return Err(e);
+                }
+                None
+            }
+        };
         if let Some(s) = s.filter(|s| !s.is_empty()) {
             return Ok(s);
         }
@@ -655,7 +686,9 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
         // Lowercasing changed the length (rare scripts): fall back to a case-sensitive search.
         return hay.find(needle).map(|b| hay[..b].chars().count());
     }
-    hay_l
-        .windows(nee_l.len())
-        .position(|w| w == nee_l.as_slice())
+    // Linear (a substring search), so a megabyte tool body costs a millisecond whatever the
+    // anchor: compared slice by slice it could cost its length times the anchor's.
+    let hay_s: String = hay_l.into_iter().collect();
+    let nee_s: String = nee_l.into_iter().collect();
+    hay_s.find(&nee_s).map(|b| hay_s[..b].chars().count())
 }

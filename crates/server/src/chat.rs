@@ -242,6 +242,15 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-pub async fn healthz() -> impl IntoResponse {
-    (StatusCode::OK, Json(json!({"status": "ok"})))
+/// Always 200 while the host serves; `status` is `degraded` when a part reports trouble (the
+/// evidence history: a user's store that cannot be read).
+pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let mut body = json!({"status": "ok"});
+    if let Some(h) = mpa_core::history::health(&state.agent) {
+        if h.status != "ok" {
+            body["status"] = json!("degraded");
+        }
+        body["history"] = json!(h);
+    }
+    (StatusCode::OK, Json(body))
 }

@@ -105,7 +105,11 @@ pub async fn flush(target: &CaptureTarget<'_>, transcript: &mut Transcript) {
             .await
         {
             ok = false;
-            tracing::warn!(session = %target.meta.session_id, error = %e, "evidence not captured");
+            // A damaged store is logged by the history itself, once an hour per user (and
+            // shown in /healthz), not once a turn.
+            if e.classify() != mpa_history::FailureClass::Storage {
+                tracing::warn!(session = %target.meta.session_id, error = %e, "evidence not captured");
+            }
         }
     }
     if ok {

@@ -82,6 +82,7 @@ impl Env {
     pub async fn search(&self, u: &UserKey, current: Option<&str>, args: Value) -> Value {
         let ctx = SearchContext {
             current_session_id: current.map(str::to_owned),
+            ..Default::default()
         };
         self.hub.session_search(u, &ctx, args).await
     }

@@ -8,8 +8,14 @@
 //! `mpa_rank(table, avgdl, idf_0, …, idf_{n-1})` returns the (positive) score of the current
 //! row; `n` must equal the query's phrase count, or the call fails (the caller then falls
 //! back to FTS5's `bm25()`). `mpa_phrase(table)` returns, for a query of one phrase, its
-//! occurrences and the row's length (a posting). The only unsafe code of the ranking; the
-//! callbacks run under `catch_unwind`.
+//! occurrences and the row's length (a posting). `mpa_occurrences(table, cap)` counts the
+//! query's phrase occurrences in the row, stopping past `cap` (it gates FTS5's quadratic
+//! `snippet()`). The only unsafe code of the ranking; the callbacks run under `catch_unwind`.
+//!
+//! Occurrences are counted phrase by phrase (`xPhraseFirst`/`xPhraseNext`), never through
+//! `xInstCount`: FTS5 builds the instance list by picking, for each occurrence, the smallest
+//! position among all phrases, which costs occurrences × phrases inside one SQLite step, out
+//! of reach of the query deadline.
 
 use rusqlite::Connection;
 use rusqlite::ffi;
@@ -26,6 +32,11 @@ const RANK_FUNCTION_C: &CStr = c"mpa_rank";
 pub(crate) const PHRASE_FUNCTION: &str = "mpa_phrase";
 const PHRASE_FUNCTION_C: &CStr = c"mpa_phrase";
 
+/// `mpa_occurrences(table, cap)`: the query's phrase occurrences in the current row, counted up
+/// to `cap + 1`.
+pub(crate) const OCCURRENCES_FUNCTION: &str = "mpa_occurrences";
+const OCCURRENCES_FUNCTION_C: &CStr = c"mpa_occurrences";
+
 /// Phrases one call can score (queries are capped at 1024 characters; more phrases than this
 /// is refused and served by `bm25()`).
 pub(crate) const MAX_PHRASES: usize = 64;
@@ -36,6 +47,7 @@ pub(crate) fn register_rank_function(conn: &Connection) -> rusqlite::Result<()> 
     for (name, function) in [
         (RANK_FUNCTION_C, x_rank as Extension),
         (PHRASE_FUNCTION_C, x_phrase as Extension),
+        (OCCURRENCES_FUNCTION_C, x_occurrences as Extension),
     ] {
         // SAFETY: `api` is the live fts5_api of `conn` (non-null, version ≥ 2, checked by
         // `fts5_api_of`); the name is a NUL-terminated static; no user data, no destructor.
@@ -111,10 +123,89 @@ unsafe fn phrase_row(
     Ok((occurrences << 32) | i64::from(tokens.max(0)))
 }
 
+unsafe extern "C" fn x_occurrences(
+    api: *const ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    ctx: *mut ffi::sqlite3_context,
+    n_val: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: FTS5 passes its live extension API, the context of the current row and
+        // `n_val` argument values, all valid for the duration of this call.
+        unsafe { occurrences_row(api, fts, n_val, values) }
+    }));
+    // SAFETY: `ctx` is the live function context of this call.
+    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Int))) };
+}
+
+/// # Safety
+/// `api`, `fts` and `values[..n_val]` must be what FTS5 passed to the current call.
+unsafe fn occurrences_row(
+    api: *const ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    n_val: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) -> Result<i64, Failure> {
+    if n_val != 1 || values.is_null() {
+        return Err(Failure::Message(OCCURRENCES_ARITY_ERROR));
+    }
+    // SAFETY: FTS5 passes one valid value pointer (checked above).
+    let cap = unsafe { ffi::sqlite3_value_int64(*values) }.max(0);
+    // SAFETY: `api` is FTS5's extension API table for this call.
+    let api = unsafe { &*api };
+    let Some(phrase_count) = api.xPhraseCount else {
+        return Err(Failure::Message(API_ERROR));
+    };
+    // SAFETY: `fts` is the current row's context.
+    let phrases = unsafe { phrase_count(fts) };
+    let mut total = 0i64;
+    for p in 0..phrases {
+        // SAFETY: `p` is a phrase of the current query.
+        total += unsafe { phrase_occurrences(api, fts, p, cap + 1 - total) }?;
+        if total > cap {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+/// Occurrences of phrase `p` in the current row, counted up to `limit`.
+///
+/// # Safety
+/// `api` and `fts` must be what FTS5 passed to the current call; `p` < the phrase count.
+unsafe fn phrase_occurrences(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    p: c_int,
+    limit: i64,
+) -> Result<i64, Failure> {
+    let (Some(first), Some(next)) = (api.xPhraseFirst, api.xPhraseNext) else {
+        return Err(Failure::Message(API_ERROR));
+    };
+    let mut iter = ffi::Fts5PhraseIter {
+        a: std::ptr::null(),
+        b: std::ptr::null(),
+    };
+    let (mut column, mut offset): (c_int, c_int) = (0, 0);
+    // SAFETY: `fts` is the current row's context and `p` one of its phrases; the iterator and
+    // the out-pointers are locals that outlive the iteration (FTS5 points the iterator into
+    // the row's position list, valid during this call).
+    check(unsafe { first(fts, p, &mut iter, &mut column, &mut offset) })?;
+    let mut n = 0;
+    while column >= 0 && n < limit {
+        n += 1;
+        // SAFETY: as above; FTS5 sets `column` to -1 at the end of the list.
+        unsafe { next(fts, &mut iter, &mut column, &mut offset) };
+    }
+    Ok(n)
+}
+
 /// Why a row could not be scored (reported as an SQL error).
 const ARITY_ERROR: &CStr = c"mpa_rank: one idf per phrase expected";
 const API_ERROR: &CStr = c"mpa_rank: FTS5 API unavailable";
 const ONE_PHRASE_ERROR: &CStr = c"mpa_phrase: a query of one phrase expected";
+const OCCURRENCES_ARITY_ERROR: &CStr = c"mpa_occurrences: one argument (the cap) expected";
 
 unsafe extern "C" fn x_rank(
     api: *const ffi::Fts5ExtensionApi,
@@ -192,9 +283,7 @@ unsafe fn score_row(
 ) -> Result<f64, Failure> {
     // SAFETY: `api` is FTS5's extension API table for this call.
     let api = unsafe { &*api };
-    let (Some(phrase_count), Some(inst_count), Some(inst), Some(column_size)) =
-        (api.xPhraseCount, api.xInstCount, api.xInst, api.xColumnSize)
-    else {
+    let (Some(phrase_count), Some(column_size)) = (api.xPhraseCount, api.xColumnSize) else {
         return Err(Failure::Message(API_ERROR));
     };
     // SAFETY: `fts` is the current row's context.
@@ -208,16 +297,9 @@ unsafe fn score_row(
     // SAFETY: each value pointer is valid for this call.
     let avgdl = unsafe { ffi::sqlite3_value_double(args[0]) };
     let mut freq = [0f64; MAX_PHRASES];
-    let mut n_inst: c_int = 0;
-    // SAFETY: `fts` is the current row's context; the out-pointer is a local.
-    check(unsafe { inst_count(fts, &mut n_inst) })?;
-    for i in 0..n_inst {
-        let (mut phrase, mut column, mut offset) = (0, 0, 0);
-        // SAFETY: `i < n_inst` as FTS5 reported; the out-pointers are locals.
-        check(unsafe { inst(fts, i, &mut phrase, &mut column, &mut offset) })?;
-        if let Some(f) = usize::try_from(phrase).ok().and_then(|p| freq.get_mut(p)) {
-            *f += 1.0;
-        }
+    for (p, f) in (0..).zip(freq.iter_mut().take(phrases)) {
+        // SAFETY: `p` < the phrase count FTS5 reported.
+        *f = unsafe { phrase_occurrences(api, fts, p, i64::MAX) }? as f64;
     }
     let mut tokens: c_int = 0;
     // SAFETY: column -1 asks for the row's total size; the out-pointer is a local.

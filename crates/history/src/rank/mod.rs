@@ -22,7 +22,7 @@ mod postings;
 pub(crate) mod stats;
 mod walk;
 
-pub(crate) use ffi::register_rank_function;
+pub(crate) use ffi::{OCCURRENCES_FUNCTION, register_rank_function};
 pub(crate) use walk::{ListCache, SharedLists, Walk, plan};
 
 /// Ids per segment. A segment is summarised once its last id has been assigned; the ids

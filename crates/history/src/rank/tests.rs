@@ -352,7 +352,7 @@ async fn mpa_rank_is_bm25_given_the_same_idf() {
         let table = index.table();
         let q = parse_for_test(expr, index).unwrap();
         let idf = fts5_idf(&conn, index, &q);
-        let plan = plan(&conn, index, expr, &Default::default())
+        let plan = plan(&conn, index, expr, &Default::default(), &unbounded())
             .unwrap()
             .unwrap();
         // The averages record decodes to FTS5's own row count (the idf of the plan uses it).
@@ -543,7 +543,7 @@ fn no_filters() -> crate::search::Filters {
 
 /// The plan of a query the lists can rank, with a fresh list cache.
 fn planned(conn: &Connection, index: RankIndex, expr: &str) -> walk::Plan {
-    plan(conn, index, expr, &Default::default())
+    plan(conn, index, expr, &Default::default(), &unbounded())
         .unwrap()
         .unwrap_or_else(|| panic!("{expr}: not plannable"))
 }
@@ -551,7 +551,12 @@ fn planned(conn: &Connection, index: RankIndex, expr: &str) -> walk::Plan {
 /// A walk of `p` through the rows that pass `filters`.
 fn walk_of<'c>(conn: &'c Connection, p: walk::Plan, filters: &crate::search::Filters) -> Walk<'c> {
     let (check, params) = crate::search::filter_check(conn, filters).unwrap();
-    Walk::new(conn, p, check, params).unwrap()
+    Walk::new(conn, p, check, params, unbounded()).unwrap()
+}
+
+/// A budget no test query spends.
+fn unbounded() -> crate::budget::Budget {
+    crate::budget::Budget::new(std::time::Duration::from_secs(3600), None)
 }
 
 /// The ids a walk yields, in its order, to the end.
@@ -816,7 +821,7 @@ fn probe() {
         let cache = Default::default();
         for (q, index) in queries {
             let t = std::time::Instant::now();
-            let p = plan(&conn, index, q, &cache).unwrap().unwrap();
+            let p = plan(&conn, index, q, &cache, &unbounded()).unwrap().unwrap();
             let planned = t.elapsed();
             let (fts5_rows, postings) = (p.rows_scored_by_fts5, p.postings_read);
             let mut w = walk_of(&conn, p, &no_filters());

@@ -5,6 +5,7 @@ use super::expr::{Mask, Query, Truth, parse};
 use super::postings::{self, Posting};
 use super::stats::{self, Segment};
 use super::{RankIndex, bm25_normed, idf, length_norm};
+use crate::budget::{Budget, Pacer};
 use crate::error::Result;
 use crate::search::Candidate;
 use rusqlite::types::Value;
@@ -148,7 +149,12 @@ fn seek(list: &[Posting], from: usize, id: i64) -> usize {
 /// The scores of every summarised row from the posting lists. `lists[t]` are the postings of distinct
 /// token `t`; `phrases[p]` the tokens of phrase `p`; `required` the tokens every matching row
 /// holds (the shortest of their lists drives the walk, the others are sought by id; without
-/// one, the lists are merged).
+/// one, the lists are merged). Checks `budget` between blocks of rows: this is Rust work that
+/// SQLite's progress handler never sees.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one scoring pass over prepared parts; a struct would only rename them"
+)]
 fn score_lists(
     query: &Query,
     phrases: &[Vec<usize>],
@@ -157,7 +163,8 @@ fn score_lists(
     idf: &[f64],
     avgdl: f64,
     out: &mut Vec<Entry>,
-) {
+    budget: &Budget,
+) -> Result<()> {
     let has_not = query.has_not();
     let driver = required.iter().copied().min_by_key(|&t| lists[t].len());
     // What a row's phrase masks decide (match, counted phrases) is computed once per distinct
@@ -172,12 +179,14 @@ fn score_lists(
     let mut tf = vec![0u32; lists.len()];
     let mut freq = vec![0f64; phrases.len()];
     let mut norms = vec![f64::NAN; 4096];
+    let mut pacer = Pacer::new(budget);
     loop {
+        pacer.tick()?;
         // The next candidate: the driver's next row, or the smallest id at the lists' heads.
         let id = match driver {
             Some(d) => match lists[d].get(at[d]) {
                 Some(p) => p.id,
-                None => return,
+                None => return Ok(()),
             },
             None => {
                 let Some(id) = lists
@@ -186,7 +195,7 @@ fn score_lists(
                     .filter_map(|(l, &i)| l.get(i).map(|p| p.id))
                     .min()
                 else {
-                    return;
+                    return Ok(());
                 };
                 id
             }
@@ -490,6 +499,7 @@ pub(crate) fn plan(
     index: RankIndex,
     expr: &str,
     cache: &RefCell<ListCache<'_>>,
+    budget: &Budget,
 ) -> Result<Option<Plan>> {
     let started = std::time::Instant::now();
     let Some(query) = parse(expr, index) else {
@@ -545,6 +555,7 @@ pub(crate) fn plan(
         .iter()
         .flat_map(|l| l.unreadable.iter().copied())
         .collect();
+    budget.check()?;
     unreadable.sort_unstable();
     unreadable.dedup();
     let filtered: Vec<Vec<Posting>>;
@@ -609,6 +620,7 @@ pub(crate) fn plan(
         Some(n) => n,
         None => postings_read,
     });
+    budget.check()?;
     score_lists(
         &query,
         &phrases,
@@ -617,7 +629,8 @@ pub(crate) fn plan(
         &idfs,
         avgdl,
         &mut entries,
-    );
+        budget,
+    )?;
     let scored = started.elapsed();
     // Rows above the segments: every phrase is one list there, its occurrences exact.
     let rows_scored_by_fts5 = tail.iter().map(|l| l.len()).sum::<usize>();
@@ -635,7 +648,8 @@ pub(crate) fn plan(
             &idfs,
             avgdl,
             &mut entries,
-        );
+            budget,
+        )?;
     }
     let match_expr = index.match_expr(expr);
     tracing::trace!(
@@ -684,6 +698,8 @@ pub(crate) struct Walk<'c> {
     pub(crate) postings_read: usize,
     /// Every match has been returned or filtered out.
     exhausted: bool,
+    /// Checked between rows: filtered-out rows can make one pull long.
+    budget: Budget,
     /// Time spent confirming bounds and counting for `at_least` (for the trace).
     confirm_time: std::time::Duration,
     count_time: std::time::Duration,
@@ -697,6 +713,7 @@ impl<'c> Walk<'c> {
         plan: Plan,
         check: Statement<'c>,
         check_params: Vec<Value>,
+        budget: Budget,
     ) -> Result<Self> {
         let table = plan.index.table();
         let confirm = conn.prepare(&format!(
@@ -731,6 +748,7 @@ impl<'c> Walk<'c> {
             rows_scored_by_fts5: plan.rows_scored_by_fts5,
             postings_read: plan.postings_read,
             exhausted: false,
+            budget,
             confirm_time: std::time::Duration::ZERO,
             count_time: std::time::Duration::ZERO,
         })
@@ -763,7 +781,10 @@ impl<'c> Walk<'c> {
 
     /// The next row that passes the filters, or `None` when every match has been seen.
     pub(crate) fn next_row(&mut self) -> Result<Option<Candidate>> {
+        let budget = self.budget.clone();
+        let mut pacer = Pacer::new(&budget);
         loop {
+            pacer.tick()?;
             // `rest[0]` is the best of the rest (`select_nth_unstable_by` put it there).
             let rest_best = self.rest.first().copied();
             if rest_best.is_some_and(|r| self.heap.peek().is_none_or(|top| *top < r)) {
@@ -815,7 +836,10 @@ impl<'c> Walk<'c> {
         ))?;
         let mut rows = ids.query([&self.match_expr])?;
         let mut passed = 0;
+        let budget = self.budget.clone();
+        let mut pacer = Pacer::new(&budget);
         while let Some(r) = rows.next()? {
+            pacer.tick()?;
             if self.check(r.get(0)?)?.is_some() {
                 passed += 1;
                 if passed >= k {

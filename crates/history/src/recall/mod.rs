@@ -157,6 +157,19 @@ pub enum SearchRequest {
     },
 }
 
+impl SearchRequest {
+    /// The request's search terms, if it has any (discover and search inside one session).
+    pub fn query(&self) -> Option<&str> {
+        match self {
+            SearchRequest::Discover(d) => Some(&d.query),
+            SearchRequest::InSession { query, .. } => Some(query),
+            SearchRequest::Read { .. }
+            | SearchRequest::Scroll { .. }
+            | SearchRequest::Browse { .. } => None,
+        }
+    }
+}
+
 /// A request that named something not in the caller's visible history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Miss {
@@ -370,6 +383,7 @@ pub(crate) fn run(
     current_session_id: Option<&str>,
     req: &SearchRequest,
     lists: Option<(&crate::rank::SharedLists, u64)>,
+    budget: &crate::budget::Budget,
 ) -> Result<(SearchOutcome, IndexStatus)> {
     let states = crate::backfill::states(conn)?;
     let caps = IndexCaps {
@@ -377,6 +391,7 @@ pub(crate) fn run(
         trigram: states[1],
         cjk: states[2],
         lists,
+        budget,
     };
     let mut sessions = Sessions::new(conn);
     let current_root = match current_session_id.filter(|s| !s.is_empty()) {

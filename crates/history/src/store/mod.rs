@@ -4,11 +4,14 @@
 
 mod paths;
 mod pool;
+mod registry;
 pub(crate) mod schema;
 pub(crate) mod write;
 
 pub(crate) use paths::*;
 pub(crate) use pool::*;
+pub use registry::RegistryStats;
+pub(crate) use registry::StoreRegistry;
 pub(crate) use schema::*;
 pub(crate) use write::*;
 

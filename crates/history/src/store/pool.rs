@@ -2,6 +2,7 @@
 //! idle connections, read snapshots with a deadline, and one writer at a time.
 
 use super::*;
+use crate::budget::Budget;
 
 /// Idle connections kept per user; more concurrent callers open short-lived extras.
 pub(crate) const POOL_SIZE: usize = 4;
@@ -173,7 +174,7 @@ impl UserStore {
             let Some((lo, hi)) = due else {
                 continue;
             };
-            let built = self.read_with_deadline(BUILD_DEADLINE, |c| {
+            let built = self.read_within(&Budget::new(BUILD_DEADLINE, None), |c| {
                 crate::rank::stats::build(c, index, lo, hi)
             })?;
             self.write(|c| crate::rank::stats::write(c, index, lo, hi, &built))?;
@@ -213,19 +214,23 @@ impl UserStore {
         }
     }
 
-    /// Run a read in one snapshot under the query deadline (a VM-step progress handler).
+    /// Run a read in one snapshot under the query deadline.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.read_with_deadline(self.deadline, f)
+        self.read_within(&Budget::new(self.deadline, None), f)
     }
 
-    pub(crate) fn read_with_deadline<T>(
+    /// Run a read in one snapshot within `budget`: SQLite's progress handler interrupts a
+    /// statement once it is spent (the Rust work inside `f` checks the same budget itself), and
+    /// the interruption is reported as the budget's error (deadline or cancellation).
+    pub(crate) fn read_within<T>(
         &self,
-        deadline: Duration,
+        budget: &Budget,
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
+        budget.check()?;
         let mut conn = self.take()?;
-        let until = Instant::now() + deadline;
-        conn.progress_handler(100, Some(move || Instant::now() >= until))?;
+        let watch = budget.clone();
+        conn.progress_handler(100, Some(move || watch.is_spent()))?;
         let out = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
             let v = f(&tx)?;
@@ -236,7 +241,7 @@ impl UserStore {
         if cleared.is_ok() {
             self.give_back(conn);
         }
-        out
+        out.map_err(|e| budget.explain(e))
     }
 
     /// Run `op`; if it fails with an FTS-only corruption, detach the confirmed-corrupt indexes

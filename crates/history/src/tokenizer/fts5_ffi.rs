@@ -84,10 +84,14 @@ pub(crate) fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api
     let mut api: *mut ffi::fts5_api = std::ptr::null_mut();
     conn.query_row("SELECT fts5(?1)", [Fts5ApiSlot(&mut api)], |_| Ok(()))
         .map_err(|err| match err {
-            rusqlite::Error::SqliteFailure(code, _) => rusqlite::Error::SqliteFailure(
-                code,
-                Some(format!("{TOKENIZER_NAME}: FTS5 unavailable")),
-            ),
+            // Only a missing `fts5()` means FTS5 is unavailable; a damaged or unreadable file
+            // fails here first (the statement reads the schema) and keeps SQLite's own words.
+            rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::Unknown => {
+                rusqlite::Error::SqliteFailure(
+                    code,
+                    Some(format!("{TOKENIZER_NAME}: FTS5 unavailable")),
+                )
+            }
             other => other,
         })?;
     // SAFETY: when non-null, `api` was written by FTS5 and points at the connection's

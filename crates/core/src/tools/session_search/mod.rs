@@ -52,17 +52,11 @@ pub const RECALL_RULES: &str = "<conversation_recall>\n\
 </conversation_recall>";
 
 /// Run parsed arguments and render the result: the JSON and whether it is a success.
-async fn answer(
-    history: &History,
-    user: &UserKey,
-    current_session_id: Option<String>,
-    args: SessionSearchArgs,
-) -> Value {
+async fn answer(history: &History, user: &UserKey, ctx: SearchContext, args: SessionSearchArgs) -> Value {
     let req = match args.request() {
         Ok(r) => r,
         Err(msg) => return render::invalid_arguments(&msg),
     };
-    let ctx = SearchContext { current_session_id };
     match history.search(user, &ctx, req).await {
         Ok(r) => render::response(&r),
         Err(e) => render::failure(&e),
@@ -91,8 +85,12 @@ pub async fn search_json(
     } else {
         args
     };
+    let ctx = SearchContext {
+        current_session_id,
+        cancel: None,
+    };
     match SessionSearchArgs::deserialize(&args) {
-        Ok(parsed) => answer(history, user, current_session_id, parsed).await,
+        Ok(parsed) => answer(history, user, ctx, parsed).await,
         Err(e) => render::invalid_arguments(&args::invalid_message(&args, &e)),
     }
 }
@@ -120,6 +118,12 @@ impl TypedTool for SessionSearch {
 
     async fn run(&self, ctx: ToolContext, args: SessionSearchArgs) -> ToolOutput {
         let user = ctx.actor.user_key();
-        output(answer(&self.history, &user, Some(ctx.session_id.clone()), args).await)
+        // The call path cancels this token when the call times out or the turn stops: the
+        // search stops then, instead of keeping a core busy for an answer nobody reads.
+        let search = SearchContext {
+            current_session_id: Some(ctx.session_id.clone()),
+            cancel: Some(ctx.cancel.clone()),
+        };
+        output(answer(&self.history, &user, search, args).await)
     }
 }

@@ -11,6 +11,13 @@ const PREVIEW_CAP: usize = 80;
 
 pub(crate) const TIMEOUT_HINT: &str =
     "Narrow the query or time range; an unavailable search does not mean history is absent.";
+/// Fixed words: the error itself may name the data directory.
+const STORAGE_MESSAGE: &str = "this user's history file is damaged or unreadable";
+const STORAGE_HINT: &str = "This user's history file cannot be read; nothing was searched and \
+    this does not mean history is absent. Tell the user; the host operator has to restore the \
+    file from a backup.";
+const TOO_COMPLEX_HINT: &str = "Use a few specific terms (quote exact phrases, OR only a few \
+    alternatives) and search again.";
 const ABSENCE_HINT: &str = "Results are verbatim past messages, not current state. A miss does not prove \
     something never happened: try synonyms, OR, ids, a time range or exclude_session_ids, and verify \
     with read or scroll.";
@@ -53,6 +60,11 @@ pub(crate) fn failure(e: &HistoryError) -> Value {
         }),
         FailureClass::Storage => json!({
             "success": false, "error": "storage_unavailable", "complete": false,
+            "message": STORAGE_MESSAGE, "hint": STORAGE_HINT,
+        }),
+        FailureClass::TooComplex => json!({
+            "success": false, "error": "query_too_complex", "complete": false,
+            "message": e.to_string(), "hint": TOO_COMPLEX_HINT,
         }),
     }
 }
