@@ -1,5 +1,14 @@
 //! One integration-test binary for the crate: every module below was a test binary of its
 //! own, and linking dominated the build (one binary, one link). Tests that need a process
-//! of their own stay separate targets (see Cargo.toml).
+//! of their own stay separate targets (see Cargo.toml). The history's domain tests live here
+//! and use the typed API; the `session_search` tool's arguments and JSON are mpa-core's.
 
+mod backfill;
+mod check;
+mod common;
+mod fuzz;
+mod legacy_import;
+mod recall;
 mod recall_at_scale;
+mod search;
+mod store;

@@ -1,7 +1,9 @@
 //! Storage, append, lifecycle and redaction acceptance (spec §18 items 1–13, 62–65; issue 4).
+#![expect(clippy::unwrap_used, reason = "test assertions")]
 
-use super::common::*;
-use mpa_history::{History, HistoryConfig, HistoryError, Provenance, Role, SessionMeta};
+use crate::common::*;
+use mpa_history::recall::{Miss, SearchOutcome};
+use mpa_history::{FailureClass, History, HistoryConfig, HistoryError, Provenance, Role, SessionMeta};
 use mpa_protocol::{UserId, UserKey};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -70,17 +72,8 @@ async fn two_users_same_session_id_are_isolated() {
     e.session(&b, meta("same", "web"), &["beta other"], 10.0)
         .await;
     assert_ne!(e.hub.db_path(&a), e.hub.db_path(&b));
-    let r = e.search(&b, None, discover("secretword")).await;
-    assert_eq!(r["count"], 0, "{r}");
-    let r = e.search(&b, None, json!({"session_id": "same"})).await;
-    assert_eq!(r["messages"][0]["content"], "beta other");
-    // Unknown parameters (user, path, db…) are rejected, never interpreted.
-    for bad in ["user", "profile", "db", "path"] {
-        let r = e
-            .search(&b, None, json!({"query": "alpha", bad: "a"}))
-            .await;
-        assert_eq!(r["error"], "invalid_arguments", "{bad}: {r}");
-    }
+    assert!(e.find(&b, None, "secretword").await.hits.is_empty());
+    assert_eq!(e.read(&b, "same").await.messages[0].content, "beta other");
 }
 
 #[tokio::test]
@@ -95,8 +88,11 @@ async fn internal_user_cannot_create_history() {
             .unwrap_err();
         assert!(matches!(err, HistoryError::InvalidUser));
         assert!(!e.hub.db_path(&u).exists());
-        let r = e.search(&u, None, json!({})).await;
-        assert_eq!(r["success"], false);
+        let err = e
+            .try_run(&u, None, mpa_history::SearchRequest::Browse { limit: 3 })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HistoryError::InvalidUser), "{err}");
     }
 }
 
@@ -123,9 +119,9 @@ async fn duplicate_uid_keeps_first_content() {
         .await
         .unwrap();
     assert_eq!((r1.inserted, r2.inserted, r2.duplicates), (1, 0, 1));
-    let r = e.search(&u, None, json!({"session_id": "s"})).await;
-    assert_eq!(r["message_count"], 1);
-    assert_eq!(r["messages"][0]["content"], "first version");
+    let r = e.read(&u, "s").await;
+    assert_eq!(r.message_count, 1);
+    assert_eq!(r.messages[0].content, "first version");
     assert_eq!(
         e.sql_i64(&u, "SELECT message_count FROM sessions WHERE id = 's'"),
         1
@@ -162,8 +158,7 @@ fn twenty_concurrent_duplicate_appends_store_one_row() {
         }
         assert_eq!(inserted, 1);
         assert_eq!(e.sql_i64(&u, "SELECT COUNT(*) FROM messages"), 1);
-        let r = e.search(&u, None, discover("needle")).await;
-        assert_eq!(r["count"], 1, "{r}");
+        assert_eq!(e.find(&u, None, "needle").await.hits.len(), 1);
         mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
     });
 }
@@ -212,10 +207,10 @@ async fn legacy_message_without_timestamp_gets_session_last_active() {
         .append(&u, meta("s", "web"), vec![legacy])
         .await
         .unwrap();
-    let r = e.search(&u, None, json!({"session_id": "s"})).await;
-    assert_eq!(r["messages"][1]["timestamp"], 5000.0);
-    assert_eq!(r["messages"][1]["provenance"], "legacy_snapshot");
-    assert_eq!(r["messages"][0]["provenance"], "observed");
+    let r = e.read(&u, "s").await;
+    assert_eq!(r.messages[1].timestamp, 5000.0);
+    assert_eq!(r.messages[1].provenance, "legacy_snapshot");
+    assert_eq!(r.messages[0].provenance, "observed");
 }
 
 #[tokio::test]
@@ -243,10 +238,7 @@ async fn delete_leaves_tombstone_and_late_append_cannot_resurrect() {
         .await
         .unwrap();
     assert!(late.tombstoned);
-    assert_eq!(
-        e.search(&u, None, discover("resurrection")).await["count"],
-        0
-    );
+    assert!(e.find(&u, None, "resurrection").await.hits.is_empty());
     assert_eq!(
         e.sql_i64(
             &u,
@@ -255,8 +247,8 @@ async fn delete_leaves_tombstone_and_late_append_cannot_resurrect() {
         0
     );
     assert_eq!(
-        e.search(&u, None, json!({"session_id": "gone"})).await["error"],
-        "session_not_found"
+        e.run(&u, None, read_req("gone")).await.outcome,
+        SearchOutcome::Miss(Miss::SessionNotFound)
     );
     mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
@@ -281,8 +273,11 @@ async fn newer_schema_is_refused_and_left_untouched() {
         matches!(err, HistoryError::SchemaTooNew { found: 99, .. }),
         "{err}"
     );
-    let r = e.search(&u, None, json!({})).await;
-    assert_eq!(r["error"], "storage_unavailable");
+    let err = e
+        .try_run(&u, None, mpa_history::SearchRequest::Browse { limit: 3 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.classify(), FailureClass::Storage, "{err}");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
@@ -303,35 +298,34 @@ async fn tool_needle_after_8192_chars_needs_role_tool_and_body_is_verbatim() {
         )
         .await
         .unwrap();
-    let r = e.search(&u, None, discover("deepneedle")).await;
-    assert_eq!(r["count"], 0, "{r}");
-    let r = e
-        .search(
+    assert!(e.find(&u, None, "deepneedle").await.hits.is_empty());
+    let d = e
+        .discover(
             &u,
             None,
-            json!({"query": "deepneedle", "role_filter": "tool"}),
+            mpa_history::recall::DiscoverRequest {
+                roles: roles(&["tool"]),
+                ..q("deepneedle")
+            },
         )
         .await;
-    assert_eq!(r["count"], 1, "{r}");
-    assert_eq!(r["search_path"], "like");
-    assert!(
-        r["results"][0]["snippet"]
-            .as_str()
-            .unwrap()
-            .contains("deepneedle")
-    );
+    assert_eq!(d.hits.len(), 1, "{d:?}");
+    assert_eq!(d.search_path, "like");
+    let mpa_history::recall::Snippet::Text(snippet) = &d.hits[0].snippet else {
+        panic!("{d:?}")
+    };
+    assert!(snippet.contains("deepneedle"));
     let stored = e.sql_i64(
         &u,
         "SELECT length(content) FROM messages WHERE role = 'tool'",
     );
     assert_eq!(stored as usize, body.chars().count());
     // Display is capped (read: 2000), storage is not.
-    let r = e.search(&u, None, json!({"session_id": "s"})).await;
-    let m = &r["messages"][1];
-    assert_eq!(m["content"].as_str().unwrap().chars().count(), 2000);
-    assert_eq!(m["content_truncated"], true);
-    assert_eq!(m["original_content_chars"], body.chars().count());
-    assert_eq!(m["tool_name"], "fetch_logs");
+    let r = e.read(&u, "s").await;
+    let m = &r.messages[1];
+    assert_eq!(m.content.chars().count(), 2000);
+    assert_eq!(m.original_chars, Some(body.chars().count() as i64));
+    assert_eq!(m.tool_name.as_deref(), Some("fetch_logs"));
     mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
@@ -355,8 +349,7 @@ async fn secrets_are_redacted_at_capture_and_unsearchable() {
         )
         .await
         .unwrap();
-    let r = e.search(&u, None, json!({"session_id": "s"})).await;
-    let shown = r.to_string();
+    let shown = shown_text(&e.read(&u, "s").await);
     assert!(!shown.contains("SECRET"), "{shown}");
     assert!(shown.contains("[REDACTED:token]") && shown.contains("[REDACTED:password]"));
     assert!(shown.contains("[REDACTED:api_key]"));
@@ -367,11 +360,13 @@ async fn secrets_are_redacted_at_capture_and_unsearchable() {
         "jsonSECRETvalue",
         "callSECRETpw",
     ] {
-        for roles in ["user,assistant", "tool", "user,assistant,tool"] {
-            let r = e
-                .search(&u, None, json!({"query": secret, "role_filter": roles}))
-                .await;
-            assert_eq!(r["count"], 0, "{secret} {roles}: {r}");
+        for rs in [&["user", "assistant"][..], &["tool"], &["user", "assistant", "tool"]] {
+            let req = mpa_history::recall::DiscoverRequest {
+                roles: roles(rs),
+                ..q(secret)
+            };
+            let d = e.discover(&u, None, req).await;
+            assert!(d.hits.is_empty(), "{secret} {rs:?}: {d:?}");
         }
     }
     let raw = e.sql_i64(
@@ -397,11 +392,10 @@ async fn retention_expires_by_own_last_active_and_zero_disables() {
         .await;
     let r0 = e.hub.cleanup(&u, 0).await.unwrap();
     assert!(!r0.enabled);
-    assert_eq!(e.search(&u, None, discover("needle")).await["count"], 2);
+    assert_eq!(e.find(&u, None, "needle").await.hits.len(), 2);
     let r = e.hub.cleanup(&u, 30).await.unwrap();
     assert_eq!((r.sessions_expired, r.messages_deleted), (1, 1));
-    let s = e.search(&u, None, discover("needle")).await;
-    assert_eq!(session_ids(&s), vec!["new"]);
+    assert_eq!(session_ids(&e.find(&u, None, "needle").await), vec!["new"]);
     mpa_history::integrity_check(&e.hub.db_path(&u)).unwrap();
 }
 
@@ -436,7 +430,7 @@ async fn status_reports_counts_and_index_state() {
 }
 
 #[tokio::test]
-async fn query_deadline_reports_timeout_not_empty() {
+async fn query_deadline_is_an_error_not_an_empty_result() {
     let e = env();
     let u = user("a");
     let big = "文本内容 ".repeat(5000);
@@ -455,14 +449,15 @@ async fn query_deadline_reports_timeout_not_empty() {
     let mut cfg = HistoryConfig::new(e.dir.path());
     cfg.query_deadline = std::time::Duration::from_nanos(1);
     let slow = History::new(cfg);
-    let ctx = mpa_history::SearchContext::default();
-    let r = slow
-        .session_search(&u, &ctx, json!({"query": "字", "role_filter": "tool,user"}))
-        .await;
-    assert_eq!(r["success"], false, "{r}");
-    assert_eq!(r["error"], "query_timeout");
-    assert_eq!(r["complete"], false);
-    assert!(r["hint"].as_str().unwrap().contains("does not mean"));
+    let req = mpa_history::recall::DiscoverRequest {
+        roles: roles(&["tool", "user"]),
+        ..q("字")
+    };
+    let err = slow
+        .search(&u, &current(None), mpa_history::SearchRequest::Discover(req))
+        .await
+        .unwrap_err();
+    assert_eq!(err.classify(), FailureClass::Timeout, "{err}");
 }
 
 #[tokio::test]
@@ -479,13 +474,10 @@ async fn session_meta_updates_title_and_end_reason_monotonically() {
     e.hub.end_session(&u, "s", "branched").await.unwrap();
     e.hub.end_session(&u, "s", "compression").await.unwrap();
     e.hub.end_session(&u, "s", "idle").await.unwrap();
-    let r = e.search(&u, None, json!({"session_id": "s"})).await;
-    assert_eq!(r["session_meta"]["title"], "Renamed");
-    assert_eq!(
-        r["session_meta"]["source"], "web",
-        "source is first-write-wins"
-    );
-    assert_eq!(r["session_meta"]["end_reason"], "compression");
+    let s = e.read(&u, "s").await.session;
+    assert_eq!(s.title, "Renamed");
+    assert_eq!(s.source, "web", "source is first-write-wins");
+    assert_eq!(s.end_reason, "compression");
 }
 
 #[tokio::test]
@@ -495,10 +487,8 @@ async fn structural_corruption_reports_storage_unavailable_and_keeps_the_file() 
     let db = e.hub.db_path(&u);
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
     std::fs::write(&db, vec![0x5a; 8192]).unwrap();
-    let r = e.search(&u, None, discover("anything")).await;
-    assert_eq!(r["success"], false);
-    assert_eq!(r["error"], "storage_unavailable", "{r}");
-    assert_eq!(r["complete"], false);
+    let err = e.try_run(&u, None, mpa_history::SearchRequest::Discover(q("anything"))).await.unwrap_err();
+    assert_eq!(err.classify(), FailureClass::Storage, "{err}");
     assert_eq!(
         std::fs::read(&db).unwrap(),
         vec![0x5a; 8192],

@@ -3,12 +3,15 @@
 //! while building, appends and deletes racing a backfill, the pause between batches, shutdown,
 //! task limits, and corruption found during a search.
 
-use super::common::{SessionSearchExt, env, meta, msg, user};
+#![expect(clippy::unwrap_used, reason = "test assertions")]
+
+use crate::common::{OutcomeExt, current, env, meta, msg, q, read_req, session_ids, user};
+use mpa_history::recall::{DiscoverRequest, DiscoverResult, Sort};
 use mpa_history::{
-    BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, Role, SessionMeta,
+    BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, IndexStatus, Role,
+    SearchRequest, SessionMeta,
 };
 use mpa_protocol::UserKey;
-use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -73,19 +76,48 @@ async fn drain(hub: &History, u: &UserKey, batch: usize) -> mpa_history::Backfil
     hub.backfill(u, opts, |_| {}).await.unwrap()
 }
 
-async fn search(hub: &History, u: &UserKey, args: Value) -> Value {
-    let out = hub.session_search(u, &Default::default(), args).await;
-    assert_eq!(out["success"], true, "{out}");
-    out
+/// A discover and the index status that came with it.
+async fn search(hub: &History, u: &UserKey, req: DiscoverRequest) -> (DiscoverResult, IndexStatus) {
+    let r = hub
+        .search(u, &current(None), SearchRequest::Discover(req))
+        .await
+        .unwrap();
+    (r.outcome.discover(), r.index_status)
 }
 
-fn session_ids(out: &Value) -> Vec<String> {
-    out["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["session_id"].as_str().unwrap().to_owned())
-        .collect()
+/// A discover of up to `limit` sessions.
+fn upto(query: &str, limit: usize) -> DiscoverRequest {
+    DiscoverRequest {
+        limit,
+        ..q(query)
+    }
+}
+
+/// Summed progress of the building indexes (`None` once every index is ready).
+async fn building_progress(hub: &History, u: &UserKey) -> Option<i64> {
+    let s = states(hub, u).await;
+    s.iter().any(|(_, st)| !st.is_ready()).then(|| {
+        s.iter()
+            .map(|(_, st)| match st {
+                IndexState::Building { progress, .. } => *progress,
+                _ => 0,
+            })
+            .sum()
+    })
+}
+
+/// Waits (polling, with a deadline) until the background backfill commits another batch after
+/// `seen`, or finishes.
+async fn wait_for_a_batch(hub: &History, u: &UserKey, seen: Option<i64>) -> Option<i64> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = building_progress(hub, u).await;
+        if now.is_none() || now != seen {
+            return now;
+        }
+        assert!(Instant::now() < until, "the backfill stopped advancing at {seen:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn states(hub: &History, u: &UserKey) -> Vec<(String, IndexState)> {
@@ -137,26 +169,25 @@ async fn tokenizer_version_change_rebuilds_cjk_and_gap_rows_stay_findable() {
     );
 
     // While building: index_status says so, yet the old rows are found through the gap scan.
-    let out = search(&hub, &u, json!({"query": "订阅"})).await;
-    assert_eq!(out["index_status"]["messages_fts_cjk"], false, "{out}");
-    assert_eq!(out["search_path"], "cjk");
+    let (out, status) = search(&hub, &u, DiscoverRequest::new("订阅")).await;
+    assert!(!status.messages_fts_cjk, "{out:?}");
+    assert_eq!(out.search_path, "cjk");
     assert_eq!(session_ids(&out), vec!["old"]);
-    assert_eq!(out["gap_scan"]["index"], "messages_fts_cjk");
-    assert_eq!(out["gap_scan"]["unindexed_ids"], json!([1, 30]));
-    assert!(
-        out["results"][0]["snippet"]
-            .as_str()
-            .unwrap()
-            .contains("订阅")
-    );
+    let gap = out.gap_scan.clone().unwrap();
+    assert_eq!((gap.index, gap.unindexed_ids), ("messages_fts_cjk", [1, 30]));
+    let mpa_history::recall::Snippet::Text(snippet) = &out.hits[0].snippet else {
+        panic!("{out:?}")
+    };
+    assert!(snippet.contains("订阅"));
 
     // A row appended meanwhile (id > high) is indexed at once by the id-gated trigger.
     let new = texts(2, |_| "新订阅：沙丘".to_owned());
     hub.append(&u, meta("new", "web"), new).await.unwrap();
-    let out = search(&hub, &u, json!({"query": "沙丘"})).await;
+    let (out, _) = search(&hub, &u, DiscoverRequest::new("沙丘")).await;
     assert_eq!(session_ids(&out), vec!["new"]);
     assert_eq!(
-        out["gap_scan"]["hits"], 0,
+        out.gap_scan.unwrap().hits,
+        0,
         "found in the index, not the gap"
     );
 
@@ -183,10 +214,10 @@ async fn tokenizer_version_change_rebuilds_cjk_and_gap_rows_stay_findable() {
     assert_eq!(seen.last(), Some(&(30, 30)));
     assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
 
-    let out = search(&hub, &u, json!({"query": "订阅", "limit": 5})).await;
-    assert_eq!(out["index_status"]["messages_fts_cjk"], true);
-    assert_eq!(out["search_path"], "cjk");
-    assert!(out.get("gap_scan").is_none());
+    let (out, status) = search(&hub, &u, upto("订阅", 5)).await;
+    assert!(status.messages_fts_cjk);
+    assert_eq!(out.search_path, "cjk");
+    assert!(out.gap_scan.is_none());
     let mut ids = session_ids(&out);
     ids.sort();
     assert_eq!(ids, vec!["new", "old"]);
@@ -226,7 +257,9 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
             .all(|(_, s)| matches!(s, IndexState::Building { high: 48, .. })),
         "{st:?}"
     );
-    // The append schedules the background task; then keep writing while it runs.
+    // The append schedules the background task; then keep writing while it runs, a round after
+    // each batch it commits.
+    let mut seen = building_progress(&hub, &u).await;
     for round in 0..6 {
         let extra = texts(3, |i| format!("late {round}-{i} 磁力链接 magnet"));
         hub.append(&u, meta(&format!("late{round}"), "web"), extra)
@@ -236,7 +269,9 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
             .await
             .unwrap();
         assert!(hub.backfill_scheduler_stats().scheduled <= 1);
-        tokio::time::sleep(Duration::from_millis(120)).await;
+        if seen.is_some() {
+            seen = wait_for_a_batch(&hub, &u, seen).await;
+        }
     }
     wait_ready(&hub, &u).await;
     let report = hub.check(&u, false).await.unwrap();
@@ -244,14 +279,13 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
     assert!(report.indexes.iter().all(|i| i.ready && i.ok), "{report:?}");
     assert_eq!(report.messages, 12 * 4 - 6 * 4 + 6 * 3);
 
-    for (q, path) in [("magnet", "fts5"), ("磁力链接", "cjk")] {
-        let out = search(
-            &hub,
-            &u,
-            json!({"query": q, "limit": 10, "detail": "index"}),
-        )
-        .await;
-        assert_eq!(out["search_path"], path, "{out}");
+    for (query, path) in [("magnet", "fts5"), ("磁力链接", "cjk")] {
+        let req = DiscoverRequest {
+            detail: mpa_history::recall::Detail::Index,
+            ..q(query)
+        };
+        let (out, _) = search(&hub, &u, req).await;
+        assert_eq!(out.search_path, path, "{out:?}");
         let ids = session_ids(&out);
         for s in (0..12).step_by(2) {
             assert!(
@@ -262,8 +296,8 @@ async fn appends_and_deletes_racing_a_background_backfill_leave_every_index_cons
         assert_eq!(ids.len(), 10, "6 kept + 6 late sessions, limit 10: {ids:?}");
     }
     for s in (1..12).step_by(2) {
-        let out = search(&hub, &u, json!({"query": format!("\"第{s}集\"")})).await;
-        assert_eq!(session_ids(&out), vec![format!("s{s}")], "{out}");
+        let (out, _) = search(&hub, &u, DiscoverRequest::new(format!("\"第{s}集\""))).await;
+        assert_eq!(session_ids(&out), vec![format!("s{s}")], "{out:?}");
     }
     hub.shutdown().await;
 }
@@ -311,7 +345,7 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     }
     let hub = hub_at(dir.path(), true, 5);
     // A search opens the store (cjk building) and schedules the task.
-    search(&hub, &u, json!({"query": "纪录片"})).await;
+    search(&hub, &u, DiscoverRequest::new("纪录片")).await;
     let until = Instant::now() + Duration::from_secs(30);
     let progress = loop {
         if let IndexState::Building { progress, .. } = states(&hub, &u).await[2].1
@@ -331,15 +365,16 @@ async fn shutdown_cancels_between_batches_and_a_later_run_resumes() {
     };
     assert!(p1 >= progress && p1 < high);
     assert_eq!(p1 % 5, 0, "progress only moves by whole batches");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Shutdown waited for every task to end (running 0 above), and calls made afterwards
+    // schedule nothing, so nothing can move the progress any more.
+    search(&hub, &u, DiscoverRequest::new("纪录片")).await;
+    let stats = hub.backfill_scheduler_stats();
+    assert_eq!((stats.running, stats.scheduled), (0, 0), "{stats:?}");
     assert_eq!(
         states(&hub, &u).await[2].1,
         after,
         "nothing runs after shutdown"
     );
-    // Further calls schedule nothing once shut down.
-    search(&hub, &u, json!({"query": "纪录片"})).await;
-    assert_eq!(hub.backfill_scheduler_stats().scheduled, 0);
 
     let hub2 = hub_at(dir.path(), false, 500);
     let s = drain(&hub2, &u, 500).await;
@@ -363,7 +398,7 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
     let hub = hub_at(dir.path(), true, 1);
     for _ in 0..3 {
         for u in &users {
-            search(&hub, u, json!({"query": "动画"})).await;
+            search(&hub, u, DiscoverRequest::new("动画")).await;
         }
     }
     let stats = hub.backfill_scheduler_stats();
@@ -384,8 +419,8 @@ async fn at_most_one_task_per_user_and_eight_per_process() {
     assert!(saw_full, "eight tasks ran at once");
     assert_eq!(hub.backfill_scheduler_stats().peak_running, 8);
     for u in &users {
-        let out = search(&hub, u, json!({"query": "动画"})).await;
-        assert_eq!(out["index_status"]["messages_fts_cjk"], true);
+        let (_, status) = search(&hub, u, DiscoverRequest::new("动画")).await;
+        assert!(status.messages_fts_cjk);
         assert!(hub.check(u, false).await.unwrap().healthy());
     }
 }
@@ -420,15 +455,15 @@ async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds()
     .unwrap();
     corrupt(&hub, &u, "messages_fts");
 
-    let out = search(&hub, &u, json!({"query": "Interstellar"})).await;
+    let (out, status) = search(&hub, &u, DiscoverRequest::new("Interstellar")).await;
     assert_eq!(
         session_ids(&out),
         vec!["old"],
-        "retried once, answered: {out}"
+        "retried once, answered: {out:?}"
     );
-    assert_eq!(out["search_path"], "like", "the detached index is not read");
-    assert_eq!(out["index_status"]["messages_fts"], false);
-    assert_eq!(out["index_status"]["messages_fts_cjk"], true);
+    assert_eq!(out.search_path, "like", "the detached index is not read");
+    assert!(!status.messages_fts);
+    assert!(status.messages_fts_cjk);
     let st = states(&hub, &u).await;
     assert_eq!(st[0].1, IndexState::Detached);
     assert!(st[1].1.is_ready() && st[2].1.is_ready(), "{st:?}");
@@ -457,8 +492,8 @@ async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds()
     assert_eq!(rows, 60, "message rows untouched");
 
     // Read mode and appends keep working.
-    let read = search(&hub, &u, json!({"session_id": "old"})).await;
-    assert_eq!(read["message_count"], 60, "{read}");
+    let read = hub.search(&u, &current(None), read_req("old")).await.unwrap();
+    assert_eq!(read.outcome.read().message_count, 60);
     hub.append(
         &u,
         meta("new", "cli"),
@@ -470,8 +505,8 @@ async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds()
     // The next open (or the background task) rebuilds it through the backfill.
     let s = drain(&hub, &u, 1).await;
     assert_eq!(s.rows_indexed, 62);
-    let out = search(&hub, &u, json!({"query": "Interstellar", "limit": 5})).await;
-    assert_eq!(out["search_path"], "fts5");
+    let (out, _) = search(&hub, &u, upto("Interstellar", 5)).await;
+    assert_eq!(out.search_path, "fts5");
     let mut ids = session_ids(&out);
     ids.sort();
     assert_eq!(ids, vec!["new", "old"]);
@@ -498,14 +533,14 @@ async fn corrupt_cjk_index_is_rebuilt_in_the_background_after_a_search() {
         .unwrap();
     }
     corrupt(&hub, &u, "messages_fts_cjk");
-    let out = search(&hub, &u, json!({"query": "字幕", "limit": 10})).await;
-    assert_eq!(out["index_status"]["messages_fts_cjk"], false, "{out}");
-    assert_eq!(out["search_path"], "like");
+    let (out, status) = search(&hub, &u, q("字幕")).await;
+    assert!(!status.messages_fts_cjk, "{out:?}");
+    assert_eq!(out.search_path, "like");
     assert_eq!(session_ids(&out).len(), 4);
     // The search scheduled the rebuild.
     wait_ready(&hub, &u).await;
-    let out = search(&hub, &u, json!({"query": "字幕", "limit": 10})).await;
-    assert_eq!(out["search_path"], "cjk");
+    let (out, _) = search(&hub, &u, q("字幕")).await;
+    assert_eq!(out.search_path, "cjk");
     assert_eq!(session_ids(&out).len(), 4);
     assert!(hub.check(&u, false).await.unwrap().healthy());
     hub.shutdown().await;
@@ -534,27 +569,26 @@ async fn building_base_index_serves_english_queries_with_the_gap_scan() {
         format!("docker compose upgrade {i}")
     })
     .await;
-    let out = search(
-        &hub,
-        &u,
-        json!({"query": "docker", "limit": 5, "sort": "newest"}),
-    )
-    .await;
-    assert_eq!(out["search_path"], "fts5", "{out}");
-    assert_eq!(out["index_status"]["messages_fts"], false);
-    assert_eq!(out["gap_scan"]["unindexed_ids"], json!([1, 8]));
-    assert_eq!(out["gap_scan"]["hits"], 8);
+    let newest = DiscoverRequest {
+        sort: Sort::Newest,
+        ..upto("docker", 5)
+    };
+    let (out, status) = search(&hub, &u, newest).await;
+    assert_eq!(out.search_path, "fts5", "{out:?}");
+    assert!(!status.messages_fts);
+    let gap = out.gap_scan.clone().unwrap();
+    assert_eq!((gap.unindexed_ids, gap.hits), ([1, 8], 8));
     // Every session's messages use the same clock (t0 + i): the newest rows are the last ones
     // of the 4-message sessions (ties broken by id), so gap rows sort in with indexed ones.
     assert_eq!(session_ids(&out), vec!["old-broken", "old-ok", "new"]);
     // NOT is honoured inside the gap too.
-    let out = search(&hub, &u, json!({"query": "docker NOT broken", "limit": 5})).await;
+    let (out, _) = search(&hub, &u, upto("docker NOT broken", 5)).await;
     let mut ids = session_ids(&out);
     ids.sort();
-    assert_eq!(ids, vec!["new", "old-ok"], "{out}");
+    assert_eq!(ids, vec!["new", "old-ok"], "{out:?}");
     // Phrases keep their word order in the gap scan.
-    let out = search(&hub, &u, json!({"query": "\"networking fixed\""})).await;
-    assert_eq!(session_ids(&out), vec!["old-ok"], "{out}");
+    let (out, _) = search(&hub, &u, DiscoverRequest::new("\"networking fixed\"")).await;
+    assert_eq!(session_ids(&out), vec!["old-ok"], "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -590,14 +624,14 @@ async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
     let st = states(&hub, &u).await;
     assert_eq!(st[0].1, IndexState::Detached, "{st:?}");
     assert!(st[1].1.is_ready() && st[2].1.is_ready(), "{st:?}");
-    let read = search(&hub, &u, json!({"session_id": "new"})).await;
-    assert_eq!(read["message_count"], 5);
-    let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
-    assert_eq!(out["search_path"], "like");
+    let read = hub.search(&u, &current(None), read_req("new")).await.unwrap();
+    assert_eq!(read.outcome.read().message_count, 5);
+    let (out, _) = search(&hub, &u, q("Blade")).await;
+    assert_eq!(out.search_path, "like");
     assert_eq!(session_ids(&out).len(), 4);
     drain(&hub, &u, 500).await;
-    let out = search(&hub, &u, json!({"query": "Blade", "limit": 10})).await;
-    assert_eq!(out["search_path"], "fts5");
+    let (out, _) = search(&hub, &u, q("Blade")).await;
+    assert_eq!(out.search_path, "fts5");
     assert_eq!(session_ids(&out).len(), 4);
     assert!(hub.check(&u, false).await.unwrap().healthy());
 }
@@ -622,12 +656,9 @@ async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_f
         let hub = hub.clone();
         let u = u.clone();
         async move {
-            let r = search(&hub, &u, json!({"query": q, "limit": 5})).await;
-            assert_eq!(r["index_status"]["messages_fts_cjk"], false, "{r}");
-            (
-                r["search_path"].as_str().unwrap().to_owned(),
-                session_ids(&r),
-            )
+            let (r, status) = search(&hub, &u, upto(q, 5)).await;
+            assert!(!status.messages_fts_cjk, "{r:?}");
+            (r.search_path.to_owned(), session_ids(&r))
         }
     };
     // §18.24: 3+ characters without the CJK index → trigram.
@@ -648,9 +679,9 @@ async fn without_the_cjk_index_routes_fall_back_and_rows_written_meanwhile_are_f
     // §18.30: written while the index was away, found through cjk once the rebuild is done.
     put(&hub, &u, "s4", 1, |_| "新的订阅规则已经保存".into()).await;
     drain(&hub, &u, 500).await;
-    let r = search(&hub, &u, json!({"query": "订阅", "limit": 5})).await;
-    assert_eq!(r["search_path"], "cjk");
-    assert_eq!(r["index_status"]["messages_fts_cjk"], true);
+    let (r, status) = search(&hub, &u, upto("订阅", 5)).await;
+    assert_eq!(r.search_path, "cjk");
+    assert!(status.messages_fts_cjk);
     let mut ids = session_ids(&r);
     ids.sort();
     assert_eq!(ids, vec!["s1", "s4"]);
@@ -676,15 +707,15 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
     raw(&hub, &u)
         .execute_batch("DROP VIEW messages_fts_cjk_src;")
         .unwrap();
-    search(&hub, &u, json!({"query": "english"})).await;
+    search(&hub, &u, DiscoverRequest::new("english")).await;
     let until = Instant::now() + Duration::from_secs(30);
     while hub.backfill_scheduler_stats().scheduled > 0 {
         assert!(Instant::now() < until, "the failing task never ended");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for _ in 0..5 {
-        let out = search(&hub, &u, json!({"query": "english"})).await;
-        assert_eq!(out["search_path"], "fts5");
+        let (out, _) = search(&hub, &u, DiscoverRequest::new("english")).await;
+        assert_eq!(out.search_path, "fts5");
         assert_eq!(
             hub.backfill_scheduler_stats().scheduled,
             0,

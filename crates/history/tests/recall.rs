@@ -6,8 +6,11 @@
 //! sessions are interleaved with the corpus sessions (in id order and in time), so neither the
 //! newest-rows rank window nor recency can favour them.
 
-use super::common::*;
-use mpa_history::{corpus, import};
+#![expect(clippy::unwrap_used, reason = "test assertions")]
+
+use crate::common::*;
+use mpa_history::recall::DiscoverRequest;
+use mpa_history::{SearchRequest, corpus, import};
 use serde_json::{Value, json};
 
 /// Corpus size: big enough that common words (订阅, 字幕, docker, Oppenheimer, 三体…) match
@@ -315,21 +318,22 @@ async fn planted_phrases_rank_in_the_top_three() {
     });
     for (i, p, q) in queries {
         let want = format!("plant-{i:02}");
-        let r = e.search(&u, None, json!({"query": q, "limit": 3})).await;
-        let path = r["search_path"].as_str().unwrap_or("?").to_owned();
-        let ids: Vec<String> = r["results"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x["session_id"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let req = SearchRequest::Discover(DiscoverRequest {
+            limit: 3,
+            ..DiscoverRequest::new(q)
+        });
+        let (path, ids, error) = match e.try_run(&u, None, req).await {
+            Ok(r) => {
+                let d = r.outcome.discover();
+                (d.search_path.to_owned(), session_ids(&d), None)
+            }
+            Err(err) => ("?".to_owned(), Vec::new(), Some(err.to_string())),
+        };
         report.push(format!("{q:<40} {path:<10} {ids:?}"));
-        if r["success"] != true || !ids.contains(&want) {
+        if error.is_some() || !ids.contains(&want) {
             failures.push(format!(
-                "{q} ({}): want {want} in top 3, got search_path={path} ids={ids:?} success={} error={}",
-                p.kind, r["success"], r["error"]
+                "{q} ({}): want {want} in top 3, got search_path={path} ids={ids:?} error={error:?}",
+                p.kind
             ));
         }
     }

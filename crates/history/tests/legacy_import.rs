@@ -23,11 +23,15 @@
 //!   tool_name, tool_calls, tool_status, timestamp, provenance, active, compacted,
 //!   UNIQUE(session_id, message_uid))`, `deleted_sessions(id PK)`, `state_meta(key, value)`.
 
-use super::common::{SessionSearchExt, legacy_import_state};
+#![expect(clippy::unwrap_used, reason = "test assertions")]
+
+use crate::common::{OutcomeExt, current, q};
 use mpa_history::legacy::{
     ImportSummary, MoviePilotSource, import_hermes, import_moviepilot, legacy_identity,
+    legacy_import_pending,
 };
-use mpa_history::{History, HistoryConfig, HistoryError, SearchContext};
+use mpa_history::recall::DiscoverResult;
+use mpa_history::{History, HistoryConfig, HistoryError, SearchRequest, SearchResponse};
 use mpa_protocol::{UserId, UserKey};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
@@ -48,6 +52,17 @@ fn hub(data: &Path) -> History {
 
 fn no_progress() -> impl FnMut(mpa_history::legacy::ImportProgress) {
     |_| {}
+}
+
+/// A discover of `query` (up to 10 sessions) with what came with it.
+async fn find(h: &History, u: &UserKey, query: &str) -> SearchResponse {
+    h.search(u, &current(None), SearchRequest::Discover(q(query)))
+        .await
+        .unwrap()
+}
+
+fn hits(r: SearchResponse) -> DiscoverResult {
+    r.outcome.discover()
 }
 
 // ----------------------------------------------------------------------------- Hermes layout
@@ -340,12 +355,9 @@ async fn hermes_import_keeps_time_and_flags_marks_legacy_and_redacts() {
         ("telegram", "20260315_092437_c9a6ff")
     );
 
-    let r = h
-        .session_search(&u, &SearchContext::default(), json!({"query": "Dune"}))
-        .await;
-    assert_eq!(r["success"], true, "{r}");
-    assert_eq!(r["count"], 1, "{r}");
-    assert_eq!(legacy_import_state(&tmp.path().join("data"), &u), None);
+    let r = hits(find(&h, &u, "Dune").await);
+    assert_eq!(r.hits.len(), 1, "{r:?}");
+    assert!(!legacy_import_pending(&tmp.path().join("data"), &u));
     let cursor: Value = serde_json::from_slice(
         &std::fs::read(
             h.db_path(&u)
@@ -446,17 +458,11 @@ async fn hermes_import_resumes_from_an_interrupted_cursor() {
     std::fs::write(dir.join("import-hermes-cursor.json"), killed.to_string()).unwrap();
     assert_eq!(our_rows(&h, &u).len(), 500);
 
-    let state = legacy_import_state(&data, &u).expect("unfinished import is reported");
-    assert_eq!(state["complete"], false);
-    assert!(state["note"].as_str().unwrap().contains("inconclusive"));
+    assert!(legacy_import_pending(&data, &u), "unfinished import is reported");
     // Another user is not affected by this user's Hermes cursor.
-    assert_eq!(legacy_import_state(&data, &user("carol")), None);
-    // Every successful tool payload says the import is unfinished, and so does status.
-    let payload = h
-        .session_search(&u, &Default::default(), json!({"query": "line"}))
-        .await;
-    assert_eq!(payload["success"], true, "{payload}");
-    assert_eq!(payload["legacy_import"], state);
+    assert!(!legacy_import_pending(&data, &user("carol")));
+    // Every response says the import is unfinished, and so does status.
+    assert!(find(&h, &u, "line").await.legacy_import_pending);
     assert!(!h.status(&u).await.unwrap().legacy_import_complete);
 
     let mut seen = Vec::new();
@@ -466,11 +472,8 @@ async fn hermes_import_resumes_from_an_interrupted_cursor() {
     assert_eq!((resumed.messages_imported, resumed.duplicates), (700, 0));
     assert_eq!(seen.last().map(|p| (p.done, p.total)), Some((700, 700)));
     assert_eq!(our_rows(&h, &u).len(), 1200);
-    assert_eq!(legacy_import_state(&data, &u), None);
-    let payload = h
-        .session_search(&u, &Default::default(), json!({"query": "line"}))
-        .await;
-    assert_eq!(payload["legacy_import"]["complete"], true);
+    assert!(!legacy_import_pending(&data, &u));
+    assert!(!find(&h, &u, "line").await.legacy_import_pending);
     assert!(h.status(&u).await.unwrap().legacy_import_complete);
 }
 
@@ -836,23 +839,11 @@ async fn moviepilot_import_maps_users_dedupes_and_keeps_source_time() {
         alice[0].1
     );
 
-    let r = h
-        .session_search(
-            &user("alice"),
-            &SearchContext::default(),
-            json!({"query": "Dune"}),
-        )
-        .await;
-    assert_eq!(r["count"], 1, "{r}");
-    let r = h
-        .session_search(
-            &user("admin"),
-            &SearchContext::default(),
-            json!({"query": "poster"}),
-        )
-        .await;
-    assert_eq!(r["count"], 0, "users stay isolated: {r}");
-    assert_eq!(legacy_import_state(&data, &user("alice")), None);
+    let r = hits(find(&h, &user("alice"), "Dune").await);
+    assert_eq!(r.hits.len(), 1, "{r:?}");
+    let r = hits(find(&h, &user("admin"), "poster").await);
+    assert!(r.hits.is_empty(), "users stay isolated: {r:?}");
+    assert!(!legacy_import_pending(&data, &user("alice")));
 
     // Re-running imports nothing; losing the cursor imports nothing new either.
     let again = import_moviepilot(&h, &src, &users, &mut no_progress())
@@ -907,12 +898,7 @@ async fn moviepilot_unfinished_import_is_reported_and_resumes() {
         killed.to_string(),
     )
     .unwrap();
-    let state = legacy_import_state(&data, &alice).unwrap();
-    assert_eq!(
-        state,
-        json!({"complete": false, "note": state["note"].clone()})
-    );
-    assert!(state["note"].as_str().unwrap().contains("inconclusive"));
+    assert!(legacy_import_pending(&data, &alice));
 
     let s = import_moviepilot(&h, &src, &users, &mut no_progress())
         .await
@@ -920,7 +906,7 @@ async fn moviepilot_unfinished_import_is_reported_and_resumes() {
     assert_eq!(s.messages_imported, 25, "records 21..=45 only");
     let uids: Vec<String> = our_rows(&h, &alice).into_iter().map(|r| r.1).collect();
     assert_eq!(uids.first().map(String::as_str), Some("q20"));
-    assert_eq!(legacy_import_state(&data, &alice), None);
+    assert!(!legacy_import_pending(&data, &alice));
 }
 
 #[tokio::test]

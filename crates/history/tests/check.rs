@@ -1,10 +1,13 @@
 //! `check` / `check --repair`: a deliberately corrupted FTS shadow table is detected and rebuilt
 //! from the message rows with zero message loss.
 
-use super::common::SessionSearchExt;
-use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
+#![expect(clippy::unwrap_used, reason = "test assertions")]
+
+use crate::common::{OutcomeExt, current, q, session_ids};
+use mpa_history::{
+    CapturedMessage, History, HistoryConfig, Provenance, Role, SearchRequest, SessionMeta,
+};
 use mpa_protocol::{UserId, UserKey};
-use serde_json::json;
 
 fn msg(i: usize, text: &str) -> CapturedMessage {
     CapturedMessage {
@@ -71,8 +74,10 @@ async fn corrupted_fts_index_is_detected_and_rebuilt_without_losing_messages() {
     assert_eq!(repaired.messages, 60, "no message lost");
     assert!(hub.check(&user, false).await.unwrap().healthy());
     let found = hub
-        .session_search(&user, &Default::default(), json!({"query": "Interstellar"}))
-        .await;
-    assert_eq!(found["success"], true, "{found}");
-    assert!(found.to_string().contains("s1"));
+        .search(&user, &current(None), SearchRequest::Discover(q("Interstellar")))
+        .await
+        .unwrap()
+        .outcome
+        .discover();
+    assert_eq!(session_ids(&found), vec!["s1"]);
 }
