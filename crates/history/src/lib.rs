@@ -50,6 +50,9 @@ mod search;
 pub(crate) mod store;
 pub(crate) mod tokenizer;
 
+#[cfg(test)]
+mod cancellation_tests;
+
 pub use backfill::{IndexProgress, IndexState};
 pub use backfill_scheduler::SchedulerStats;
 pub use error::{FailureClass, HistoryError, Result};

@@ -6,6 +6,7 @@
 mod backfill;
 mod check;
 mod common;
+mod deadline;
 mod fuzz;
 mod legacy_import;
 mod recall;

@@ -588,6 +588,38 @@ async fn walks_return_the_full_sort_order_mostly_from_posting_lists() {
     );
 }
 
+/// Regression (issue 24, "session_search outruns its deadline"): SQLite's progress handler
+/// never sees the Rust side of a ranked search, so the plan and the walk check the search's
+/// budget themselves. On a bare connection (no progress handler), only those checks can stop
+/// them.
+#[tokio::test]
+async fn session_search_outruns_its_deadline_the_ranking_stops_when_its_budget_is_spent() {
+    use crate::budget::{Budget, Stop};
+    use crate::error::HistoryError;
+    let dir = tempfile::tempdir().unwrap();
+    let h = store(dir.path(), 2000, 250, 3).await;
+    let conn = connect(&h);
+    let spent = Budget::new(std::time::Duration::ZERO, None);
+    for (expr, index) in QUERIES {
+        let out = plan(&conn, index, expr, &Default::default(), &spent);
+        assert!(
+            matches!(out, Err(HistoryError::DeadlineExceeded)),
+            "{expr}: {:?}",
+            out.map(|p| p.is_some())
+        );
+    }
+    // A caller that stops waiting stops a walk planned in time.
+    let (expr, index) = QUERIES[0];
+    let p = planned(&conn, index, expr);
+    let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
+    let stop = Stop::new(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)));
+    let budget = Budget::new(std::time::Duration::from_secs(3600), Some(stop.clone()));
+    let mut w = Walk::new(&conn, p, check, params, budget).unwrap();
+    assert!(w.next_row().unwrap().is_some());
+    stop.set();
+    assert!(matches!(w.next_row(), Err(HistoryError::Cancelled)));
+}
+
 #[tokio::test]
 async fn rows_above_the_last_segment_are_scored_by_fts5_in_the_same_order() {
     let dir = tempfile::tempdir().unwrap();

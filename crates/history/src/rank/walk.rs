@@ -781,6 +781,9 @@ impl<'c> Walk<'c> {
 
     /// The next row that passes the filters, or `None` when every match has been seen.
     pub(crate) fn next_row(&mut self) -> Result<Option<Candidate>> {
+        // Once per pull (a discover pulls a few hundred at most), then once per block of
+        // entries skipped by the filters.
+        self.budget.check()?;
         let budget = self.budget.clone();
         let mut pacer = Pacer::new(&budget);
         loop {
