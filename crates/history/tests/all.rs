@@ -13,3 +13,4 @@ mod recall;
 mod recall_at_scale;
 mod search;
 mod store;
+mod store_registry;

@@ -3,7 +3,10 @@
 
 use crate::common::*;
 use mpa_history::recall::{Miss, SearchOutcome};
-use mpa_history::{FailureClass, History, HistoryConfig, HistoryError, Provenance, Role, SessionMeta};
+use mpa_history::{
+    CapturedMessage, FailureClass, History, HistoryConfig, HistoryError, Provenance, Role,
+    SessionMeta,
+};
 use mpa_protocol::{UserId, UserKey};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -494,4 +497,67 @@ async fn structural_corruption_reports_storage_unavailable_and_keeps_the_file() 
         vec![0x5a; 8192],
         "the search path never rewrites the file"
     );
+}
+
+/// Regression (issue 24, "a truncated history file is reported as `cjk_unicode61: FTS5
+/// unavailable`"): a really truncated `state.db` is `storage_unavailable` for captures and
+/// searches alike, counted once in the health report however often it is hit, left as it is,
+/// and works again once the file is restored.
+#[tokio::test]
+async fn truncated_history_file_is_storage_unavailable_with_a_health_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = user("damaged");
+    let db = {
+        let e = History::new(HistoryConfig::new(dir.path()));
+        let texts: Vec<CapturedMessage> = (0..400)
+            .map(|i| msg(&format!("m{i}"), Role::User, &format!("hello world number {i} ").repeat(20), 1.0 + i as f64))
+            .collect();
+        for (k, chunk) in texts.chunks(100).enumerate() {
+            e.append(&u, meta(&format!("s{k}"), "web"), chunk.to_vec()).await.unwrap();
+        }
+        e.shutdown().await;
+        e.db_path(&u)
+    };
+    // Closed: the WAL is checkpointed into the file and removed.
+    let intact = std::fs::read(&db).unwrap();
+    assert!(intact.len() > 64 * 1024, "{}", intact.len());
+    std::fs::write(&db, &intact[..intact.len() / 2]).unwrap();
+    let truncated = std::fs::read(&db).unwrap();
+
+    let hub = History::new(HistoryConfig::new(dir.path()));
+    assert_eq!(hub.health().status, "ok");
+    for _ in 0..3 {
+        let err = hub
+            .append(&u, meta("s9", "web"), vec![msg("late", Role::User, "evidence", 9.0)])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HistoryError::StorageUnavailable(_)), "{err}");
+        let shown = err.to_string();
+        assert!(shown.contains("damaged"), "{shown}");
+        assert!(!shown.contains("FTS5 unavailable"), "{shown}");
+        let err = hub
+            .search(&u, &current(None), mpa_history::SearchRequest::Discover(q("hello")))
+            .await
+            .unwrap_err();
+        assert_eq!(err.classify(), FailureClass::Storage, "{err}");
+    }
+    let health = hub.health();
+    assert_eq!((health.status, health.stores_unavailable), ("degraded", 1), "{health:?}");
+    assert!(health.reason.unwrap().contains("damaged"));
+    assert!(health.unavailable_since.is_some());
+    // Another user's store is not affected.
+    let other = user("healthy");
+    hub.append(&other, meta("s", "web"), vec![msg("m", Role::User, "fine", 1.0)])
+        .await
+        .unwrap();
+    assert_eq!(hub.health().stores_unavailable, 1);
+    assert_eq!(std::fs::read(&db).unwrap(), truncated, "the damaged file is left as it is");
+
+    // Restored from a backup: the next use works and the entry goes away.
+    std::fs::write(&db, &intact).unwrap();
+    hub.append(&u, meta("s9", "web"), vec![msg("late", Role::User, "evidence", 9.0)])
+        .await
+        .unwrap();
+    assert_eq!(hub.health().status, "ok");
+    assert_eq!(hub.health().stores_unavailable, 0);
 }
