@@ -6,6 +6,7 @@ mod chat_e2e;
 mod common;
 mod eval_cli;
 mod history_cli;
+mod history_serve;
 mod legacy_cli;
 mod moviepilot_chat;
 mod moviepilot_serve;
