@@ -37,7 +37,11 @@ fn admin_history(data: &Path) -> PathBuf {
 }
 
 /// Starts a turn in `session` and returns the response stream.
-async fn turn(srv: &Serve, session: &str, text: &str) -> tokio::io::BufReader<tokio::net::TcpStream> {
+async fn turn(
+    srv: &Serve,
+    session: &str,
+    text: &str,
+) -> tokio::io::BufReader<tokio::net::TcpStream> {
     request(
         &srv.addr,
         "POST",
@@ -68,7 +72,12 @@ async fn until_done(r: &mut tokio::io::BufReader<tokio::net::TcpStream>) -> Vec<
 /// CPU ticks (user + system) a process has used so far.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
@@ -119,7 +128,10 @@ async fn session_search_outruns_its_deadline_sigterm_during_the_turn_exits_withi
     let before = cpu_ticks(pid);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let used = cpu_ticks(pid) - before;
-    assert!(used <= 10, "{used} ticks of CPU in the second after the answer");
+    assert!(
+        used <= 10,
+        "{used} ticks of CPU in the second after the answer"
+    );
 
     common::send_signal(&srv.child, libc::SIGTERM);
     let status = tokio::time::timeout(Duration::from_secs(5), srv.child.wait())

@@ -155,7 +155,11 @@ async fn relative_time_bounds_are_accepted() {
         .await;
     assert_eq!(r["success"], true, "{r}");
     let r = e
-        .search(&u, None, json!({"query": "window", "after": "100", "before": "200"}))
+        .search(
+            &u,
+            None,
+            json!({"query": "window", "after": "100", "before": "200"}),
+        )
         .await;
     assert_eq!(session_ids(&r), vec!["chat"], "{r}");
 }
@@ -172,7 +176,10 @@ async fn mode_follows_the_arguments() {
         (json!({"limit": 5}), "browse"),
         (json!({"query": "words"}), "discover"),
         (json!({"session_id": "s"}), "read"),
-        (json!({"session_id": "s", "query": "second"}), "session_search"),
+        (
+            json!({"session_id": "s", "query": "second"}),
+            "session_search",
+        ),
         (
             json!({"session_id": "s", "around_message_id": ids[0], "query": "ignored"}),
             "scroll",
@@ -290,7 +297,11 @@ async fn detail_index_is_smallest_and_titles_are_marked() {
         let (e, u) = (&e, &u);
         async move {
             let r = e
-                .search(u, None, json!({"query": "anchor target", "limit": 5, "detail": detail}))
+                .search(
+                    u,
+                    None,
+                    json!({"query": "anchor target", "limit": 5, "detail": detail}),
+                )
                 .await;
             for res in r["results"].as_array().unwrap() {
                 assert_eq!(res.get("messages").is_none(), detail == "index", "{res}");
@@ -300,8 +311,15 @@ async fn detail_index_is_smallest_and_titles_are_marked() {
             r.to_string().len()
         }
     };
-    let (index, adaptive, full) = (size("index").await, size("adaptive").await, size("full").await);
-    assert!(index < adaptive && adaptive <= full, "{index} {adaptive} {full}");
+    let (index, adaptive, full) = (
+        size("index").await,
+        size("adaptive").await,
+        size("full").await,
+    );
+    assert!(
+        index < adaptive && adaptive <= full,
+        "{index} {adaptive} {full}"
+    );
 
     let t = SessionMeta {
         title: Some("TLS repair".into()),
@@ -310,7 +328,10 @@ async fn detail_index_is_smallest_and_titles_are_marked() {
     e.session(&u, t, &["unrelated words"], 300.0).await;
     let r = e.search(&u, None, json!({"query": "TLS repair"})).await;
     assert_eq!(r["results"][0]["matched_role"], "session_title", "{r}");
-    assert_eq!(r["results"][0]["snippet"], "Session title matched: TLS repair");
+    assert_eq!(
+        r["results"][0]["snippet"],
+        "Session title matched: TLS repair"
+    );
 }
 
 #[tokio::test]
@@ -341,7 +362,10 @@ async fn damaged_history_file_is_reported_as_storage_unavailable() {
     assert_eq!(r["success"], false);
     assert_eq!(r["error"], "storage_unavailable", "{r}");
     assert_eq!(r["complete"], false);
-    assert_eq!(r["message"], "this user's history file is damaged or unreadable");
+    assert_eq!(
+        r["message"],
+        "this user's history file is damaged or unreadable"
+    );
     assert!(
         !r.to_string().contains(&e.dir.path().display().to_string()),
         "no server path in what the model reads: {r}"
@@ -364,5 +388,8 @@ async fn session_search_outruns_its_deadline_201_terms_are_query_too_complex() {
     assert_eq!(r["error"], "query_too_complex", "{r}");
     assert_eq!(r["complete"], false);
     assert!(r["message"].as_str().unwrap().contains("201 terms"), "{r}");
-    assert!(r["hint"].as_str().unwrap().contains("few specific terms"), "{r}");
+    assert!(
+        r["hint"].as_str().unwrap().contains("few specific terms"),
+        "{r}"
+    );
 }

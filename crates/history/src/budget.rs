@@ -64,7 +64,9 @@ impl Budget {
     pub(crate) fn new(deadline: Duration, stop: Option<Stop>) -> Self {
         let now = Instant::now();
         Self {
-            until: now.checked_add(deadline).unwrap_or(now + Duration::from_secs(86_400)),
+            until: now
+                .checked_add(deadline)
+                .unwrap_or(now + Duration::from_secs(86_400)),
             stop,
         }
     }
@@ -156,7 +158,9 @@ mod tests {
         let b = Budget::new(Duration::ZERO, None);
         assert!(matches!(b.check(), Err(HistoryError::DeadlineExceeded)));
         let mut pacer = Pacer::new(&b);
-        let first_err = (0..Pacer::EVERY).map(|_| pacer.tick()).position(|r| r.is_err());
+        let first_err = (0..Pacer::EVERY)
+            .map(|_| pacer.tick())
+            .position(|r| r.is_err());
         assert_eq!(first_err, Some(Pacer::EVERY as usize - 1));
     }
 }

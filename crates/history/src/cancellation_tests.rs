@@ -42,7 +42,11 @@ async fn hub(dir: &std::path::Path) -> (History, UserKey) {
 }
 
 /// Runs the endless statement the way a search runs its reads.
-async fn endless(h: &History, u: &UserKey, cancel: Option<&CancellationToken>) -> crate::Result<i64> {
+async fn endless(
+    h: &History,
+    u: &UserKey,
+    cancel: Option<&CancellationToken>,
+) -> crate::Result<i64> {
     let deadline = h.config().query_deadline;
     h.run_until(u, cancel, move |s, stop| {
         let budget = Budget::new(deadline, Some(stop.clone()));
@@ -82,7 +86,10 @@ async fn session_search_outruns_its_deadline_a_dropped_call_stops_its_statement(
     let (h, u) = hub(dir.path()).await;
     // What a tool timeout does to the call: stop polling it and drop it.
     let gave_up = tokio::time::timeout(Duration::from_millis(1), endless(&h, &u, None)).await;
-    assert!(gave_up.is_err(), "the endless statement cannot have answered");
+    assert!(
+        gave_up.is_err(),
+        "the endless statement cannot have answered"
+    );
     wait_idle(&h).await;
 }
 

@@ -94,9 +94,7 @@ impl HistoryError {
                     _ => "the history database file cannot be read",
                 };
                 let detail = msg.clone().unwrap_or_else(|| e.to_string());
-                HistoryError::StorageUnavailable(format!(
-                    "{what} ({detail}); nothing was changed"
-                ))
+                HistoryError::StorageUnavailable(format!("{what} ({detail}); nothing was changed"))
             }
             _ => self,
         }

@@ -132,7 +132,10 @@ mod tests {
         }
         assert_eq!(book.summary().stores_unavailable, 1);
         assert_eq!(book.summary().status, "degraded");
-        assert_eq!(book.failed(&u, &damage(), t0 + LOG_EVERY), Report::Unavailable);
+        assert_eq!(
+            book.failed(&u, &damage(), t0 + LOG_EVERY),
+            Report::Unavailable
+        );
         // A query problem says nothing about the store.
         assert_eq!(
             book.failed(&u, &HistoryError::DeadlineExceeded, t0),

@@ -420,7 +420,13 @@ mod tests {
         ] {
             let e = check_complexity(&sanitize(&q)).unwrap_err();
             assert!(
-                matches!(e, crate::error::HistoryError::QueryTooComplex { max: MAX_QUERY_TERMS, .. }),
+                matches!(
+                    e,
+                    crate::error::HistoryError::QueryTooComplex {
+                        max: MAX_QUERY_TERMS,
+                        ..
+                    }
+                ),
                 "{e}"
             );
         }

@@ -218,6 +218,10 @@ pub(crate) fn filter_check<'c>(
     Ok((conn.prepare(&check_sql)?, params))
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the route's query, its filters and ordering, and what the search may use"
+)]
 fn fts_query<'c>(
     conn: &'c Connection,
     table: &'static str,

@@ -87,10 +87,7 @@ async fn search(hub: &History, u: &UserKey, req: DiscoverRequest) -> (DiscoverRe
 
 /// A discover of up to `limit` sessions.
 fn upto(query: &str, limit: usize) -> DiscoverRequest {
-    DiscoverRequest {
-        limit,
-        ..q(query)
-    }
+    DiscoverRequest { limit, ..q(query) }
 }
 
 /// Summed progress of the building indexes (`None` once every index is ready).
@@ -115,7 +112,10 @@ async fn wait_for_a_batch(hub: &History, u: &UserKey, seen: Option<i64>) -> Opti
         if now.is_none() || now != seen {
             return now;
         }
-        assert!(Instant::now() < until, "the backfill stopped advancing at {seen:?}");
+        assert!(
+            Instant::now() < until,
+            "the backfill stopped advancing at {seen:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -174,7 +174,10 @@ async fn tokenizer_version_change_rebuilds_cjk_and_gap_rows_stay_findable() {
     assert_eq!(out.search_path, "cjk");
     assert_eq!(session_ids(&out), vec!["old"]);
     let gap = out.gap_scan.clone().unwrap();
-    assert_eq!((gap.index, gap.unindexed_ids), ("messages_fts_cjk", [1, 30]));
+    assert_eq!(
+        (gap.index, gap.unindexed_ids),
+        ("messages_fts_cjk", [1, 30])
+    );
     let mpa_history::recall::Snippet::Text(snippet) = &out.hits[0].snippet else {
         panic!("{out:?}")
     };
@@ -492,7 +495,10 @@ async fn corruption_found_by_a_search_detaches_that_index_retries_and_rebuilds()
     assert_eq!(rows, 60, "message rows untouched");
 
     // Read mode and appends keep working.
-    let read = hub.search(&u, &current(None), read_req("old")).await.unwrap();
+    let read = hub
+        .search(&u, &current(None), read_req("old"))
+        .await
+        .unwrap();
     assert_eq!(read.outcome.read().message_count, 60);
     hub.append(
         &u,
@@ -624,7 +630,10 @@ async fn corruption_found_by_an_append_detaches_and_the_append_lands() {
     let st = states(&hub, &u).await;
     assert_eq!(st[0].1, IndexState::Detached, "{st:?}");
     assert!(st[1].1.is_ready() && st[2].1.is_ready(), "{st:?}");
-    let read = hub.search(&u, &current(None), read_req("new")).await.unwrap();
+    let read = hub
+        .search(&u, &current(None), read_req("new"))
+        .await
+        .unwrap();
     assert_eq!(read.outcome.read().message_count, 5);
     let (out, _) = search(&hub, &u, q("Blade")).await;
     assert_eq!(out.search_path, "like");

@@ -1,8 +1,6 @@
 //! `check` / `check --repair`: a deliberately corrupted FTS shadow table is detected and rebuilt
 //! from the message rows with zero message loss.
 
-#![expect(clippy::unwrap_used, reason = "test assertions")]
-
 use crate::common::{OutcomeExt, current, q, session_ids};
 use mpa_history::{
     CapturedMessage, History, HistoryConfig, Provenance, Role, SearchRequest, SessionMeta,
@@ -74,7 +72,11 @@ async fn corrupted_fts_index_is_detected_and_rebuilt_without_losing_messages() {
     assert_eq!(repaired.messages, 60, "no message lost");
     assert!(hub.check(&user, false).await.unwrap().healthy());
     let found = hub
-        .search(&user, &current(None), SearchRequest::Discover(q("Interstellar")))
+        .search(
+            &user,
+            &current(None),
+            SearchRequest::Discover(q("Interstellar")),
+        )
         .await
         .unwrap()
         .outcome

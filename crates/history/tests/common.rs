@@ -1,7 +1,10 @@
 //! What the history tests share: a [`History`] on a temporary data directory, message and
 //! session builders, and the typed recall requests with their results unwrapped (a test that
 //! expects a discover and gets a miss fails with the outcome in its message).
-#![expect(clippy::unwrap_used, reason = "test helpers: a panic is the failure report")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a panic is the failure report"
+)]
 
 use chrono::{DateTime, TimeZone, Utc};
 use mpa_history::recall::{
@@ -226,7 +229,12 @@ impl Env {
     }
 
     /// `discover(q(query))`.
-    pub async fn find(&self, u: &UserKey, current_session: Option<&str>, query: &str) -> DiscoverResult {
+    pub async fn find(
+        &self,
+        u: &UserKey,
+        current_session: Option<&str>,
+        query: &str,
+    ) -> DiscoverResult {
         self.discover(u, current_session, q(query)).await
     }
 
@@ -234,7 +242,12 @@ impl Env {
         self.run(u, None, read_req(session_id)).await.outcome.read()
     }
 
-    pub async fn browse(&self, u: &UserKey, current_session: Option<&str>, limit: usize) -> Vec<BrowseEntry> {
+    pub async fn browse(
+        &self,
+        u: &UserKey,
+        current_session: Option<&str>,
+        limit: usize,
+    ) -> Vec<BrowseEntry> {
         self.run(u, current_session, SearchRequest::Browse { limit })
             .await
             .outcome
@@ -260,7 +273,10 @@ pub fn shown_text(r: &ReadResult) -> String {
                 "{} {} {}",
                 m.content,
                 m.tool_name.as_deref().unwrap_or(""),
-                m.tool_calls.as_ref().map(|v| v.to_string()).unwrap_or_default()
+                m.tool_calls
+                    .as_ref()
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
             )
         })
         .collect::<Vec<_>>()

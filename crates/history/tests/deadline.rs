@@ -31,7 +31,8 @@ fn cpu_ticks_of_threads(name: &str) -> u64 {
             .map(|(_, rest)| rest.split_whitespace().collect())
             .unwrap_or_default();
         if fields.len() > 12 {
-            total += fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+            total +=
+                fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
         }
     }
     total
@@ -89,9 +90,13 @@ async fn store(dir: &std::path::Path) -> (History, mpa_protocol::UserKey) {
     let h = History::new(cfg);
     let u = user("repeats");
     let words = vec!["a"; 3000].join(" ");
-    h.append(&u, meta("many", "web"), vec![msg("m0", Role::User, &words, 1.0)])
-        .await
-        .unwrap();
+    h.append(
+        &u,
+        meta("many", "web"),
+        vec![msg("m0", Role::User, &words, 1.0)],
+    )
+    .await
+    .unwrap();
     h.append(
         &u,
         meta("other", "web"),
@@ -152,8 +157,7 @@ fn session_search_outruns_its_deadline_64_or_terms_over_3000_repeats_answer_in_t
         panic!("not a discover")
     };
     assert_eq!(sorted(session_ids(&d)), vec!["many", "other"], "{d:?}");
-    let snippet = |sid: &str| match &d.hits.iter().find(|h| h.session_id == sid).unwrap().snippet
-    {
+    let snippet = |sid: &str| match &d.hits.iter().find(|h| h.session_id == sid).unwrap().snippet {
         mpa_history::recall::Snippet::Text(t) => t.clone(),
         other => panic!("{other:?}"),
     };

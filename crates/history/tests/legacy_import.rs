@@ -458,7 +458,10 @@ async fn hermes_import_resumes_from_an_interrupted_cursor() {
     std::fs::write(dir.join("import-hermes-cursor.json"), killed.to_string()).unwrap();
     assert_eq!(our_rows(&h, &u).len(), 500);
 
-    assert!(legacy_import_pending(&data, &u), "unfinished import is reported");
+    assert!(
+        legacy_import_pending(&data, &u),
+        "unfinished import is reported"
+    );
     // Another user is not affected by this user's Hermes cursor.
     assert!(!legacy_import_pending(&data, &user("carol")));
     // Every response says the import is unfinished, and so does status.

@@ -3,9 +3,7 @@
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
 use crate::common::*;
-use mpa_history::recall::{
-    Detail, DiscoverRequest, HitDetail, Miss, SearchOutcome, Snippet, Sort,
-};
+use mpa_history::recall::{Detail, DiscoverRequest, HitDetail, Miss, SearchOutcome, Snippet, Sort};
 use mpa_history::{Role, SearchRequest, SessionMeta};
 use serde_json::json;
 
@@ -29,7 +27,12 @@ async fn boolean_phrase_prefix_and_or_relaxation() {
     assert_eq!(r.search_path, "fts5");
     let r = e.find(&u, None, "\"docker networking\"").await;
     assert_eq!(session_ids(&r), vec!["a"]);
-    assert!(e.find(&u, None, "\"networking docker\"").await.hits.is_empty());
+    assert!(
+        e.find(&u, None, "\"networking docker\"")
+            .await
+            .hits
+            .is_empty()
+    );
     let r = e.find(&u, None, "networ*").await;
     assert_eq!(sorted(session_ids(&r)), vec!["a", "c"]);
     let r = e.find(&u, None, "docker OR resolved").await;
@@ -172,7 +175,14 @@ async fn limits_are_clamped_by_the_domain() {
     assert_eq!(d.hits.len(), 3, "the default limit");
     for (asked, got) in [(10, 10), (0, 1), (11, 10)] {
         let d = e
-            .discover(&u, None, DiscoverRequest { limit: asked, ..q("needle") })
+            .discover(
+                &u,
+                None,
+                DiscoverRequest {
+                    limit: asked,
+                    ..q("needle")
+                },
+            )
             .await;
         assert_eq!(d.hits.len(), got, "limit {asked}");
     }
@@ -386,7 +396,9 @@ async fn time_window_and_title_probe() {
         vec!["cronjob"],
         "after inclusive, before exclusive: {r:?}"
     );
-    let r = e.discover(&u, None, between("window", Some(1e9), None)).await;
+    let r = e
+        .discover(&u, None, between("window", Some(1e9), None))
+        .await;
     assert!(r.hits.is_empty(), "all sessions are older: {r:?}");
 
     let t1 = SessionMeta {
@@ -456,12 +468,20 @@ async fn adaptive_full_and_index_detail() {
     assert!(c.messages[0].anchor);
     assert_eq!(c.messages[0].id, compact.match_message_id);
     assert!(c.bookend_start.is_empty());
-    let big = if full.session_id == "big" { full } else { compact };
+    let big = if full.session_id == "big" {
+        full
+    } else {
+        compact
+    };
     if big.detail == HitDetail::Full {
         let c = big.context.as_ref().unwrap();
         assert_eq!(c.messages.len(), 11);
         assert_eq!(c.bookend_start.len(), 3);
-        assert!(c.bookend_start.iter().all(|m| !m.content.contains("CONTEXT COMPACTION")));
+        assert!(
+            c.bookend_start
+                .iter()
+                .all(|m| !m.content.contains("CONTEXT COMPACTION"))
+        );
         assert_eq!((c.messages_before, c.messages_after), (25, 14));
         assert_eq!(big.match_message_id, ids[25]);
     }
@@ -470,10 +490,17 @@ async fn adaptive_full_and_index_detail() {
         assert_eq!(hit.detail, HitDetail::Full);
         let c = hit.context.as_ref().unwrap();
         assert!(!c.messages.is_empty(), "{hit:?}");
-        assert!(matches!(&hit.snippet, Snippet::Text(t) if !t.is_empty()), "{hit:?}");
+        assert!(
+            matches!(&hit.snippet, Snippet::Text(t) if !t.is_empty()),
+            "{hit:?}"
+        );
     }
     let r = e.discover(&u, None, five(Detail::Index)).await;
-    assert!(r.hits.iter().all(|h| h.detail == HitDetail::Index && h.context.is_none()));
+    assert!(
+        r.hits
+            .iter()
+            .all(|h| h.detail == HitDetail::Index && h.context.is_none())
+    );
     assert!(r.hits[0].match_message_id > 0);
     assert_eq!(r.candidate_limit, 300);
     assert!(!r.candidate_limit_reached);
@@ -524,20 +551,36 @@ async fn read_and_scroll() {
     assert_eq!((r.messages.len(), r.truncated), (5, false));
     assert_eq!(r.session.id, "five");
 
-    let s = e.run(&u, None, scroll_req("big", ids[25], 5)).await.outcome.scroll();
+    let s = e
+        .run(&u, None, scroll_req("big", ids[25], 5))
+        .await
+        .outcome
+        .scroll();
     let w = &s.window;
     assert_eq!(w.messages.len(), 11);
     assert_eq!((w.total_before, w.total_after), (25, 14));
     assert_eq!((w.returned_before, w.returned_after), (5, 5));
     assert!(w.messages[5].anchor);
-    let s20 = e.run(&u, None, scroll_req("big", ids[10], 20)).await.outcome.scroll();
+    let s20 = e
+        .run(&u, None, scroll_req("big", ids[10], 20))
+        .await
+        .outcome
+        .scroll();
     assert_eq!(s20.window.messages.len(), 31);
     // A window past the maximum is clamped to it.
-    let s99 = e.run(&u, None, scroll_req("big", ids[10], 99)).await.outcome.scroll();
+    let s99 = e
+        .run(&u, None, scroll_req("big", ids[10], 99))
+        .await
+        .outcome
+        .scroll();
     assert_eq!(s99.window_radius, 20);
     // Forward scroll from the last id reaches further, and the boundary repeats.
     let last = w.messages[10].id;
-    let next = e.run(&u, None, scroll_req("big", last, 5)).await.outcome.scroll();
+    let next = e
+        .run(&u, None, scroll_req("big", last, 5))
+        .await
+        .outcome
+        .scroll();
     assert_eq!(next.window.messages[0].id, w.messages[5].id);
     assert!(next.window.messages[10].id > w.messages[10].id);
     let other = e.ids(&u, "other")[0];
@@ -545,7 +588,12 @@ async fn read_and_scroll() {
         let e = &e;
         let u = &u;
         let sid = sid.to_owned();
-        async move { e.run(u, None, scroll_req(&sid, around, 5)).await.outcome.miss() }
+        async move {
+            e.run(u, None, scroll_req(&sid, around, 5))
+                .await
+                .outcome
+                .miss()
+        }
     };
     assert_eq!(miss("big", other).await, Miss::AnchorNotInSession);
     assert_eq!(miss("nope", 1).await, Miss::SessionNotFound);
@@ -598,7 +646,10 @@ async fn every_response_carries_the_index_and_import_state() {
         let r = e.run(&u, None, req.clone()).await;
         assert!(!r.legacy_import_pending, "{req:?}");
         let s = &r.index_status;
-        assert!(s.messages_fts && s.messages_fts_trigram && s.messages_fts_cjk, "{req:?}");
+        assert!(
+            s.messages_fts && s.messages_fts_trigram && s.messages_fts_cjk,
+            "{req:?}"
+        );
     }
 }
 
@@ -662,12 +713,11 @@ async fn tool_calls_and_tool_names_are_searchable() {
     assert_eq!(r.hits.len(), 1, "{r:?}");
     assert_eq!(r.hits[0].matched_role, "assistant");
     let shown = r.hits[0].context.as_ref().unwrap();
-    assert!(
-        shown
-            .messages
-            .iter()
-            .any(|m| m.tool_calls.as_ref().is_some_and(|t| t.to_string().contains("subscribe_media")))
-    );
+    assert!(shown.messages.iter().any(|m| {
+        m.tool_calls
+            .as_ref()
+            .is_some_and(|t| t.to_string().contains("subscribe_media"))
+    }));
 }
 
 #[tokio::test]
@@ -699,7 +749,10 @@ async fn rank_window_never_hides_time_bounded_matches() {
         before: Some(500.0),
         ..q("windowterm")
     };
-    assert_eq!(session_ids(&e.discover(&u, None, before).await), vec!["old"]);
+    assert_eq!(
+        session_ids(&e.discover(&u, None, before).await),
+        vec!["old"]
+    );
     let oldest = DiscoverRequest {
         limit: 3,
         sort: Sort::Oldest,

@@ -363,7 +363,11 @@ async fn secrets_are_redacted_at_capture_and_unsearchable() {
         "jsonSECRETvalue",
         "callSECRETpw",
     ] {
-        for rs in [&["user", "assistant"][..], &["tool"], &["user", "assistant", "tool"]] {
+        for rs in [
+            &["user", "assistant"][..],
+            &["tool"],
+            &["user", "assistant", "tool"],
+        ] {
             let req = mpa_history::recall::DiscoverRequest {
                 roles: roles(rs),
                 ..q(secret)
@@ -457,7 +461,11 @@ async fn query_deadline_is_an_error_not_an_empty_result() {
         ..q("字")
     };
     let err = slow
-        .search(&u, &current(None), mpa_history::SearchRequest::Discover(req))
+        .search(
+            &u,
+            &current(None),
+            mpa_history::SearchRequest::Discover(req),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.classify(), FailureClass::Timeout, "{err}");
@@ -490,7 +498,14 @@ async fn structural_corruption_reports_storage_unavailable_and_keeps_the_file() 
     let db = e.hub.db_path(&u);
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
     std::fs::write(&db, vec![0x5a; 8192]).unwrap();
-    let err = e.try_run(&u, None, mpa_history::SearchRequest::Discover(q("anything"))).await.unwrap_err();
+    let err = e
+        .try_run(
+            &u,
+            None,
+            mpa_history::SearchRequest::Discover(q("anything")),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(err.classify(), FailureClass::Storage, "{err}");
     assert_eq!(
         std::fs::read(&db).unwrap(),
@@ -510,10 +525,19 @@ async fn truncated_history_file_is_storage_unavailable_with_a_health_entry() {
     let db = {
         let e = History::new(HistoryConfig::new(dir.path()));
         let texts: Vec<CapturedMessage> = (0..400)
-            .map(|i| msg(&format!("m{i}"), Role::User, &format!("hello world number {i} ").repeat(20), 1.0 + i as f64))
+            .map(|i| {
+                msg(
+                    &format!("m{i}"),
+                    Role::User,
+                    &format!("hello world number {i} ").repeat(20),
+                    1.0 + i as f64,
+                )
+            })
             .collect();
         for (k, chunk) in texts.chunks(100).enumerate() {
-            e.append(&u, meta(&format!("s{k}"), "web"), chunk.to_vec()).await.unwrap();
+            e.append(&u, meta(&format!("s{k}"), "web"), chunk.to_vec())
+                .await
+                .unwrap();
         }
         e.shutdown().await;
         e.db_path(&u)
@@ -528,7 +552,11 @@ async fn truncated_history_file_is_storage_unavailable_with_a_health_entry() {
     assert_eq!(hub.health().status, "ok");
     for _ in 0..3 {
         let err = hub
-            .append(&u, meta("s9", "web"), vec![msg("late", Role::User, "evidence", 9.0)])
+            .append(
+                &u,
+                meta("s9", "web"),
+                vec![msg("late", Role::User, "evidence", 9.0)],
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, HistoryError::StorageUnavailable(_)), "{err}");
@@ -536,28 +564,48 @@ async fn truncated_history_file_is_storage_unavailable_with_a_health_entry() {
         assert!(shown.contains("damaged"), "{shown}");
         assert!(!shown.contains("FTS5 unavailable"), "{shown}");
         let err = hub
-            .search(&u, &current(None), mpa_history::SearchRequest::Discover(q("hello")))
+            .search(
+                &u,
+                &current(None),
+                mpa_history::SearchRequest::Discover(q("hello")),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.classify(), FailureClass::Storage, "{err}");
     }
     let health = hub.health();
-    assert_eq!((health.status, health.stores_unavailable), ("degraded", 1), "{health:?}");
+    assert_eq!(
+        (health.status, health.stores_unavailable),
+        ("degraded", 1),
+        "{health:?}"
+    );
     assert!(health.reason.unwrap().contains("damaged"));
     assert!(health.unavailable_since.is_some());
     // Another user's store is not affected.
     let other = user("healthy");
-    hub.append(&other, meta("s", "web"), vec![msg("m", Role::User, "fine", 1.0)])
-        .await
-        .unwrap();
+    hub.append(
+        &other,
+        meta("s", "web"),
+        vec![msg("m", Role::User, "fine", 1.0)],
+    )
+    .await
+    .unwrap();
     assert_eq!(hub.health().stores_unavailable, 1);
-    assert_eq!(std::fs::read(&db).unwrap(), truncated, "the damaged file is left as it is");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        truncated,
+        "the damaged file is left as it is"
+    );
 
     // Restored from a backup: the next use works and the entry goes away.
     std::fs::write(&db, &intact).unwrap();
-    hub.append(&u, meta("s9", "web"), vec![msg("late", Role::User, "evidence", 9.0)])
-        .await
-        .unwrap();
+    hub.append(
+        &u,
+        meta("s9", "web"),
+        vec![msg("late", Role::User, "evidence", 9.0)],
+    )
+    .await
+    .unwrap();
     assert_eq!(hub.health().status, "ok");
     assert_eq!(hub.health().stores_unavailable, 0);
 }

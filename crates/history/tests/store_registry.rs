@@ -64,7 +64,11 @@ async fn idle_per_user_stores_are_closed_least_recently_used_and_reopen_on_use()
     assert_eq!(find(&h, &b, "bravo2").await, vec!["s"]);
     let stats = h.store_registry_stats();
     assert_eq!((stats.open, stats.closed), (2, 2), "{stats:?}");
-    assert_eq!(open_fds(&h.db_path(&a)), 0, "a was the least recently used now");
+    assert_eq!(
+        open_fds(&h.db_path(&a)),
+        0,
+        "a was the least recently used now"
+    );
     assert!(open_fds(&h.db_path(&b)) > 0);
 }
 

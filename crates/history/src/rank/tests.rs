@@ -853,7 +853,9 @@ fn probe() {
         let cache = Default::default();
         for (q, index) in queries {
             let t = std::time::Instant::now();
-            let p = plan(&conn, index, q, &cache, &unbounded()).unwrap().unwrap();
+            let p = plan(&conn, index, q, &cache, &unbounded())
+                .unwrap()
+                .unwrap();
             let planned = t.elapsed();
             let (fts5_rows, postings) = (p.rows_scored_by_fts5, p.postings_read);
             let mut w = walk_of(&conn, p, &no_filters());

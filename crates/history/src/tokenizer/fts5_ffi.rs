@@ -86,7 +86,9 @@ pub(crate) fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api
         .map_err(|err| match err {
             // Only a missing `fts5()` means FTS5 is unavailable; a damaged or unreadable file
             // fails here first (the statement reads the schema) and keeps SQLite's own words.
-            rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::Unknown => {
+            rusqlite::Error::SqliteFailure(code, _)
+                if code.code == rusqlite::ErrorCode::Unknown =>
+            {
                 rusqlite::Error::SqliteFailure(
                     code,
                     Some(format!("{TOKENIZER_NAME}: FTS5 unavailable")),

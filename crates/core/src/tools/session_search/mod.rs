@@ -52,7 +52,12 @@ pub const RECALL_RULES: &str = "<conversation_recall>\n\
 </conversation_recall>";
 
 /// Run parsed arguments and render the result: the JSON and whether it is a success.
-async fn answer(history: &History, user: &UserKey, ctx: SearchContext, args: SessionSearchArgs) -> Value {
+async fn answer(
+    history: &History,
+    user: &UserKey,
+    ctx: SearchContext,
+    args: SessionSearchArgs,
+) -> Value {
     let req = match args.request() {
         Ok(r) => r,
         Err(msg) => return render::invalid_arguments(&msg),
