@@ -9,7 +9,9 @@
 //!   [`History::mark_compacted`], [`History::end_session`], [`History::search`] (typed
 //!   [`SearchRequest`] → [`SearchResponse`], see [`recall`]), [`History::delete_session`],
 //!   [`History::cleanup`], [`History::status`], [`History::check`], [`History::backfill`]
-//!   (foreground), [`History::shutdown`] (cancels background backfills between batches).
+//!   (foreground), [`History::shutdown`] (stops running searches, cancels background backfills
+//!   between batches), [`History::health`] (stores that cannot be read, for `/healthz`),
+//!   [`History::store_registry_stats`].
 //! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
 //! - [`import`]: JSONL import (idempotent, batch-atomic); [`legacy`]: MoviePilot and Hermes
 //!   imports; [`corpus`]: the deterministic benchmark corpus generator; [`bench`]: the
@@ -27,6 +29,12 @@
 //!   (`active=0, compacted=0`) are never shown. Nothing is deleted except by an explicit
 //!   delete (which leaves a tombstone so late appends cannot resurrect it) or retention.
 //! - Display caps (1200/4000/2000 characters) never truncate storage.
+//! - A search spends at most [`HistoryConfig::query_deadline`], in SQLite and in Rust alike,
+//!   has at most [`MAX_QUERY_TERMS`] terms and as many operators (`QueryTooComplex`), and stops
+//!   as soon as its caller stops waiting ([`SearchContext::cancel`], a dropped future, shutdown).
+//! - At most [`HistoryConfig::max_open_stores`] per-user stores are open; idle ones close, least
+//!   recently used first, and reopen on use. A damaged file is `StorageUnavailable`, logged
+//!   once per user per hour and counted in [`History::health`].
 //! - Indexes are derived data: a missing, detached (confirmed corrupt) or tokenizer-stale index
 //!   is dropped and rebuilt by the backfill in id-ordered batches whose progress commits with
 //!   them; while it builds, searches scan its unindexed id range with LIKE. Message rows are
