@@ -13,20 +13,9 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use tokio::process::Command;
 
 use crate::common;
-use common::{Serve, chat_messages, next_frame, request};
-
-const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";
-
-fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
-    let mut c = common::mpagent(data, mock);
-    c.env("MPA_LISTEN", "127.0.0.1:0")
-        .env("MPA_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("MPA_LOG", "info");
-    c
-}
+use common::{ADMIN_TOKEN, Serve, chat_messages, next_frame, request, serve_command};
 
 /// The admin token's own history file (its user is `admin-token`).
 fn admin_history(data: &Path) -> PathBuf {
@@ -104,7 +93,7 @@ async fn session_search_outruns_its_deadline_sigterm_during_the_turn_exits_withi
         ("call_sleep", "test_sleep", json!({"ms": 600_000})),
     ]));
     let dir = tempfile::tempdir().unwrap();
-    let mut srv = common::serve(mpagent(dir.path(), &mock)).await;
+    let mut srv = common::serve(serve_command(dir.path(), &mock)).await;
     let words = vec!["a"; 3000].join(" ");
     until_done(&mut turn(&srv, "one", &words).await).await;
 
@@ -161,7 +150,7 @@ async fn truncated_history_file_shows_in_healthz_and_is_logged_once_not_per_turn
         mock.push(MockReply::text(&format!("answer {i}")));
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut srv = common::serve(mpagent(dir.path(), &mock)).await;
+    let mut srv = common::serve(serve_command(dir.path(), &mock)).await;
     let long = "evidence worth keeping ".repeat(4000);
     until_done(&mut turn(&srv, "one", &long).await).await;
     common::send_signal(&srv.child, libc::SIGTERM);
@@ -172,7 +161,7 @@ async fn truncated_history_file_shows_in_healthz_and_is_logged_once_not_per_turn
     assert!(intact.len() > 64 * 1024, "{}", intact.len());
     std::fs::write(&db, &intact[..intact.len() / 2]).unwrap();
 
-    let mut srv = common::serve(mpagent(dir.path(), &mock)).await;
+    let mut srv = common::serve(serve_command(dir.path(), &mock)).await;
     assert_eq!(
         get_json(&srv.addr, "/healthz").await,
         json!({"status": "ok", "history": {"status": "ok", "stores_unavailable": 0}})

@@ -16,16 +16,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::common;
-use common::{API_KEY, Serve, chat_messages, next_frame, request};
-
-const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";
+use common::{ADMIN_TOKEN, API_KEY, Serve, chat_messages, next_frame, request};
 
 fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
-    let mut c = common::mpagent(data, mock);
-    c.env("MPA_LISTEN", "127.0.0.1:0")
-        .env("MPA_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("MPA_LOG", "info");
-    c
+    common::serve_command(data, mock)
 }
 
 /// Starts `mpagent serve` and waits for its "listening on" line.

@@ -36,6 +36,18 @@ pub fn mpagent(data: &Path, mock: &MockModelServer) -> Command {
     c
 }
 
+/// The static admin token (`MPA_ADMIN_TOKEN`) of [`serve_command`].
+pub const ADMIN_TOKEN: &str = "admin-SECRET-token-0123456789abcdef";
+
+/// [`mpagent`] set up for `serve`: a free port, [`ADMIN_TOKEN`], info logs.
+pub fn serve_command(data: &Path, mock: &MockModelServer) -> Command {
+    let mut c = mpagent(data, mock);
+    c.env("MPA_LISTEN", "127.0.0.1:0")
+        .env("MPA_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("MPA_LOG", "info");
+    c
+}
+
 /// Runs `mpagent --data-dir DATA ARGS…` to completion (for commands that need no model).
 pub fn mpagent_sync(data: &Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))

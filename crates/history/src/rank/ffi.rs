@@ -45,9 +45,9 @@ pub(crate) const MAX_PHRASES: usize = 64;
 pub(crate) fn register_rank_function(conn: &Connection) -> rusqlite::Result<()> {
     let api = crate::tokenizer::fts5_api_of(conn)?;
     for (name, function) in [
-        (RANK_FUNCTION_C, x_rank as Extension),
-        (PHRASE_FUNCTION_C, x_phrase as Extension),
-        (OCCURRENCES_FUNCTION_C, x_occurrences as Extension),
+        (RANK_FUNCTION_C, x_call::<Rank> as Extension),
+        (PHRASE_FUNCTION_C, x_call::<Phrase> as Extension),
+        (OCCURRENCES_FUNCTION_C, x_call::<Occurrences> as Extension),
     ] {
         // SAFETY: `api` is the live fts5_api of `conn` (non-null, version ≥ 2, checked by
         // `fts5_api_of`); the name is a NUL-terminated static; no user data, no destructor.
@@ -81,19 +81,77 @@ type Extension = unsafe extern "C" fn(
     *mut *mut ffi::sqlite3_value,
 );
 
-unsafe extern "C" fn x_phrase(
+/// The body of one auxiliary function, for one row.
+trait Call {
+    /// # Safety
+    /// `api`, `fts` and `values[..n_val]` must be what FTS5 passed to the current call.
+    unsafe fn row(
+        api: *const ffi::Fts5ExtensionApi,
+        fts: *mut ffi::Fts5Context,
+        n_val: c_int,
+        values: *mut *mut ffi::sqlite3_value,
+    ) -> Result<Answer, Failure>;
+}
+
+/// `mpa_rank`.
+struct Rank;
+/// `mpa_phrase`.
+struct Phrase;
+/// `mpa_occurrences`.
+struct Occurrences;
+
+impl Call for Rank {
+    unsafe fn row(
+        api: *const ffi::Fts5ExtensionApi,
+        fts: *mut ffi::Fts5Context,
+        n_val: c_int,
+        values: *mut *mut ffi::sqlite3_value,
+    ) -> Result<Answer, Failure> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { score_row(api, fts, n_val, values) }.map(Answer::Real)
+    }
+}
+
+impl Call for Phrase {
+    unsafe fn row(
+        api: *const ffi::Fts5ExtensionApi,
+        fts: *mut ffi::Fts5Context,
+        _n_val: c_int,
+        _values: *mut *mut ffi::sqlite3_value,
+    ) -> Result<Answer, Failure> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { phrase_row(api, fts) }.map(Answer::Int)
+    }
+}
+
+impl Call for Occurrences {
+    unsafe fn row(
+        api: *const ffi::Fts5ExtensionApi,
+        fts: *mut ffi::Fts5Context,
+        n_val: c_int,
+        values: *mut *mut ffi::sqlite3_value,
+    ) -> Result<Answer, Failure> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { occurrences_row(api, fts, n_val, values) }.map(Answer::Int)
+    }
+}
+
+/// Every auxiliary function's entry point: its body under `catch_unwind`, the result (or the
+/// error) set on `ctx`.
+unsafe extern "C" fn x_call<C: Call>(
     api: *const ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
     ctx: *mut ffi::sqlite3_context,
-    _n_val: c_int,
-    _values: *mut *mut ffi::sqlite3_value,
+    n_val: c_int,
+    values: *mut *mut ffi::sqlite3_value,
 ) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: FTS5 passes its live extension API and the context of the current row.
-        unsafe { phrase_row(api, fts) }
+        // SAFETY: FTS5 passes its live extension API, the context of the current row and
+        // `n_val` argument values, all valid for the duration of this call.
+        unsafe { C::row(api, fts, n_val, values) }
     }));
     // SAFETY: `ctx` is the live function context of this call.
-    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Int))) };
+    unsafe { answer(ctx, outcome) };
 }
 
 /// # Safety
@@ -121,22 +179,6 @@ unsafe fn phrase_row(
     check(unsafe { column_size(fts, -1, &mut tokens) })?;
     let occurrences = i64::from(n_inst.max(0));
     Ok((occurrences << 32) | i64::from(tokens.max(0)))
-}
-
-unsafe extern "C" fn x_occurrences(
-    api: *const ffi::Fts5ExtensionApi,
-    fts: *mut ffi::Fts5Context,
-    ctx: *mut ffi::sqlite3_context,
-    n_val: c_int,
-    values: *mut *mut ffi::sqlite3_value,
-) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: FTS5 passes its live extension API, the context of the current row and
-        // `n_val` argument values, all valid for the duration of this call.
-        unsafe { occurrences_row(api, fts, n_val, values) }
-    }));
-    // SAFETY: `ctx` is the live function context of this call.
-    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Int))) };
 }
 
 /// # Safety
@@ -206,22 +248,6 @@ const ARITY_ERROR: &CStr = c"mpa_rank: one idf per phrase expected";
 const API_ERROR: &CStr = c"mpa_rank: FTS5 API unavailable";
 const ONE_PHRASE_ERROR: &CStr = c"mpa_phrase: a query of one phrase expected";
 const OCCURRENCES_ARITY_ERROR: &CStr = c"mpa_occurrences: one argument (the cap) expected";
-
-unsafe extern "C" fn x_rank(
-    api: *const ffi::Fts5ExtensionApi,
-    fts: *mut ffi::Fts5Context,
-    ctx: *mut ffi::sqlite3_context,
-    n_val: c_int,
-    values: *mut *mut ffi::sqlite3_value,
-) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: FTS5 passes its live extension API, the context of the current row and
-        // `n_val` argument values, all valid for the duration of this call.
-        unsafe { score_row(api, fts, n_val, values) }
-    }));
-    // SAFETY: `ctx` is the live function context of this call.
-    unsafe { answer(ctx, outcome.map(|r| r.map(Answer::Real))) };
-}
 
 enum Answer {
     Real(f64),
