@@ -381,28 +381,17 @@ impl TypedTool for Notes {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_call_id_with_changed_arguments_is_failed_and_not_executed() {
     let mock = MockModelServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = mpa_store::Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("kim").await.unwrap();
-    let kim = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
     let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut tools = mpa_core::default_registry(
-        &mpa_core::RegistryOptions::default(),
-        &mpa_core::Capabilities::default(),
-    );
-    tools.register(mpa_core::tools::typed(Notes(Arc::clone(&notes))));
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        ..Default::default()
-    });
-    // One call at a time, so which of two clashing calls comes first is fixed.
-    cfg.max_parallel_tools = 1;
-    let agent = mpa_core::Agent::new(cfg, store, tools, mpa_core::Capabilities::default()).unwrap();
+    let h = crate::common::host::TestHost::builder(&mock, "gpt-4o")
+        .model(|m| m.max_retries = mpa_model::ModelConfig::default().max_retries)
+        .user("kim")
+        .diagnostic_tools(false)
+        .tool(mpa_core::tools::typed(Notes(Arc::clone(&notes))))
+        // One call at a time, so which of two clashing calls comes first is fixed.
+        .config(|c| c.max_parallel_tools = 1)
+        .build()
+        .await;
+    let (agent, kim) = (h.agent.clone(), h.actor.clone());
     let turn = |text: &'static str| {
         let (agent, kim) = (agent.clone(), kim.clone());
         async move {
