@@ -2,10 +2,10 @@
 //! tools, `search_tools` discovers more, the next call carries those that fit its budget.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::TestHost;
+use crate::common::host::{Gateway, TestHost, open_host};
 use async_trait::async_trait;
+use mpa_core::Agent;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
-use mpa_core::{Agent, AgentConfig};
 use mpa_protocol::{Actor, Event, ToolSpec, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -200,22 +200,14 @@ async fn without_llm_max_tools_every_tool_is_offered_and_search_tools_is_not() {
 
 #[tokio::test]
 async fn gateway_operations_are_discoverable() {
-    use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
     use mpa_core::tools::search_tools::{catalogue_for, rank};
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = mpa_core::HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-    );
-    cfg.moviepilot = Some(mpa_core::MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: "http://127.0.0.1:9".into(),
-            secret_key: Some("k".into()),
-            auth: AuthMode::Local,
-        },
+    let gateway = Gateway {
+        url: "http://127.0.0.1:9".into(),
+        secret: "k".into(),
         identity: None,
-    });
-    let host = mpa_core::Host::open(cfg).await.unwrap();
+    };
+    let host = open_host(dir.path(), mpa_model::ModelConfig::default(), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let catalogue = catalogue_for(&host.agent().services().tools.view(), &admin);
     let top = rank(&catalogue, "订阅");

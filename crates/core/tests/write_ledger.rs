@@ -10,11 +10,10 @@
     reason = "a test's panic is its failure report"
 )]
 
-use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+use crate::common::host::{Gateway, demo_world, linked, open_host};
+use mpa_core::Host;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Event, Message, Outcome, Role, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -34,45 +33,26 @@ struct Env {
     bob: Actor,
 }
 
-fn world() -> WorldState {
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/worlds/demo.json");
-    StateFile::load(std::path::Path::new(demo)).unwrap().state
-}
-
 async fn env() -> Env {
-    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
         .await
         .unwrap();
     let mock = MockModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
-        "admin" => Some(MoviePilotUser {
-            id: "1".into(),
-            name: "admin".into(),
-        }),
-        "alice" => Some(MoviePilotUser {
-            id: "2".into(),
-            name: "alice".into(),
-        }),
-        _ => None,
-    });
-    let mut cfg = HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig {
-            base_url: mock.base_url.clone(),
-            model: "gpt-4o".into(),
-            ..Default::default()
-        }),
-    );
-    cfg.moviepilot = Some(MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: fake.url(),
-            secret_key: Some(SECRET.into()),
-            auth: AuthMode::Local,
-        },
-        identity: Some(Arc::new(resolver)),
-    });
-    let host = Host::open(cfg).await.unwrap();
+    let model = mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        ..Default::default()
+    };
+    let gateway = Gateway {
+        url: fake.url(),
+        secret: SECRET.into(),
+        identity: Some(linked(
+            SECRET,
+            &[("admin", ("1", "admin")), ("alice", ("2", "alice"))],
+        )),
+    };
+    let host = open_host(dir.path(), model, Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();

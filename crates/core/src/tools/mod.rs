@@ -4,8 +4,10 @@
 //! the handler's own [`Outcome`]. The type-erased [`Tool`] trait lets built-in and (later) external
 //! tools share one registry and one call path ([`invoke`]).
 //!
-//! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in
-//! [`crate::default_registry`], and accept the schema snapshot it adds (`cargo insta review`).
+//! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in its
+//! capability's `tools` ([`crate::capability`]), and accept the schema snapshot it adds
+//! (`cargo insta review`). A tool known only by its JSON schema (an external server's) is a
+//! [`JsonTool`]; both go through the one call path ([`invoke`]) and its gates ([`gate`]).
 
 pub mod answer;
 pub mod args;

@@ -217,3 +217,70 @@ pub fn learning_caps(data: &Path) -> Capabilities {
         ..Capabilities::default()
     }
 }
+
+/// How a test host reaches MoviePilot (the fake, or a closed port).
+pub struct Gateway {
+    pub url: String,
+    pub secret: String,
+    /// Who calls are made as; `None`: the account store decides (as in production).
+    pub identity: Option<Arc<dyn mpa_core::moviepilot::identity::IdentityResolver>>,
+}
+
+/// The model the host-level tests talk to: `gpt-4o` on the mock, no retries.
+pub fn mock_model(mock: &MockModelServer) -> ModelConfig {
+    ModelConfig {
+        base_url: mock.base_url.clone(),
+        api_key: Some("sk-test".into()),
+        model: "gpt-4o".into(),
+        max_retries: 0,
+        ..Default::default()
+    }
+}
+
+/// The real `Host::open` over `<dir>/data`, with `model` and, when given, the gateway.
+pub async fn open_host(dir: &Path, model: ModelConfig, gateway: Option<Gateway>) -> mpa_core::Host {
+    use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+    let mut cfg = mpa_core::HostConfig::new(dir.join("data"), AgentConfig::new(model));
+    cfg.moviepilot = gateway.map(|g| mpa_core::MoviePilotHostConfig {
+        config: MoviePilotConfig {
+            url: g.url,
+            secret_key: Some(g.secret),
+            auth: AuthMode::Local,
+        },
+        identity: g.identity,
+    });
+    mpa_core::Host::open(cfg).await.unwrap()
+}
+
+/// Tokens minted with `secret` for the host users named in `links`, as the MoviePilot users
+/// `(id, name)` they are linked to; anyone else is not linked.
+pub fn linked(
+    secret: &str,
+    links: &[(&str, (&str, &str))],
+) -> Arc<dyn mpa_core::moviepilot::identity::IdentityResolver> {
+    use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
+    let links: Vec<(String, MoviePilotUser)> = links
+        .iter()
+        .map(|(host, (id, name))| {
+            (
+                host.to_string(),
+                MoviePilotUser {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                },
+            )
+        })
+        .collect();
+    Arc::new(MintingResolver::new(secret, move |a: &Actor| {
+        links
+            .iter()
+            .find(|(host, _)| host == "*" || *host == a.user_name)
+            .map(|(_, user)| user.clone())
+    }))
+}
+
+/// The fake MoviePilot's demo world.
+pub fn demo_world() -> mpa_eval::WorldState {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/worlds/demo.json");
+    mpa_eval::StateFile::load(Path::new(demo)).unwrap().state
+}
