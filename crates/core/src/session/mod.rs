@@ -171,7 +171,7 @@ async fn actor_loop(
         // The owner's scope, found by owner and label even when this actor never used it, plus
         // one an admin opened in this session (tools run as the admin there).
         let mut scopes = vec![exec.open_scope(mpa_exec::ScopeOwner {
-            user_key: mpa_protocol::UserKey::for_user(&data.owner),
+            user_key: mpa_redact::UserKey::for_user(&data.owner),
             label: crate::tools::execute_command::scope_label(&data.session_id),
         })];
         if let Some(s) = data.tools.lock().ok().and_then(|mut s| s.exec_scope.take())
