@@ -137,6 +137,32 @@ fn snapshot_of(owner: &UserId) -> Chat {
     }
 }
 
+/// Holds the writer (see [`hold_the_writer`]) and queues a chat snapshot behind it.
+async fn snapshot_behind_a_held_writer(
+    store: &Store,
+    user: &UserId,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<Result<()>>,
+    tokio::task::JoinHandle<Result<()>>,
+) {
+    let (release, running) = hold_the_writer(store, user, "t0").await;
+    let snapshot = tokio::spawn({
+        let store = store.clone();
+        let chat = snapshot_of(user);
+        async move { store.save_chat(chat).await }
+    });
+    queued(store, 1).await;
+    (release, running, snapshot)
+}
+
+/// Waits until `n` writes are queued behind the one running.
+async fn queued(store: &Store, n: usize) {
+    while store.inner.writer.queued() < n {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A login's token write queued after a chat snapshot, both waiting for the writer, goes
 /// first: it waits for the write running now, never for the snapshot too.
 #[tokio::test(flavor = "multi_thread")]
@@ -146,24 +172,14 @@ async fn a_queued_chat_snapshot_lets_a_waiting_login_write_first() {
     let user = store.ensure_local_user("gus").await.unwrap();
     log_writes(&store).await;
 
-    let (release, running) = hold_the_writer(&store, &user.id, "t0").await;
-    let snapshot = tokio::spawn({
-        let store = store.clone();
-        let chat = snapshot_of(&user.id);
-        async move { store.save_chat(chat).await }
-    });
-    while store.inner.writer.queued() < 1 {
-        tokio::task::yield_now().await;
-    }
+    let (release, running, snapshot) = snapshot_behind_a_held_writer(&store, &user.id).await;
     let login = tokio::spawn({
         let store = store.clone();
         let id = user.id.clone();
         let later = Utc::now() + chrono::Duration::hours(1);
         async move { store.insert_token("t1".into(), &id, later).await }
     });
-    while store.inner.writer.queued() < 2 {
-        tokio::task::yield_now().await;
-    }
+    queued(&store, 2).await;
     release.send(()).unwrap();
     running.await.unwrap().unwrap();
     login.await.unwrap().unwrap();
@@ -179,15 +195,7 @@ async fn a_stream_of_short_writes_cannot_starve_a_chat_snapshot() {
     let store = Store::open_in(dir.path()).unwrap();
     let user = store.ensure_local_user("ida").await.unwrap();
     log_writes(&store).await;
-    let (release, running) = hold_the_writer(&store, &user.id, "t0").await;
-    let snapshot = tokio::spawn({
-        let store = store.clone();
-        let chat = snapshot_of(&user.id);
-        async move { store.save_chat(chat).await }
-    });
-    while store.inner.writer.queued() < 1 {
-        tokio::task::yield_now().await;
-    }
+    let (release, running, snapshot) = snapshot_behind_a_held_writer(&store, &user.id).await;
     let later = Utc::now() + chrono::Duration::hours(1);
     let logins: Vec<_> = (1..=100)
         .map(|i| {
@@ -195,9 +203,7 @@ async fn a_stream_of_short_writes_cannot_starve_a_chat_snapshot() {
             tokio::spawn(async move { store.insert_token(format!("t{i}"), &id, later).await })
         })
         .collect();
-    while store.inner.writer.queued() < 101 {
-        tokio::task::yield_now().await;
-    }
+    queued(&store, 101).await;
     release.send(()).unwrap();
     running.await.unwrap().unwrap();
     for l in logins {
