@@ -328,6 +328,7 @@ fn authenticate(
         header_str(headers, "authorization"),
         &inner.world.state.users,
         &shared.secret_key,
+        shared.clock.now(),
     )
     .map(|(user, super_user)| (user.clone(), super_user))
     .map_err(|failure| {
@@ -500,6 +501,7 @@ fn login(shared: &Arc<Shared>, flight: InFlight, method: &str, bytes: &[u8]) -> 
             &inner.world.state.users,
             &shared.secret_key,
             shared.token_ttl,
+            shared.clock.now(),
         )
     };
     match result {

@@ -9,7 +9,7 @@
 //! Public API:
 //! - [`FakeMoviePilot::start`]`(`[`FakeConfig`]`, `[`WorldState`]`)` → [`FakeHandle`]: `url()`,
 //!   `ledger()`, `snapshot()`, `initial_snapshot()`, `set_faults()` / `add_fault()`,
-//!   `token_for(user)`, `shutdown()`.
+//!   `token_for(user)`, `advance_clock(by)`, `shutdown()`; [`jwt`]: its token format.
 //! - [`serve`] and [`load_state_file`]: run it from a state file ([`StateFile`]: `{"config":
 //!   {...}, "state": {...}}`); `eval/worlds/demo.json` at the repository root is an example.
 //! - State types ([`WorldState`], [`User`], [`Media`], [`Site`], …), faults ([`Fault`],
@@ -40,6 +40,7 @@ mod error;
 mod faults;
 pub mod guard;
 mod handler;
+pub mod jwt;
 mod ledger;
 pub mod magnet;
 pub mod oracle;

@@ -15,8 +15,9 @@ use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -121,9 +122,32 @@ pub(crate) struct Inner {
     pub unknown_returned: bool,
 }
 
+/// The fake's wall clock: the real one, moved forward by what a test asked for, so a token can
+/// expire without the test sleeping.
+#[derive(Default)]
+pub(crate) struct Clock {
+    ahead_secs: AtomicI64,
+}
+
+impl Clock {
+    /// Seconds since the epoch, as the fake sees them.
+    pub(crate) fn now(&self) -> i64 {
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        real.saturating_add(self.ahead_secs.load(Ordering::SeqCst))
+    }
+
+    fn advance(&self, by: Duration) {
+        let secs = i64::try_from(by.as_secs()).unwrap_or(i64::MAX);
+        self.ahead_secs.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
 pub(crate) struct Shared {
     pub secret_key: String,
     pub token_ttl: Duration,
+    pub clock: Clock,
     pub inner: Mutex<Inner>,
 }
 
@@ -155,6 +179,7 @@ impl FakeMoviePilot {
         let shared = Arc::new(Shared {
             secret_key: config.secret_key,
             token_ttl: config.token_ttl,
+            clock: Clock::default(),
             inner: Mutex::new(Inner {
                 world: World {
                     state: state.clone(),
@@ -257,7 +282,14 @@ impl FakeHandle {
             user,
             &self.shared.secret_key,
             self.shared.token_ttl,
+            self.shared.clock.now(),
         ))
+    }
+
+    /// Moves the fake's clock forward by `by`: the tokens it issued and the ones it checks age
+    /// at once (an expiry test needs no sleep).
+    pub fn advance_clock(&self, by: Duration) {
+        self.shared.clock.advance(by);
     }
 
     /// Stops accepting, closes every connection (stalled calls included) and waits for them.

@@ -17,7 +17,7 @@
 //!   [`ApiResponse::result_json`] puts `collection` first) or a [`GatewayError`]: `Api`
 //!   (HTTP ≥ 400), `NotSent` (nothing happened) or `MaybeSent` (outcome unknown).
 //! - Identity: [`mint_token`], [`verify_token`], [`token_expiry`], [`BearerToken`],
-//!   [`GatewayClient::login`] → [`LoginResult`].
+//!   [`GatewayClient::login`] → [`LoginResult`]; [`jwt`]: the HS256 tokens underneath.
 //! - [`redact_secrets`] / [`is_secret_key`] (`mpa-redact`'s value rules) for results the tool
 //!   layer must not show.
 //!
@@ -33,6 +33,7 @@ mod client;
 mod contract;
 mod error;
 mod identity;
+pub mod jwt;
 mod request;
 mod suggest;
 

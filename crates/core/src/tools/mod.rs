@@ -132,7 +132,7 @@ pub struct ToolContext {
     /// State of this agent loop's run (a turn, a review, a nested loop): gates count here.
     pub turn: Arc<crate::sync::Slots>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
-    pub review: Option<mpa_protocol::ReviewToken>,
+    pub review: Option<mpa_learning::ReviewToken>,
     /// The calling agent: its services, tools and event stream (see [`crate::handle`]).
     pub agent: crate::handle::AgentHandle,
 }
@@ -157,10 +157,10 @@ impl ToolContext {
 
     /// Who writes: the foreground turn, or a background review with its cancel flag. Decided by
     /// the host (the review sets [`ToolContext::review`]), never by tool arguments.
-    pub fn write_origin(&self) -> mpa_protocol::WriteOrigin {
+    pub fn write_origin(&self) -> mpa_learning::WriteOrigin {
         match &self.review {
-            Some(token) => mpa_protocol::WriteOrigin::BackgroundReview(token.clone()),
-            None => mpa_protocol::WriteOrigin::Foreground,
+            Some(token) => mpa_learning::WriteOrigin::BackgroundReview(token.clone()),
+            None => mpa_learning::WriteOrigin::Foreground,
         }
     }
 }
