@@ -171,6 +171,36 @@ async fn invalid_input_carries_the_contract_and_sends_nothing() {
     assert_eq!(e.requests(), 0);
 }
 
+/// Issue 24, finding 1: `subscription.find {"media_id": ".."}` as a non-admin sent
+/// `GET /api/v1/subscribe/` and returned every subscription as succeeded. Now refused by name
+/// before anything is sent, and so is the delete by media.
+#[tokio::test(flavor = "multi_thread")]
+async fn dot_dot_media_id_never_reaches_get_subscribe_list() {
+    let e = env().await;
+    for (id, v) in [
+        ("subscription.find", ".."),
+        ("subscription.find", "."),
+        ("subscription.find", ""),
+        ("subscription.delete_by_media", ".."),
+        ("subscription.find", "../x"),
+    ] {
+        let (r, outcome) = e
+            .call(
+                &e.alice,
+                json!({"operation_id": id, "path_params": {"media_id": v},
+                    "query": {"media_source": "themoviedb"}}),
+            )
+            .await;
+        assert_eq!(outcome, Outcome::Failed, "{id} {v:?}: {r}");
+        assert_eq!(r["error"], "invalid_path_parameter", "{id} {v:?}: {r}");
+        assert!(
+            r["message"].as_str().unwrap().contains("`media_id`"),
+            "{r}"
+        );
+    }
+    assert_eq!(e.requests(), 0, "nothing reached MoviePilot");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn extra_top_level_keys_are_refused() {
     let e = env().await;

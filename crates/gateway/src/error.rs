@@ -46,6 +46,21 @@ pub enum GatewayError {
     #[error(transparent)]
     Api(#[from] ApiError),
 
+    /// MoviePilot answered with a redirect (3xx), which is never followed: following it would
+    /// repeat the call, with the user's bearer, somewhere the catalogue never named.
+    /// `may_have_acted` is set when the redirect can come after a write took effect (a 303, or
+    /// a 301/302 to a write).
+    #[error(
+        "MoviePilot answered {operation_id} with HTTP {status}, a redirect{}; redirects are not followed",
+        .location.as_deref().map(|l| format!(" to {l}")).unwrap_or_default()
+    )]
+    Redirected {
+        operation_id: String,
+        status: u16,
+        location: Option<String>,
+        may_have_acted: bool,
+    },
+
     /// Wrong password and unknown user alike (never told apart).
     #[error("MoviePilot did not accept this username and password / MoviePilot 用户名或密码不正确")]
     LoginRejected,
@@ -85,6 +100,13 @@ impl GatewayError {
     pub fn outcome(&self) -> Outcome {
         match self {
             GatewayError::MaybeSent { .. } => Outcome::Unknown,
+            GatewayError::Redirected { may_have_acted, .. } => {
+                if *may_have_acted {
+                    Outcome::Unknown
+                } else {
+                    Outcome::Failed
+                }
+            }
             GatewayError::UnknownOperation { .. }
             | GatewayError::InvalidInput(_)
             | GatewayError::InvalidBaseUrl { .. }
@@ -103,6 +125,7 @@ impl GatewayError {
         match self {
             GatewayError::MaybeSent { .. }
             | GatewayError::Api(_)
+            | GatewayError::Redirected { .. }
             | GatewayError::LoginRejected
             | GatewayError::AccountDisabled
             | GatewayError::LoginFailed { .. }

@@ -15,14 +15,19 @@
 //!   identify the normalised call for the invocation ledger.
 //! - [`GatewayClient::send`] → [`ApiResponse`] (with the [`Collection`] headers;
 //!   [`ApiResponse::result_json`] puts `collection` first) or a [`GatewayError`]: `Api`
-//!   (HTTP ≥ 400), `NotSent` (nothing happened) or `MaybeSent` (outcome unknown).
+//!   (HTTP ≥ 400), `Redirected` (3xx, never followed), `NotSent` (nothing happened) or
+//!   `MaybeSent` (outcome unknown). [`GatewayClient::request_url`] is the URL a call goes to.
 //! - Identity: [`mint_token`], [`verify_token`], [`token_expiry`], [`BearerToken`],
 //!   [`GatewayClient::login`] → [`LoginResult`].
 //! - [`redact_secrets`] / [`is_secret_key`] for results the tool layer must not show.
 //!
 //! Invariants:
 //! - Only catalogue routes are ever requested; no argument can choose a URL, header, method or
-//!   token. Placeholders are percent-encoded; `{source}`/`{action}` are allow-listed.
+//!   token. A placeholder value is exactly one segment: empty, `.`, `..` and values with `/`,
+//!   `\` or control characters are refused (`invalid_path_parameter`); the URL is the parsed
+//!   base plus segments, and its path is checked against the template before sending.
+//!   `{source}`/`{action}` are allow-listed. Redirects are never followed (a 3xx is an error),
+//!   so the bearer never reaches another path or origin.
 //! - A refused call sends nothing. A transport failure after the request may have been written
 //!   is never reported as "not executed" (`MaybeSent`, [`Outcome::Unknown`](mpa_protocol::Outcome)).
 //! - Tokens appear in no `Debug`, `Display`, log line or error; environment proxies are ignored.
@@ -34,6 +39,7 @@ mod error;
 mod identity;
 mod redaction;
 mod request;
+mod route;
 mod suggest;
 
 pub use catalogue::{

@@ -6,4 +6,5 @@ mod catalogue;
 mod client;
 mod common;
 mod identity;
+mod routes;
 mod validation;

@@ -228,7 +228,7 @@ impl TypedTool for MoviePilotApi {
             Err(e) => {
                 return failure(
                     obj(json!({
-                        "error": "invalid_input",
+                        "error": e.code(),
                         "operation_id": op.id,
                         "message": format!("{e}; nothing was sent"),
                         "input_contract": contract(op),
@@ -298,6 +298,35 @@ impl TypedTool for MoviePilotApi {
                     v.insert("input_contract".into(), contract(op));
                 }
                 failure(v, Outcome::Failed)
+            }
+            Err(
+                e @ GatewayError::Redirected {
+                    status,
+                    may_have_acted,
+                    ..
+                },
+            ) => {
+                let outcome = e.outcome();
+                let mut v = obj(json!({
+                    "error": "redirect_not_followed",
+                    "operation_id": op.id,
+                    "status_code": status,
+                }));
+                if let GatewayError::Redirected {
+                    location: Some(l), ..
+                } = &e
+                {
+                    v.insert("location".into(), json!(l));
+                }
+                v.insert(
+                    "message".into(),
+                    json!(if may_have_acted {
+                        format!("{e}. It may already have taken effect; verify read-only before retrying")
+                    } else {
+                        format!("{e}; nothing further was sent")
+                    }),
+                );
+                failure(v, outcome)
             }
             Err(e @ GatewayError::MaybeSent { .. }) => failure(
                 obj(json!({
