@@ -193,10 +193,7 @@ async fn dot_dot_media_id_never_reaches_get_subscribe_list() {
             .await;
         assert_eq!(outcome, Outcome::Failed, "{id} {v:?}: {r}");
         assert_eq!(r["error"], "invalid_path_parameter", "{id} {v:?}: {r}");
-        assert!(
-            r["message"].as_str().unwrap().contains("`media_id`"),
-            "{r}"
-        );
+        assert!(r["message"].as_str().unwrap().contains("`media_id`"), "{r}");
     }
     assert_eq!(e.requests(), 0, "nothing reached MoviePilot");
 }

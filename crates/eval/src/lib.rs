@@ -43,6 +43,7 @@ mod handler;
 mod ledger;
 pub mod magnet;
 pub mod oracle;
+pub mod recorded;
 pub mod runner;
 pub mod scenario;
 pub mod scripted;
@@ -59,6 +60,7 @@ pub use ledger::{
     AgentHeaders, Attempt, AttemptUser, Effect, Observation, ObservationKind, Refusal, RefusalKind,
     Reply, ToolEvent, ToolScope, WorldLedger,
 };
+pub use recorded::{AnswerStyle, OpenApiServing};
 pub use server::{FakeConfig, FakeHandle, FakeMoviePilot, ToolRecorder, load_state_file, serve};
 pub use state::{
     ConfigSection, DownloadPath, Downloader, DuplicateSubscription, LastSearch, LibraryItem, Media,

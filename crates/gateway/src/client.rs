@@ -9,13 +9,16 @@
 use crate::catalogue::{DEFAULT_TIMEOUT, HttpMethod, LONG_TIMEOUT};
 use crate::error::{GatewayError, Result};
 use crate::identity::{self, BearerToken, LoginResult};
+use crate::openapi::ServerApi;
 use crate::request::PreparedRequest;
 use crate::route;
+use crate::server::{NoOpenApi, ServerKnowledge, ServerView};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const SESSION_HEADER: &str = "x-moviepilot-agent-session";
@@ -24,6 +27,11 @@ pub const SOURCE_HEADER: &str = "x-moviepilot-agent-source";
 
 /// The sign-in route (OAuth2 password form).
 pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
+
+/// FastAPI's OpenAPI document under MoviePilot's API prefix (no credentials needed).
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+/// The document is local and small; a server that takes longer is treated as unreachable.
+const OPENAPI_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Header values are ASCII; anything else (a Chinese channel name, a space) is percent-encoded,
 /// as MoviePilot's own gateway does.
@@ -177,6 +185,8 @@ pub struct GatewayClient {
     base_url: String,
     /// The same, parsed: every request URL is this plus route segments.
     base: reqwest::Url,
+    /// What is known of this server's routes (shared by all clones).
+    server: Arc<ServerView>,
     timeout: Duration,
     long_timeout: Duration,
     max_response_bytes: usize,
@@ -263,6 +273,16 @@ fn transport_error(operation_id: &str, e: reqwest::Error, timeout: Duration) -> 
     }
 }
 
+/// Whether an answer says the route itself does not exist: FastAPI's own 404 (`{"detail":
+/// "Not Found"}`, unlike a handler's "record not found") and any 405.
+fn route_missing(status: u16, payload: &Value) -> bool {
+    match status {
+        405 => true,
+        404 => payload.get("detail").and_then(Value::as_str) == Some("Not Found"),
+        _ => false,
+    }
+}
+
 /// Whether a redirect answer to a call may come after the call took effect. 307/308 ask for the
 /// same request elsewhere (FastAPI's trailing-slash redirect is a 307, before any handler
 /// runs); 303 is the answer after a write, and 301/302 to a write are ambiguous. A read never
@@ -334,6 +354,7 @@ impl GatewayClient {
             http,
             base_url,
             base,
+            server: Arc::new(ServerView::default()),
             timeout: config.timeout,
             long_timeout: config.long_timeout,
             max_response_bytes: config.max_response_bytes,
@@ -343,6 +364,45 @@ impl GatewayClient {
     /// The base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// What is known of this server's routes; [`ServerView::current`] reads them when due.
+    pub fn server(&self) -> &ServerView {
+        &self.server
+    }
+
+    /// The server's knowledge, read again first when due (see [`ServerView::current`]).
+    pub async fn server_knowledge(&self) -> Arc<ServerKnowledge> {
+        self.server.current(self).await
+    }
+
+    /// Reads `GET /api/v1/openapi.json` (FastAPI serves it without credentials; none are
+    /// sent) and parses it.
+    pub async fn fetch_openapi(&self) -> std::result::Result<ServerApi, NoOpenApi> {
+        let Some(url) = route::build_url(&self.base, OPENAPI_PATH, &[], None) else {
+            return Err(NoOpenApi::NotServed("no URL for it".into()));
+        };
+        let timeout = self.timeout.min(OPENAPI_TIMEOUT);
+        let response = self
+            .http
+            .get(url)
+            .header(ACCEPT, "application/json")
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| NoOpenApi::Unreachable(root_cause(&e.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(NoOpenApi::NotServed(format!(
+                "GET {OPENAPI_PATH} answered HTTP {}",
+                status.as_u16()
+            )));
+        }
+        let body = self
+            .read_body("openapi", response, timeout)
+            .await
+            .map_err(|e| NoOpenApi::Unreachable(e.to_string()))?;
+        ServerApi::parse(&body).map_err(|e| NoOpenApi::NotServed(e.reason))
     }
 
     /// The timeout a request gets.
@@ -436,6 +496,11 @@ impl GatewayClient {
     /// transport failures are `NotSent` or `MaybeSent`.
     pub async fn send(&self, request: &PreparedRequest, ctx: &CallContext) -> Result<ApiResponse> {
         let operation_id = request.operation_id();
+        // Checked against what is known of the server now; no I/O here.
+        let knowledge = self.server.knowledge();
+        let request = &*knowledge
+            .adapt(request)
+            .map_err(GatewayError::Unavailable)?;
         let timeout = self.timeout_for(request);
         let url = self.request_url(request)?;
         let method = match request.method() {
@@ -487,6 +552,15 @@ impl GatewayClient {
             "moviepilot api call"
         );
         let payload = payload_of(&body);
+        if route_missing(status, &payload) {
+            // The table said the route exists (or there is none): read the routes again.
+            self.server.mark_stale();
+            return Err(GatewayError::RouteNotServed {
+                operation_id: operation_id.to_owned(),
+                status,
+                server: knowledge.label(),
+            });
+        }
         if status >= 400 {
             return Err(GatewayError::Api(ApiError {
                 operation_id: operation_id.to_owned(),
@@ -517,7 +591,12 @@ impl GatewayClient {
         let status = response.status().as_u16();
         let body = self.read_body(OP, response, self.timeout).await?;
         match status {
-            200..=299 => identity::parse_login_answer(&body, username),
+            200..=299 => {
+                let signed_in = identity::parse_login_answer(&body, username)?;
+                // A sign-in is when a user meets this server again: read its routes anew.
+                self.server.mark_stale();
+                Ok(signed_in)
+            }
             // 400/401: bad credentials (MoviePilot words the two cases differently; the text is
             // dropped so they cannot be told apart).
             400 | 401 => Err(GatewayError::LoginRejected),

@@ -2,6 +2,7 @@
 //! response bodies are carried only by [`ApiError`], whose `Display` leaves them out.
 
 use crate::client::ApiError;
+use crate::reconcile::LiveRefusal;
 use crate::request::InputError;
 use mpa_protocol::Outcome;
 
@@ -45,6 +46,23 @@ pub enum GatewayError {
     /// MoviePilot answered with HTTP ≥ 400.
     #[error(transparent)]
     Api(#[from] ApiError),
+
+    /// The call cannot go to this server's routes (unavailable operation, a field the route
+    /// would ignore, …); nothing was sent.
+    #[error(transparent)]
+    Unavailable(#[from] LiveRefusal),
+
+    /// MoviePilot answered that the route itself does not exist (FastAPI's 404 "Not Found", or
+    /// 405): its version does not serve this operation. Nothing happened there.
+    #[error(
+        "{server} does not serve {operation_id}: it answered HTTP {status} (no such route{}); its routes are read again before the next call",
+        if *.status == 405 { " for this method" } else { "" }
+    )]
+    RouteNotServed {
+        operation_id: String,
+        status: u16,
+        server: String,
+    },
 
     /// MoviePilot answered with a redirect (3xx), which is never followed: following it would
     /// repeat the call, with the user's bearer, somewhere the catalogue never named.
@@ -109,6 +127,8 @@ impl GatewayError {
             }
             GatewayError::UnknownOperation { .. }
             | GatewayError::InvalidInput(_)
+            | GatewayError::Unavailable(_)
+            | GatewayError::RouteNotServed { .. }
             | GatewayError::InvalidBaseUrl { .. }
             | GatewayError::NotSent { .. }
             | GatewayError::Api(_)
@@ -126,12 +146,14 @@ impl GatewayError {
             GatewayError::MaybeSent { .. }
             | GatewayError::Api(_)
             | GatewayError::Redirected { .. }
+            | GatewayError::RouteNotServed { .. }
             | GatewayError::LoginRejected
             | GatewayError::AccountDisabled
             | GatewayError::LoginFailed { .. }
             | GatewayError::LoginBadResponse { .. } => true,
             GatewayError::UnknownOperation { .. }
             | GatewayError::InvalidInput(_)
+            | GatewayError::Unavailable(_)
             | GatewayError::InvalidBaseUrl { .. }
             | GatewayError::NotSent { .. }
             | GatewayError::InvalidIdentity { .. } => false,

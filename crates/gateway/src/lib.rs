@@ -37,9 +37,12 @@ mod client;
 mod contract;
 mod error;
 mod identity;
+mod openapi;
+mod reconcile;
 mod redaction;
 mod request;
 mod route;
+mod server;
 mod suggest;
 
 pub use catalogue::{
@@ -49,7 +52,7 @@ pub use catalogue::{
 };
 pub use client::{
     ApiError, ApiResponse, CHANNEL_HEADER, CallContext, Collection, GatewayClient, GatewayConfig,
-    LOGIN_PATH, SESSION_HEADER, SOURCE_HEADER,
+    LOGIN_PATH, OPENAPI_PATH, SESSION_HEADER, SOURCE_HEADER,
 };
 pub use contract::{BodyKind, BodySpec, Field, FieldKind, InputContract, ObjectContract};
 pub use error::{GatewayError, Result};
@@ -57,10 +60,13 @@ pub use identity::{
     BearerToken, LoginResult, TOKEN_PURPOSE, TokenClaims, mint_token, mint_token_at, now_epoch,
     token_expiry, verify_token,
 };
+pub use openapi::{OpenApiError, QueryParam, RouteBody, ServerApi, ServerRoute};
+pub use reconcile::{Availability, AvailabilityCounts, LiveOperation, LiveRefusal, Reconciliation};
 pub use redaction::{REDACTED, is_secret_key, redact_secrets};
 pub use request::{
     DEFAULT_COUNT, DEFAULT_PAGE, InputError, Location, PreparedRequest, canonical_json,
 };
+pub use server::{NoOpenApi, RECHECK_AFTER, RETRY_UNREACHABLE_AFTER, ServerKnowledge, ServerView};
 
 impl Catalogue {
     /// The operation with this id, or `UnknownOperation` carrying close matches.

@@ -444,6 +444,23 @@ impl PreparedRequest {
         s
     }
 
+    /// The same call for another route: the live route's template, placeholder values and
+    /// query (reconciliation). The canonical arguments stay the contract's, so the ledger
+    /// identifies the call the same way on every server.
+    pub(crate) fn for_live_route(
+        &self,
+        route: Cow<'static, str>,
+        path_values: Vec<String>,
+        query: Vec<(Cow<'static, str>, String)>,
+    ) -> PreparedRequest {
+        PreparedRequest {
+            route,
+            path_values,
+            query,
+            ..self.clone()
+        }
+    }
+
     /// The normalised call as a JSON value: `{operation_id, path_params, query, body}` with
     /// query defaults applied, so calls that mean the same thing compare equal.
     pub fn canonical_value(&self) -> Value {

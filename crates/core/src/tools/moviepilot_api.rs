@@ -9,7 +9,7 @@ use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
-use mpa_gateway::{CallContext, GatewayError, Operation, catalogue};
+use mpa_gateway::{CallContext, GatewayError, LiveRefusal, Operation, catalogue};
 use mpa_protocol::{EffectClass, Outcome};
 use serde_json::{Map, Value, json};
 
@@ -132,6 +132,120 @@ impl ReadBackCheck for SettingReadBack {
     }
 }
 
+/// A call this server cannot take (see `mpa_gateway::Reconciliation::adapt`): nothing was sent.
+fn live_refusal(op: &Operation, refusal: &LiveRefusal) -> ToolOutput {
+    let mut v = obj(json!({
+        "error": refusal.code(),
+        "operation_id": op.id,
+        "message": format!("{refusal}; nothing was sent"),
+    }));
+    match refusal {
+        LiveRefusal::Unavailable { server, status, .. } => {
+            v.insert("server".into(), json!(server));
+            v.insert("availability".into(), json!(status));
+            v.insert(
+                "hint".into(),
+                json!(format!(
+                    "the skill moviepilot-api-{} lists what this server offers",
+                    op.category
+                )),
+            );
+        }
+        LiveRefusal::NotAccepted { .. }
+        | LiveRefusal::NoPaging { .. }
+        | LiveRefusal::Untranslatable { .. }
+        | LiveRefusal::ValueReachesOtherRoute { .. } => {
+            v.insert("input_contract".into(), contract(op));
+        }
+    }
+    failure(v, Outcome::Failed)
+}
+
+/// How a failed send reads to the model. Exhaustive: a new way to fail must decide what it
+/// means for the call's effect.
+fn gateway_failure(op: &Operation, e: GatewayError) -> ToolOutput {
+    let outcome = e.outcome();
+    match e {
+        GatewayError::Api(api) => {
+            let mut v = obj(json!({
+                "error": "api_error",
+                "operation_id": op.id,
+                "status_code": api.status,
+                "data": api.data,
+            }));
+            if matches!(api.status, 400 | 422) {
+                v.insert(
+                    "guidance".into(),
+                    json!("MoviePilot refused the input: correct it against the input contract; do not repeat the same call"),
+                );
+                v.insert("input_contract".into(), contract(op));
+            }
+            failure(v, outcome)
+        }
+        GatewayError::Unavailable(refusal) => live_refusal(op, &refusal),
+        e @ GatewayError::RouteNotServed { .. } => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!("{e}; nothing happened in MoviePilot"),
+            })),
+            outcome,
+        ),
+        GatewayError::Redirected {
+            status,
+            ref location,
+            may_have_acted,
+            ..
+        } => {
+            let mut v = obj(json!({
+                "error": "redirect_not_followed",
+                "operation_id": op.id,
+                "status_code": status,
+            }));
+            if let Some(l) = location {
+                v.insert("location".into(), json!(l));
+            }
+            v.insert(
+                "message".into(),
+                json!(if may_have_acted {
+                    format!(
+                        "{e}. It may already have taken effect; verify read-only before retrying"
+                    )
+                } else {
+                    format!("{e}; nothing further was sent")
+                }),
+            );
+            failure(v, outcome)
+        }
+        e @ GatewayError::MaybeSent { .. } => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!(
+                    "{e}. It may already have taken effect; verify read-only before retrying"
+                ),
+            })),
+            outcome,
+        ),
+        e @ (GatewayError::NotSent { .. }
+        | GatewayError::InvalidBaseUrl { .. }
+        | GatewayError::InvalidIdentity { .. }
+        | GatewayError::UnknownOperation { .. }
+        | GatewayError::InvalidInput(_)
+        | GatewayError::LoginRejected
+        | GatewayError::AccountDisabled
+        | GatewayError::LoginFailed { .. }
+        | GatewayError::LoginBadResponse { .. }) => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!("{e}; nothing happened in MoviePilot"),
+            })),
+            outcome,
+        ),
+    }
+}
+
 fn obj(pairs: Value) -> Map<String, Value> {
     match pairs {
         Value::Object(m) => m,
@@ -237,6 +351,12 @@ impl TypedTool for MoviePilotApi {
                 );
             }
         };
+        // What this server serves, read again first when due; a call it cannot take is answered
+        // here, before a token is minted or anything is sent.
+        let knowledge = self.access.client.server_knowledge().await;
+        if let Err(refusal) = knowledge.adapt(&prepared) {
+            return live_refusal(op, &refusal);
+        }
         let token = match self.access.identity.bearer(&ctx.actor).await {
             Ok(t) => t,
             Err(e) => {
@@ -283,69 +403,7 @@ impl TypedTool for MoviePilotApi {
                 };
                 ToolOutput::json(&result, outcome)
             }
-            Err(GatewayError::Api(api)) => {
-                let mut v = obj(json!({
-                    "error": "api_error",
-                    "operation_id": op.id,
-                    "status_code": api.status,
-                    "data": api.data,
-                }));
-                if matches!(api.status, 400 | 422) {
-                    v.insert(
-                        "guidance".into(),
-                        json!("MoviePilot refused the input: correct it against the input contract; do not repeat the same call"),
-                    );
-                    v.insert("input_contract".into(), contract(op));
-                }
-                failure(v, Outcome::Failed)
-            }
-            Err(
-                e @ GatewayError::Redirected {
-                    status,
-                    may_have_acted,
-                    ..
-                },
-            ) => {
-                let outcome = e.outcome();
-                let mut v = obj(json!({
-                    "error": "redirect_not_followed",
-                    "operation_id": op.id,
-                    "status_code": status,
-                }));
-                if let GatewayError::Redirected {
-                    location: Some(l), ..
-                } = &e
-                {
-                    v.insert("location".into(), json!(l));
-                }
-                v.insert(
-                    "message".into(),
-                    json!(if may_have_acted {
-                        format!("{e}. It may already have taken effect; verify read-only before retrying")
-                    } else {
-                        format!("{e}; nothing further was sent")
-                    }),
-                );
-                failure(v, outcome)
-            }
-            Err(e @ GatewayError::MaybeSent { .. }) => failure(
-                obj(json!({
-                    "error": "operation_unavailable",
-                    "operation_id": op.id,
-                    "message": format!(
-                        "{e}. It may already have taken effect; verify read-only before retrying"
-                    ),
-                })),
-                Outcome::Unknown,
-            ),
-            Err(e) => failure(
-                obj(json!({
-                    "error": "operation_unavailable",
-                    "operation_id": op.id,
-                    "message": format!("{e}; nothing happened in MoviePilot"),
-                })),
-                Outcome::Failed,
-            ),
+            Err(e) => gateway_failure(op, e),
         }
     }
 }
