@@ -562,14 +562,18 @@ impl Reconciliation {
             op.query_field(name)
                 .is_some_and(|f| matches!(f.kind, crate::contract::FieldKind::Const(_)))
         };
-        let mut not_accepted: Vec<String> = given
-            .keys()
-            .filter(|k| {
-                !route.accepted_query.contains(**k) && !consumed.contains(**k) && !filled(k)
-            })
-            .map(|k| (*k).to_owned())
-            .collect();
-        not_accepted.dedup();
+        // In the contract's order, each name once.
+        let mut not_accepted: Vec<String> = Vec::new();
+        for (k, _) in request.query_pairs() {
+            let k = k.as_ref();
+            if !route.accepted_query.contains(k)
+                && !consumed.contains(k)
+                && !filled(k)
+                && !not_accepted.iter().any(|n| n == k)
+            {
+                not_accepted.push(k.to_owned());
+            }
+        }
         let paging: Vec<String> = not_accepted
             .iter()
             .filter(|n| *n == "page" || *n == "count")

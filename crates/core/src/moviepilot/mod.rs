@@ -5,6 +5,7 @@
 
 pub mod guides;
 pub mod identity;
+pub mod live;
 pub mod rules;
 pub mod secret_read;
 

@@ -255,6 +255,16 @@ pub trait PreparedCall: Send {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     fn meta(&self) -> ToolMeta;
+    /// A description that follows the world (e.g. what the user's MoviePilot serves), read
+    /// each time specs are offered; `None` keeps the registered one.
+    fn live_description(&self) -> Option<String> {
+        None
+    }
+    /// The sub-operations (id, category) a multiplexing tool offers this actor, for tool
+    /// search; `None` when it has none.
+    fn offered_operations(&self, _actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        None
+    }
     /// Parses the arguments object; invalid arguments are answered without running anything.
     fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput>;
 }
@@ -290,6 +300,16 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// See [`PreparedCall::read_back_check`].
     fn read_back_check(&self, _args: &Self::Args) -> Option<Box<dyn ledger::ReadBackCheck>> {
+        None
+    }
+
+    /// See [`Tool::live_description`].
+    fn live_description(&self) -> Option<String> {
+        None
+    }
+
+    /// See [`Tool::offered_operations`].
+    fn offered_operations(&self, _actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
         None
     }
 
@@ -421,6 +441,14 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.0.meta()
     }
 
+    fn live_description(&self) -> Option<String> {
+        self.0.live_description()
+    }
+
+    fn offered_operations(&self, actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        self.0.offered_operations(actor)
+    }
+
     fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput> {
         // Deserialised from a borrow so the raw arguments are still there for the error reply.
         match T::Args::deserialize(&args) {
@@ -532,7 +560,13 @@ impl ToolRegistry {
         self.tools
             .values()
             .filter(|t| policy::visible(actor, &t.meta))
-            .map(|t| t.spec.clone())
+            .map(|t| {
+                let mut spec = t.spec.clone();
+                if let Some(d) = t.tool.live_description() {
+                    spec.description = d;
+                }
+                spec
+            })
             .collect()
     }
 }

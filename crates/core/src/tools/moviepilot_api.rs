@@ -9,8 +9,8 @@ use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
-use mpa_gateway::{CallContext, GatewayError, LiveRefusal, Operation, catalogue};
-use mpa_protocol::{EffectClass, Outcome};
+use mpa_gateway::{CallContext, GatewayError, LiveRefusal, Operation, ServerKnowledge, catalogue};
+use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Map, Value, json};
 
 pub const NAME: &str = "moviepilot_api";
@@ -259,7 +259,23 @@ fn contract(op: &Operation) -> Value {
 
 /// The description names the categories, not 229 operations.
 fn description() -> String {
+    description_for(&ServerKnowledge::Unchecked)
+}
+
+/// The description on a server: when its routes leave operations out, it says how many are
+/// offered and why the others are not.
+fn description_for(knowledge: &ServerKnowledge) -> String {
     let cats = catalogue().categories().join(", ");
+    let server = match knowledge.reconciliation() {
+        Some(r) if r.counts().unavailable() > 0 => format!(
+            " On this MoviePilot ({}) {}: the others are newer than this server, answered by \
+             another route, or need other parameters, so they are not offered, and a call to one \
+             is refused without sending anything.",
+            r.label(),
+            r.counts()
+        ),
+        _ => String::new(),
+    };
     format!(
         "Call MoviePilot's REST API: search and look up media, subscribe, search torrents and add downloads, \
          read the download and transfer queues and the library, manage sites, settings, plugins, workflows and \
@@ -268,7 +284,7 @@ fn description() -> String {
          Each category's operations and input contracts are in the skill `moviepilot-api-<category>` — read it \
          with skill_view before using an operation you do not know. Administrator operations need an \
          administrator. A result's outcome is what MoviePilot answered: pending (accepted, not finished) and \
-         unknown (may or may not have happened; verify read-only before any retry) are not success."
+         unknown (may or may not have happened; verify read-only before any retry) are not success.{server}"
     )
 }
 
@@ -300,6 +316,23 @@ impl TypedTool for MoviePilotApi {
 
     fn shares_identity(&self) -> bool {
         true
+    }
+
+    fn live_description(&self) -> Option<String> {
+        Some(description_for(&self.access.client.server().knowledge()))
+    }
+
+    fn offered_operations(&self, actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        let knowledge = self.access.client.server().knowledge();
+        Some(
+            catalogue()
+                .operations()
+                .iter()
+                .filter(|op| actor.is_admin || !op.role.requires_admin())
+                .filter(|op| knowledge.offers(op.id))
+                .map(|op| (op.id, op.category))
+                .collect(),
+        )
     }
 
     fn read_back_check(&self, args: &MoviePilotApiArgs) -> Option<Box<dyn ReadBackCheck>> {
