@@ -306,7 +306,9 @@ async fn sign_in_with_moviepilot_acts_as_each_user_with_their_own_token() {
     assert_eq!(
         results["c_add"],
         json!({"success": false, "error": "permission_denied",
-               "message": "moviepilot_api is available to administrators only; ask an administrator or use another tool"})
+               "message": "the MoviePilot operation subscription.add (role system_admin) is available to \
+administrators only; moviepilot_api itself stays available for the operations your role allows — ask an \
+administrator for this one"})
     );
     assert!(
         fake.snapshot().subscriptions.len() == fake.initial_snapshot().subscriptions.len(),

@@ -7,7 +7,7 @@
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
 use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, OpenApiServing, WorldState};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, OpenApiServing, WorldState};
 use mpa_gateway::{BodyKind, FieldKind, Operation, Reconciliation, ServerApi, catalogue};
 use mpa_protocol::{Actor, Outcome};
 use serde_json::{Map, Value, json};
@@ -39,6 +39,8 @@ pub struct Env {
     pub fake: FakeHandle,
     pub admin: Actor,
     pub alice: Actor,
+    /// A host administrator linked to alice's MoviePilot account, which is no superuser.
+    pub carol: Actor,
 }
 
 /// A host whose gateway points at a fake started with `config`; host users admin and alice are
@@ -51,7 +53,7 @@ pub async fn env_with(config: FakeConfig) -> Env {
             id: "1".into(),
             name: "admin".into(),
         }),
-        "alice" => Some(MoviePilotUser {
+        "alice" | "carol" => Some(MoviePilotUser {
             id: "2".into(),
             name: "alice".into(),
         }),
@@ -72,12 +74,14 @@ pub async fn env_with(config: FakeConfig) -> Env {
     let host = Host::open(cfg).await.unwrap();
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
+    let carol = host.local_actor("carol", true).await.unwrap();
     Env {
         _dir: dir,
         host,
         fake,
         admin,
         alice,
+        carol,
     }
 }
 
@@ -413,4 +417,195 @@ async fn on_the_catalogues_own_server_guides_and_description_are_the_shipped_one
         .unwrap();
     let registered = services.tools.get("moviepilot_api").unwrap();
     assert_eq!(spec.description, registered.spec.description);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers as the recorded server writes them (issue 25 item 2).
+
+fn fault(op: &str, status: u16, body: Value) -> Fault {
+    serde_json::from_value(json!({
+        "operation": op,
+        "action": {"kind": "respond", "status": status, "body": body}
+    }))
+    .unwrap()
+}
+
+/// Reads answer bare lists, objects and numbers; the result carries them as `data` of a
+/// success, so the model reads every answer the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn bare_values_are_read_as_data() {
+    let e = recorded_env().await;
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded);
+    assert_eq!(v["success"], true, "{v}");
+    assert_eq!(v["data"][0]["media_id"], "35465232", "{v}");
+    assert!(
+        v.get("collection").is_none(),
+        "the v2 server sends no collection headers"
+    );
+    e.fake.add_fault(fault("dashboard.cpu", 200, json!(0)));
+    let (v, outcome) = e
+        .call(&e.admin, json!({"operation_id": "dashboard.cpu"}))
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded);
+    assert_eq!(v, json!({"success": true, "data": 0}));
+    let (v, _) = e
+        .call(
+            &e.alice,
+            json!({"operation_id": "media.detail", "path_params": {"media_id": "204541"},
+                "query": {"media_source": "themoviedb", "type_name": "电视剧"}}),
+        )
+        .await;
+    assert_eq!(v["success"], true);
+    assert_eq!(v["data"]["title"], "三体", "{v}");
+}
+
+/// A lookup that found nothing answers a record whose every field is null; that is said, not
+/// passed on as a subscription.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_all_null_record_is_reported_as_an_empty_record() {
+    let e = recorded_env().await;
+    let (v, outcome) = e
+        .call(
+            &e.alice,
+            json!({"operation_id": "subscription.find", "path_params": {"media_id": "999"},
+                "query": {"media_source": "themoviedb"}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded);
+    assert_eq!(v["data"], Value::Null, "{v}");
+    assert_eq!(v["empty_record"], true);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("MoviePilot returned an empty record for subscription.find"),
+        "{v}"
+    );
+    assert_eq!(e.fake.ledger().len(), 1);
+}
+
+/// The envelope of a write stays as MoviePilot sent it, and a `success: false` is a failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_envelope_is_kept_and_success_false_fails() {
+    let e = recorded_env().await;
+    e.fake.add_fault(fault(
+        "subscription.delete",
+        200,
+        json!({"success": false, "message": "订阅不存在", "data": null}),
+    ));
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "subscription.delete", "path_params": {"subscribe_id": 42}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    let mut v = v;
+    assert_eq!(
+        v["_tool_execution"]["outcome"], "failed",
+        "the write's receipt"
+    );
+    v.as_object_mut().unwrap().remove("_tool_execution");
+    assert_eq!(
+        v,
+        json!({"success": false, "message": "订阅不存在", "data": null})
+    );
+}
+
+/// FastAPI's 422 carries field errors: the model gets them as field errors, with the contract.
+#[tokio::test(flavor = "multi_thread")]
+async fn fastapi_422_field_errors_are_shown_as_field_errors() {
+    let e = recorded_env().await;
+    e.fake.add_fault(fault(
+        "subscription.list",
+        422,
+        json!({"detail": [{"type": "int_parsing", "loc": ["query", "page"],
+            "msg": "Input should be a valid integer, unable to parse string as an integer", "input": "x"}]}),
+    ));
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "api_error");
+    assert_eq!(v["status_code"], 422);
+    assert_eq!(
+        v["field_errors"],
+        json!([{"field": "query.page", "type": "int_parsing",
+            "message": "Input should be a valid integer, unable to parse string as an integer"}])
+    );
+    assert_eq!(v["input_contract"]["operation_id"], "subscription.list");
+}
+
+/// A 500 in plain text is read as its text, not as broken JSON.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_text_500_is_read_as_its_message() {
+    let e = recorded_env().await;
+    e.fake.add_fault(fault(
+        "subscription.list",
+        500,
+        json!("Internal Server Error"),
+    ));
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "subscription.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        v,
+        json!({"success": false, "error": "api_error", "operation_id": "subscription.list",
+            "status_code": 500, "message": "Internal Server Error"})
+    );
+}
+
+/// Issue 25: a non-superuser on a superuser route gets HTTP 400 `用户权限不足` from MoviePilot,
+/// which the agent turned into "correct your input against the contract". It is a permission
+/// refusal naming the operation and the role.
+#[tokio::test(flavor = "multi_thread")]
+async fn not_superuser_400_is_permission_denied_not_bad_input() {
+    let e = recorded_env().await;
+    let (v, outcome) = e
+        .call(&e.carol, json!({"operation_id": "scheduler.list"}))
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(v["error"], "moviepilot_permission_denied", "{v}");
+    assert_eq!(v["operation_id"], "scheduler.list");
+    assert_eq!(v["status_code"], 400);
+    assert_eq!(v["required_role"], "system_admin");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("MoviePilot refused scheduler.list with HTTP 400 (用户权限不足)")
+            && message.contains("requires the role `system_admin` (a MoviePilot superuser)"),
+        "{message}"
+    );
+    assert!(v.get("guidance").is_none() && v.get("input_contract").is_none());
+    assert_eq!(e.fake.ledger()[0].status, Some(400));
+}
+
+/// A server that hides its OpenAPI: the catalogue alone is used, and a catalogued route it
+/// does not have (404 Not Found, 405) is `operation_unavailable`, nothing happened.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_404_or_405_from_a_catalogued_route_is_operation_unavailable() {
+    let mut config = FakeConfig::recorded_v2(SECRET, recorded_openapi()).unwrap();
+    config.openapi = OpenApiServing::undocumented(recorded_openapi()).unwrap();
+    let e = env_with(config).await;
+    for (id, status) in [("filter.builtin", 404), ("subscription.refresh", 405)] {
+        let (v, outcome) = e.call(&e.admin, json!({"operation_id": id})).await;
+        assert_eq!(outcome, Outcome::Failed, "{id}: {v}");
+        assert_eq!(v["error"], "operation_unavailable", "{id}: {v}");
+        let message = v["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("answered HTTP {status}"))
+                && message.ends_with("nothing happened in MoviePilot"),
+            "{message}"
+        );
+    }
+    assert_eq!(e.fake.ledger().len(), 2);
+    assert_eq!(
+        mpa_core::moviepilot::live::agent_health(e.host.agent())
+            .unwrap()
+            .routes,
+        "catalogue_only"
+    );
 }

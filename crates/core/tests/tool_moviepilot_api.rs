@@ -213,6 +213,9 @@ async fn extra_top_level_keys_are_refused() {
     assert_eq!(e.requests(), 0);
 }
 
+/// Issue 25: the refusal said "moviepilot_api is available to administrators only" for one
+/// admin-only operation, although the tool serves non-admins for the others. It names the
+/// operation now.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_admin_operation_is_refused_to_a_non_admin_before_any_request() {
     let e = env().await;
@@ -223,7 +226,9 @@ async fn an_admin_operation_is_refused_to_a_non_admin_before_any_request() {
     assert_eq!(
         v,
         json!({"success": false, "error": "permission_denied",
-            "message": "moviepilot_api is available to administrators only; ask an administrator or use another tool"})
+            "message": "the MoviePilot operation scheduler.list (role system_admin) is available to \
+administrators only; moviepilot_api itself stays available for the operations your role allows — ask an \
+administrator for this one"})
     );
     assert_eq!(e.requests(), 0);
     let (v, outcome) = e
@@ -263,7 +268,7 @@ async fn http_errors_become_api_error_with_guidance_on_422() {
     assert_eq!(
         v,
         json!({"success": false, "error": "api_error", "operation_id": "subscription.list",
-            "status_code": 503, "data": {"detail": "maintenance"}})
+            "status_code": 503, "message": "maintenance"})
     );
     e.fake.set_faults(vec![
         serde_json::from_value::<Fault>(json!({

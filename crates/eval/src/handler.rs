@@ -5,7 +5,7 @@ use crate::auth::{self, AuthFailure, LOGIN_PATH};
 use crate::catalog::{Route, catalog};
 use crate::faults::{CallView, FaultAction};
 use crate::ledger::{AgentHeaders, Attempt, AttemptUser, Refusal, RefusalKind, Reply};
-use crate::recorded::{self, AnswerStyle, DocRouting, OpenApiServing};
+use crate::recorded::{self, AnswerStyle, DocRouting};
 use crate::server::{ConnectionKill, Inner, Shared};
 use crate::state::User;
 use crate::world::{Call, Collection, Served, envelope_success};
@@ -201,7 +201,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         return login(&shared, flight, &method, &bytes);
     }
 
-    if let OpenApiServing::Document(doc) = &shared.openapi {
+    if let Some(doc) = shared.openapi.routes() {
         match recorded::route_by_document(doc, &method, &path, &query) {
             DocRouting::Operation { keep_query } => {
                 // The recorded server ignores what its route does not declare.

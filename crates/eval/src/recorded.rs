@@ -34,12 +34,28 @@ pub enum OpenApiServing {
     Document(Arc<DocumentRoutes>),
     /// No document: `GET /api/v1/openapi.json` answers 404, as on a server that serves none.
     NotServed,
+    /// Routes as this document's server but serves no document (its docs turned off): a
+    /// client that cannot read the routes meets its 404s and 405s.
+    Undocumented(Arc<DocumentRoutes>),
 }
 
 impl OpenApiServing {
     /// Serve (and route by) the OpenAPI document in `bytes`.
     pub fn document(bytes: Vec<u8>) -> Result<OpenApiServing, String> {
         DocumentRoutes::parse(bytes).map(|d| OpenApiServing::Document(Arc::new(d)))
+    }
+
+    /// Route by the document in `bytes` without serving it.
+    pub fn undocumented(bytes: Vec<u8>) -> Result<OpenApiServing, String> {
+        DocumentRoutes::parse(bytes).map(|d| OpenApiServing::Undocumented(Arc::new(d)))
+    }
+
+    /// The document requests are routed by, if not the catalogue.
+    pub(crate) fn routes(&self) -> Option<&DocumentRoutes> {
+        match self {
+            OpenApiServing::Document(d) | OpenApiServing::Undocumented(d) => Some(d),
+            OpenApiServing::Catalogue | OpenApiServing::NotServed => None,
+        }
     }
 }
 
@@ -133,7 +149,7 @@ pub(crate) fn document_bytes(serving: &OpenApiServing) -> Option<&[u8]> {
     match serving {
         OpenApiServing::Catalogue => Some(&CATALOGUE_DOCUMENT),
         OpenApiServing::Document(d) => Some(&d.bytes),
-        OpenApiServing::NotServed => None,
+        OpenApiServing::NotServed | OpenApiServing::Undocumented(_) => None,
     }
 }
 

@@ -19,6 +19,14 @@
 //!   `MaybeSent` (outcome unknown). [`GatewayClient::request_url`] is the URL a call goes to.
 //! - Identity: [`mint_token`], [`verify_token`], [`token_expiry`], [`BearerToken`],
 //!   [`GatewayClient::login`] → [`LoginResult`].
+//! - [`ApiResponse::answer`] / [`ApiError::refusal`] read MoviePilot's answers as it writes them
+//!   ([`Answer`]: data, a bare value wrapped, a `success:false` rejection, an all-null empty
+//!   record; [`Refusal`]: permission denied, 422 field errors, a message, plain text).
+//! - The user's own server: [`GatewayClient::server_knowledge`] reads its OpenAPI
+//!   ([`ServerApi`]) when due and reconciles the catalogue with it ([`Reconciliation`]: each
+//!   operation [`Availability`], and [`Reconciliation::adapt`] to the live route);
+//!   [`GatewayClient::send`] refuses what the server does not serve ([`LiveRefusal`]) before
+//!   sending.
 //! - [`redact_secrets`] / [`is_secret_key`] for results the tool layer must not show.
 //!
 //! Invariants:
@@ -32,6 +40,7 @@
 //!   is never reported as "not executed" (`MaybeSent`, [`Outcome::Unknown`](mpa_protocol::Outcome)).
 //! - Tokens appear in no `Debug`, `Display`, log line or error; environment proxies are ignored.
 
+mod answer;
 mod catalogue;
 mod client;
 mod contract;
@@ -45,6 +54,7 @@ mod route;
 mod server;
 mod suggest;
 
+pub use answer::{Answer, FieldError, NOT_SUPERUSER_DETAIL, Refusal};
 pub use catalogue::{
     ALLOWED_ACTIONS, ALLOWED_SOURCES, CATALOGUE_TSV, Catalogue, CatalogueError, CollectionShape,
     Confirmation, DEFAULT_TIMEOUT, HttpMethod, LONG_TIMEOUT, Operation, Paging, Recovery, Role,

@@ -233,6 +233,11 @@ pub trait PreparedCall: Send {
     fn requires_admin(&self) -> bool {
         false
     }
+    /// What needs the administrator, when it is one part of a tool others may use (a
+    /// MoviePilot operation): the refusal names it instead of the whole tool.
+    fn admin_subject(&self) -> Option<String> {
+        None
+    }
     /// The digest of the call's canonical arguments when the tool normalises them itself (e.g.
     /// defaults applied); the host digests the raw arguments otherwise.
     fn canonical_digest(&self) -> Option<String> {
@@ -286,6 +291,11 @@ pub trait TypedTool: Send + Sync + 'static {
     /// Whether this call needs an administrator (e.g. an admin-only MoviePilot operation).
     fn requires_admin(&self, _args: &Self::Args) -> bool {
         self.meta().requires_admin
+    }
+
+    /// See [`PreparedCall::admin_subject`].
+    fn admin_subject(&self, _args: &Self::Args) -> Option<String> {
+        None
     }
 
     /// See [`PreparedCall::canonical_digest`].
@@ -342,6 +352,10 @@ impl<T: TypedTool> PreparedCall for TypedCall<T> {
 
     fn requires_admin(&self) -> bool {
         self.requires_admin
+    }
+
+    fn admin_subject(&self) -> Option<String> {
+        self.tool.admin_subject(&self.args)
     }
 
     fn canonical_digest(&self) -> Option<String> {

@@ -9,7 +9,9 @@ use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
-use mpa_gateway::{CallContext, GatewayError, LiveRefusal, Operation, ServerKnowledge, catalogue};
+use mpa_gateway::{
+    Answer, CallContext, GatewayError, LiveRefusal, Operation, Refusal, ServerKnowledge, catalogue,
+};
 use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Map, Value, json};
 
@@ -167,12 +169,27 @@ fn gateway_failure(op: &Operation, e: GatewayError) -> ToolOutput {
     let outcome = e.outcome();
     match e {
         GatewayError::Api(api) => {
+            let refusal = api.refusal();
+            if let Refusal::PermissionDenied { detail } = &refusal {
+                return permission_denied(op, api.status, detail.as_deref(), outcome);
+            }
             let mut v = obj(json!({
                 "error": "api_error",
                 "operation_id": op.id,
                 "status_code": api.status,
-                "data": api.data,
             }));
+            match refusal {
+                Refusal::FieldErrors(errors) => {
+                    v.insert("field_errors".into(), json!(errors));
+                }
+                Refusal::Message(m) | Refusal::Text(m) => {
+                    v.insert("message".into(), json!(m));
+                }
+                Refusal::Other(data) => {
+                    v.insert("data".into(), data);
+                }
+                Refusal::PermissionDenied { .. } => {}
+            }
             if matches!(api.status, 400 | 422) {
                 v.insert(
                     "guidance".into(),
@@ -246,6 +263,61 @@ fn gateway_failure(op: &Operation, e: GatewayError) -> ToolOutput {
     }
 }
 
+/// A read whose record came back with every field null: said as such, not passed on as data.
+fn empty_record(op: &Operation) -> Value {
+    json!({
+        "success": true,
+        "data": null,
+        "empty_record": true,
+        "message": format!(
+            "MoviePilot returned an empty record for {} (every field null): nothing matched, or \
+             this MoviePilot did not understand the parameters. This is not data / MoviePilot 返回了空记录",
+            op.id
+        ),
+    })
+}
+
+/// MoviePilot refused the call for this account (`400 用户权限不足`, 401, 403).
+fn permission_denied(
+    op: &Operation,
+    status: u16,
+    detail: Option<&str>,
+    outcome: Outcome,
+) -> ToolOutput {
+    let said = detail.map(|d| format!(" ({d})")).unwrap_or_default();
+    let why = match status {
+        401 => "it did not accept this account's sign-in; sign in again".to_owned(),
+        403 if detail.is_some_and(|d| d.contains("token")) => {
+            "it did not accept the agent's token for this account (MOVIEPILOT_SECRET_KEY may not \
+             be MoviePilot's SECRET_KEY); ask an administrator"
+                .to_owned()
+        }
+        _ => format!(
+            "it requires the role `{}`{}, which this MoviePilot account does not have; ask an \
+             administrator",
+            op.role,
+            if op.role.requires_admin() {
+                " (a MoviePilot superuser)"
+            } else {
+                ""
+            }
+        ),
+    };
+    failure(
+        obj(json!({
+            "error": "moviepilot_permission_denied",
+            "operation_id": op.id,
+            "status_code": status,
+            "required_role": op.role.as_str(),
+            "message": format!(
+                "MoviePilot refused {} with HTTP {status}{said}: {why}. Nothing was changed / MoviePilot 拒绝了该操作（权限不足）",
+                op.id
+            ),
+        })),
+        outcome,
+    )
+}
+
 fn obj(pairs: Value) -> Map<String, Value> {
     match pairs {
         Value::Object(m) => m,
@@ -308,6 +380,10 @@ impl TypedTool for MoviePilotApi {
 
     fn requires_admin(&self, args: &MoviePilotApiArgs) -> bool {
         op_of(args).is_some_and(|op| op.role.requires_admin())
+    }
+
+    fn admin_subject(&self, args: &MoviePilotApiArgs) -> Option<String> {
+        op_of(args).map(|op| format!("the MoviePilot operation {} (role {})", op.id, op.role))
     }
 
     fn canonical_digest(&self, args: &MoviePilotApiArgs) -> Option<String> {
@@ -422,18 +498,16 @@ impl TypedTool for MoviePilotApi {
         };
         match self.access.client.send(&prepared, &call).await {
             Ok(resp) => {
-                let mut result = resp.result_json();
+                let (mut result, outcome) = match resp.answer(op.effect.is_read()) {
+                    Answer::Data(v) => (v, op.success_outcome()),
+                    Answer::Rejected(v) => (v, Outcome::Failed),
+                    Answer::EmptyRecord => (empty_record(op), Outcome::Succeeded),
+                };
                 // Secrets never reach the model: only a read the user confirmed keeps them, and
                 // its result goes to the user alone (see `moviepilot::secret_read`).
                 if !(confirmed_secret_read && show_secrets) {
                     mpa_gateway::redact_secrets(&mut result);
                 }
-                let rejected = result.get("success") == Some(&Value::Bool(false));
-                let outcome = if rejected {
-                    Outcome::Failed
-                } else {
-                    op.success_outcome()
-                };
                 ToolOutput::json(&result, outcome)
             }
             Err(e) => gateway_failure(op, e),

@@ -28,6 +28,9 @@ pub struct CallFacts<'a> {
     pub effect: EffectClass,
     /// This call needs an administrator (the tool's own flag, or e.g. an admin-only operation).
     pub requires_admin: bool,
+    /// What needs the administrator when it is not the whole tool ("the MoviePilot operation
+    /// scheduler.list"): the refusal names it, so the tool is not taken for admin-only.
+    pub admin_subject: Option<&'a str>,
     /// How many calls of this same tool the model response holds (1 outside a turn).
     pub same_tool_in_response: usize,
 }
@@ -49,13 +52,18 @@ pub fn visible(actor: &Actor, meta: &ToolMeta) -> bool {
 
 pub fn decide(f: &CallFacts<'_>) -> Decision {
     if (f.meta.requires_admin || f.requires_admin) && !f.actor.is_admin {
-        return Decision::Deny(ToolOutput::failure(
-            "permission_denied",
-            format!(
+        let message = match f.admin_subject {
+            Some(subject) if !f.meta.requires_admin => format!(
+                "{subject} is available to administrators only; {} itself stays available for \
+                 the operations your role allows — ask an administrator for this one",
+                f.tool
+            ),
+            _ => format!(
                 "{} is available to administrators only; ask an administrator or use another tool",
                 f.tool
             ),
-        ));
+        };
+        return Decision::Deny(ToolOutput::failure("permission_denied", message));
     }
     match f.origin {
         Origin::Review { memory_due } => {
@@ -115,6 +123,7 @@ mod tests {
             meta: &meta,
             effect: meta.effect,
             requires_admin: false,
+            admin_subject: None,
             same_tool_in_response: n,
         };
         match decide(&facts) {
