@@ -373,7 +373,7 @@ async fn on_the_recorded_server_only_available_operations_are_offered() {
     );
 
     let services = e.host.agent().services();
-    let entries = mpa_core::tools::search_tools::catalogue_for(&services.tools, &e.admin);
+    let entries = mpa_core::tools::search_tools::catalogue_for(&services.tools.view(), &e.admin);
     let gateway = entries.iter().find(|x| x.name == "moviepilot_api").unwrap();
     assert_eq!(gateway.operations.len(), 107);
     assert!(!gateway.operations.iter().any(|(id, _)| *id == "site.list"));

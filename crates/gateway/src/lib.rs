@@ -27,7 +27,8 @@
 //!   operation [`Availability`], and [`Reconciliation::adapt`] to the live route);
 //!   [`GatewayClient::send`] refuses what the server does not serve ([`LiveRefusal`]) before
 //!   sending.
-//! - [`redact_secrets`] / [`is_secret_key`] for results the tool layer must not show.
+//! - [`redact_secrets`] / [`is_secret_key`] (`mpa-redact`'s value rules) for results the tool
+//!   layer must not show.
 //!
 //! Invariants:
 //! - Only catalogue routes are ever requested; no argument can choose a URL, header, method or
@@ -48,7 +49,6 @@ mod error;
 mod identity;
 mod openapi;
 mod reconcile;
-mod redaction;
 mod request;
 mod route;
 mod server;
@@ -70,9 +70,9 @@ pub use identity::{
     BearerToken, LoginResult, TOKEN_PURPOSE, TokenClaims, mint_token, mint_token_at, now_epoch,
     token_expiry, verify_token,
 };
+pub use mpa_redact::{REDACTED, is_secret_key, redact_secrets};
 pub use openapi::{OpenApiError, QueryParam, RouteBody, ServerApi, ServerRoute};
 pub use reconcile::{Availability, AvailabilityCounts, LiveOperation, LiveRefusal, Reconciliation};
-pub use redaction::{REDACTED, is_secret_key, redact_secrets};
 pub use request::{
     DEFAULT_COUNT, DEFAULT_PAGE, InputError, Location, PreparedRequest, canonical_json,
 };
