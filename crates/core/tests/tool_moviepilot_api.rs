@@ -357,6 +357,87 @@ async fn secrets_in_results_are_redacted() {
     }
 }
 
+/// Issue 24, finding 7: a MoviePilot setting `PROXY_HOST=http://user:pass@…` reached the model
+/// provider with its password, because results were redacted by key name only. Credentials
+/// inside values — a password in a URL, an `Authorization:` string, a known token shape — are
+/// redacted now, and the rows of credential settings as before; ordinary values stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn proxy_host_password_never_reaches_the_model() {
+    let e = env().await;
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "config.system.get",
+            "action": {"kind": "respond", "status": 200, "body": {"success": true, "data": [
+                {"key": "PROXY_HOST", "value": "http://bob:s3cretpw@proxy.lan:7890"},
+                {"key": "GITHUB_PROXY", "value": "Authorization: Bearer ghp_abcdefghijklmnopqrstuvwx1234"},
+                {"key": "TMDB_API_KEY", "value": "0123456789abcdef"},
+                {"key": "UserSiteAuthParams", "value": {"site": "hhclub", "params": {"uid": "7", "passkey": "0a1b2c3d4e"}}},
+                {"key": "DOWNLOAD_PATH", "value": "/media/downloads"},
+                {"key": "RSS_URL", "value": "https://pt.example/rss?passkey=9f8e7d6c5b4a&cat=401"}
+            ]}}
+        }))
+        .unwrap(),
+    );
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "config.system.get", "query": {"include_values": true}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    let text = v.to_string();
+    for secret in [
+        "s3cretpw",
+        "ghp_abcdefghijklmnopqrstuvwx1234",
+        "0123456789abcdef",
+        "0a1b2c3d4e",
+        "9f8e7d6c5b4a",
+    ] {
+        assert!(!text.contains(secret), "{secret} reached the model: {text}");
+    }
+    assert_eq!(
+        v["data"][0]["value"],
+        "http://bob:[REDACTED:password]@proxy.lan:7890"
+    );
+    assert_eq!(v["data"][2]["value"], mpa_gateway::REDACTED);
+    assert_eq!(v["data"][3]["value"]["params"]["uid"], "7");
+    assert_eq!(
+        v["data"][3]["value"]["params"]["passkey"],
+        mpa_gateway::REDACTED
+    );
+    assert_eq!(v["data"][4]["value"], "/media/downloads");
+}
+
+/// Issue 25, item 4: `site.auth.options` answers the sign-in forms of the sites MoviePilot can
+/// authenticate with — descriptors like `{"name": "密钥", "type": "password"}` — which were
+/// redacted as if they were secrets. They reach the model whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn site_auth_options_keep_their_form_descriptors() {
+    let e = env().await;
+    let options = json!({
+        "hhclub": {"name": "HHCLUB", "params": {
+            "uid": {"name": "UID", "type": "str", "tooltip": "用户ID"},
+            "passkey": {"name": "密钥", "type": "password"},
+        }},
+        "iyuu": {"name": "IYUU", "params": {
+            "token": {"name": "令牌", "type": "password", "placeholder": "IYUU token"},
+            "password": {"label": "密码", "type": "password", "placeholder": "站点密码"},
+        }},
+    });
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "site.auth.options",
+            "action": {"kind": "respond", "status": 200, "body": options}
+        }))
+        .unwrap(),
+    );
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "site.auth.options"}))
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    assert_eq!(v, json!({"success": true, "data": options}));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_effect_class_is_decided_per_call() {
     let e = env().await;
