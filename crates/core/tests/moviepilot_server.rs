@@ -4,18 +4,14 @@
 //! fake's request log is the proof of what was sent.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, OpenApiServing, WorldState};
-use mpa_gateway::{BodyKind, FieldKind, Operation, Reconciliation, ServerApi, catalogue};
-use mpa_protocol::{Actor, Outcome};
+use crate::common::host::demo_world;
+use crate::tool_moviepilot_api::{Env, SECRET, env_at, minimal_args};
+use mpa_eval::{FakeConfig, FakeMoviePilot, Fault, OpenApiServing};
+use mpa_gateway::{Reconciliation, ServerApi, catalogue};
+use mpa_protocol::Outcome;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 
-const SECRET: &str = "test-secret";
-
-pub fn recorded_openapi() -> Vec<u8> {
+fn recorded_openapi() -> Vec<u8> {
     std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../catalog/openapi/moviepilot-v2-2025-06.json"
@@ -23,146 +19,17 @@ pub fn recorded_openapi() -> Vec<u8> {
     .unwrap()
 }
 
-fn world() -> WorldState {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../eval/worlds/demo.json"
-    ))
-    .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    WorldState::from_value(v["state"].clone()).unwrap()
+/// A host whose gateway points at a fake started with `config` (users as in
+/// `tool_moviepilot_api`: admin is MoviePilot's superuser 1, alice user 2, carol a host admin
+/// linked to user 2).
+async fn env_with(config: FakeConfig) -> Env {
+    let fake = FakeMoviePilot::start(config, demo_world()).await.unwrap();
+    let url = fake.url();
+    env_at(fake, url).await
 }
 
-pub struct Env {
-    _dir: tempfile::TempDir,
-    pub host: Host,
-    pub fake: FakeHandle,
-    pub admin: Actor,
-    pub alice: Actor,
-    /// A host administrator linked to alice's MoviePilot account, which is no superuser.
-    pub carol: Actor,
-}
-
-/// A host whose gateway points at a fake started with `config`; host users admin and alice are
-/// MoviePilot users 1 (superuser) and 2.
-pub async fn env_with(config: FakeConfig) -> Env {
-    let fake = FakeMoviePilot::start(config, world()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
-        "admin" => Some(MoviePilotUser {
-            id: "1".into(),
-            name: "admin".into(),
-        }),
-        "alice" | "carol" => Some(MoviePilotUser {
-            id: "2".into(),
-            name: "alice".into(),
-        }),
-        _ => None,
-    });
-    let mut cfg = HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-    );
-    cfg.moviepilot = Some(MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: fake.url(),
-            secret_key: Some(SECRET.into()),
-            auth: AuthMode::Local,
-        },
-        identity: Some(Arc::new(resolver)),
-    });
-    let host = Host::open(cfg).await.unwrap();
-    let admin = host.local_actor("admin", true).await.unwrap();
-    let alice = host.local_actor("alice", false).await.unwrap();
-    let carol = host.local_actor("carol", true).await.unwrap();
-    Env {
-        _dir: dir,
-        host,
-        fake,
-        admin,
-        alice,
-        carol,
-    }
-}
-
-pub async fn recorded_env() -> Env {
+async fn recorded_env() -> Env {
     env_with(FakeConfig::recorded_v2(SECRET, recorded_openapi()).unwrap()).await
-}
-
-impl Env {
-    pub async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
-        let (out, outcome) = self
-            .host
-            .agent()
-            .run_tool(actor, "s1", "moviepilot_api", args)
-            .await
-            .unwrap();
-        (serde_json::from_str(&out.content).unwrap(), outcome)
-    }
-}
-
-fn sample(kind: &FieldKind, name: &str) -> Value {
-    match kind {
-        FieldKind::Integer | FieldKind::Number => json!(1),
-        FieldKind::Boolean => json!(true),
-        FieldKind::Enum(values) => json!(values[0]),
-        FieldKind::Const(c) => json!(c),
-        FieldKind::Array(_) => json!(["x"]),
-        FieldKind::String | FieldKind::Named(_) if name == "source" => json!("tmdb"),
-        FieldKind::String | FieldKind::Named(_) if name == "media_source" => json!("themoviedb"),
-        FieldKind::String | FieldKind::Named(_) => json!("x1"),
-    }
-}
-
-/// The smallest call the operation's contract accepts.
-fn minimal_call(op: &Operation) -> Value {
-    let path: Map<String, Value> = op
-        .path_params
-        .iter()
-        .map(|f| (f.name.to_string(), sample(&f.kind, f.name)))
-        .collect();
-    let query: Map<String, Value> = op
-        .query
-        .iter()
-        .filter(|f| f.required && !matches!(f.kind, FieldKind::Const(_)))
-        .map(|f| {
-            let mut v = sample(&f.kind, f.name);
-            if let (Some(min), Value::Number(_)) = (f.minimum, &v) {
-                v = json!(min.max(1));
-            }
-            (f.name.to_string(), v)
-        })
-        .collect();
-    let mut call = json!({"operation_id": op.id});
-    if !path.is_empty() {
-        call["path_params"] = Value::Object(path);
-    }
-    if !query.is_empty() {
-        call["query"] = Value::Object(query);
-    }
-    if op.body.required {
-        call["body"] = match &op.body.kind {
-            BodyKind::None => Value::Null,
-            BodyKind::Object {
-                fields,
-                min_properties,
-                ..
-            } => {
-                let mut m: Map<String, Value> = fields
-                    .iter()
-                    .filter(|f| f.required)
-                    .map(|f| (f.name.to_string(), sample(&f.kind, f.name)))
-                    .collect();
-                if m.len() < *min_properties {
-                    m.insert("enabled".into(), json!(true));
-                }
-                Value::Object(m)
-            }
-            BodyKind::Array { .. } | BodyKind::ArrayOrObject { .. } => json!([]),
-            BodyKind::Literal(s) => json!(s),
-        };
-    }
-    call
 }
 
 /// The acceptance test: on the recorded v2 server, every operation the reconciliation finds
@@ -191,7 +58,7 @@ async fn on_the_recorded_v2_server_no_unavailable_operation_is_ever_sent() {
             continue;
         }
         let op = catalogue().get(live.id).unwrap();
-        let (v, outcome) = e.call(&e.admin, minimal_call(op)).await;
+        let (v, outcome) = e.call(&e.admin, minimal_args(op).0).await;
         assert_eq!(outcome, Outcome::Failed, "{}: {v}", op.id);
         assert_eq!(v["error"], "operation_unavailable", "{}: {v}", op.id);
         assert_eq!(v["availability"], live.availability.status(), "{}", op.id);

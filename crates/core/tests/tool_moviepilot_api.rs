@@ -10,15 +10,17 @@ use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Value, json};
 
-const SECRET: &str = "test-secret";
+pub(crate) const SECRET: &str = "test-secret";
 
-struct Env {
+pub(crate) struct Env {
     _dir: tempfile::TempDir,
-    host: Host,
-    fake: FakeHandle,
-    admin: Actor,
-    alice: Actor,
-    bob: Actor,
+    pub(crate) host: Host,
+    pub(crate) fake: FakeHandle,
+    pub(crate) admin: Actor,
+    pub(crate) alice: Actor,
+    pub(crate) bob: Actor,
+    /// A host administrator linked to alice's MoviePilot account, which is no superuser.
+    pub(crate) carol: Actor,
 }
 
 async fn env() -> Env {
@@ -30,21 +32,27 @@ async fn env() -> Env {
 }
 
 /// A host whose gateway points at `url` (the fake's, or a closed port).
-async fn env_at(fake: FakeHandle, url: String) -> Env {
+pub(crate) async fn env_at(fake: FakeHandle, url: String) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    // Host users admin and alice are linked to the fake's users 1 and 2; bob to nobody.
+    // Host users admin and alice are linked to the fake's users 1 and 2, carol (a host admin)
+    // to user 2 as well; bob to nobody.
     let gateway = Gateway {
         url,
         secret: SECRET.into(),
         identity: Some(linked(
             SECRET,
-            &[("admin", ("1", "admin")), ("alice", ("2", "alice"))],
+            &[
+                ("admin", ("1", "admin")),
+                ("alice", ("2", "alice")),
+                ("carol", ("2", "alice")),
+            ],
         )),
     };
     let host = open_host(dir.path(), mpa_model::ModelConfig::default(), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();
+    let carol = host.local_actor("carol", true).await.unwrap();
     Env {
         _dir: dir,
         host,
@@ -52,11 +60,12 @@ async fn env_at(fake: FakeHandle, url: String) -> Env {
         admin,
         alice,
         bob,
+        carol,
     }
 }
 
 impl Env {
-    async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
+    pub(crate) async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
         let (out, outcome) = self
             .host
             .agent()
@@ -479,8 +488,9 @@ fn sample(kind: &mpa_gateway::FieldKind, f: &mpa_gateway::Field) -> Value {
     }
 }
 
-/// The smallest call the operation's contract accepts.
-fn minimal_args(op: &mpa_gateway::Operation) -> (Value, String) {
+/// The smallest call the operation's contract accepts, and the path it reaches on the
+/// catalogue's own server.
+pub(crate) fn minimal_args(op: &mpa_gateway::Operation) -> (Value, String) {
     let mut path = op.path.to_string();
     let mut params = serde_json::Map::new();
     for f in &op.path_params {
