@@ -579,9 +579,15 @@ impl GatewayClient {
     /// A wrong password and an unknown user both give `LoginRejected`.
     pub async fn login(&self, username: &str, password: &str) -> Result<LoginResult> {
         const OP: &str = "login";
+        let url = route::build_url(&self.base, LOGIN_PATH, &[], None).ok_or_else(|| {
+            GatewayError::NotSent {
+                operation_id: OP.to_owned(),
+                reason: "the sign-in URL could not be built".to_owned(),
+            }
+        })?;
         let response = self
             .http
-            .post(format!("{}{LOGIN_PATH}", self.base_url))
+            .post(url)
             .header(ACCEPT, "application/json")
             .form(&[("username", username), ("password", password)])
             .timeout(self.timeout)

@@ -604,11 +604,12 @@ impl Reconciliation {
             },
         ) = (request.body(), &route.body)
         {
-            let names: Vec<String> = body
+            let mut names: Vec<String> = body
                 .keys()
                 .filter(|k| !f.contains(k.as_str()))
                 .cloned()
                 .collect();
+            names.sort_unstable();
             if !names.is_empty() {
                 return Err(LiveRefusal::NotAccepted {
                     operation_id: op.id,

@@ -204,6 +204,29 @@ fn fields_the_route_would_ignore_are_refused_by_name() {
             .contains("does not accept the query field `music_type`"),
         "{e}"
     );
+    // A body field the route's model does not have (MoviePilot's Pydantic models drop them).
+    let p = op("subscription.add")
+        .prepare(
+            &Value::Null,
+            &Value::Null,
+            &json!({"name": "三体", "media_source": "themoviedb", "media_id": "204541", "season": 1}),
+        )
+        .unwrap();
+    let e = t.adapt(op("subscription.add"), &p).unwrap_err();
+    assert!(
+        matches!(&e, LiveRefusal::NotAccepted { location: mpa_gateway::Location::Body, names, .. }
+            if names == &["media_id", "media_source"]),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("it accepts"), "{e}");
+    let p = op("subscription.add")
+        .prepare(
+            &Value::Null,
+            &Value::Null,
+            &json!({"name": "三体", "tmdbid": 204541, "season": 1}),
+        )
+        .unwrap();
+    assert!(t.adapt(op("subscription.add"), &p).is_ok());
     // Without them, the call goes out as the contract built it.
     let p = prepared("media.search", Value::Null, json!({"title": "三体"}));
     assert_eq!(
