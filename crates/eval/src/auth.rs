@@ -152,3 +152,8 @@ pub(crate) fn authenticate<'a>(
 pub(crate) fn not_superuser() -> AuthFailure {
     failure(403, "用户权限不足", false)
 }
+
+/// What the recorded MoviePilot v2 answers a non-superuser on a superuser route: HTTP 400.
+pub(crate) fn not_superuser_v2() -> AuthFailure {
+    failure(400, "用户权限不足", false)
+}
