@@ -6,7 +6,8 @@
 
 use mpa_core::history::{History, HistoryConfig, search_json};
 use mpa_history::{CapturedMessage, Provenance, Role, SessionMeta};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::{Value, json};
 
 struct Env {

@@ -7,7 +7,8 @@
 use crate::budget::Budget;
 use crate::error::HistoryError;
 use crate::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 

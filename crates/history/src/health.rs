@@ -5,7 +5,7 @@
 //! deleted (spec §12.2); restoring the file from a backup fixes them.
 
 use crate::error::{FailureClass, HistoryError};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

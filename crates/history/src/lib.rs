@@ -12,7 +12,7 @@
 //!   (foreground), [`History::shutdown`] (stops running searches, cancels background backfills
 //!   between batches), [`History::health`] (stores that cannot be read, for `/healthz`),
 //!   [`History::store_registry_stats`].
-//! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
+//! - [`redact`]: the capture-time secret scrubber (`mpa-redact`'s text rules).
 //! - [`import`]: JSONL import (idempotent, batch-atomic); [`legacy`]: MoviePilot and Hermes
 //!   imports; [`corpus`]: the deterministic benchmark corpus generator; [`bench`]: the
 //!   benchmark behind `mpagent bench history`.
@@ -53,7 +53,6 @@ pub mod legacy;
 mod query;
 mod rank;
 pub mod recall;
-pub mod redact;
 mod search;
 pub(crate) mod store;
 pub(crate) mod tokenizer;
@@ -67,10 +66,10 @@ pub use error::{FailureClass, HistoryError, Result};
 pub use health::HistoryHealth;
 pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
+pub use mpa_redact::redact;
 pub use query::{MAX_QUERY_CHARS, MAX_QUERY_TERMS};
 pub use rank::DEFAULT_SEGMENT_IDS;
 pub use recall::{SearchRequest, SearchResponse};
-pub use redact::redact;
 pub use store::RegistryStats;
 pub use store::integrity_check;
 pub use store::schema::SCHEMA_VERSION;
@@ -80,7 +79,7 @@ pub use store::write::MAX_SESSION_ID_CHARS;
 pub use tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
 
 use budget::{Budget, Stop, StopOnDrop};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,7 +11,7 @@ use mpa_history::{
     BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, IndexStatus, Role,
     SearchRequest, SessionMeta,
 };
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,8 @@ use crate::common::{OutcomeExt, current, q, session_ids};
 use mpa_history::{
     CapturedMessage, History, HistoryConfig, Provenance, Role, SearchRequest, SessionMeta,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 
 fn msg(i: usize, text: &str) -> CapturedMessage {
     CapturedMessage {

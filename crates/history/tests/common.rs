@@ -15,7 +15,8 @@ use mpa_history::{
     CapturedMessage, History, HistoryConfig, Provenance, Result, Role, SearchContext,
     SearchRequest, SearchResponse, SessionMeta,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 
 pub struct Env {
     pub dir: tempfile::TempDir,

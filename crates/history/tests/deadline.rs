@@ -83,7 +83,7 @@ fn assert_no_cpu_after_the_answer(name: &str) {
 }
 
 /// A store holding the 3,000-word message (and a short session) for one user.
-async fn store(dir: &std::path::Path) -> (History, mpa_protocol::UserKey) {
+async fn store(dir: &std::path::Path) -> (History, mpa_redact::UserKey) {
     let mut cfg = HistoryConfig::new(dir);
     cfg.background_backfill = false;
     cfg.query_deadline = DEADLINE;

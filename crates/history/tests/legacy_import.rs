@@ -32,7 +32,8 @@ use mpa_history::legacy::{
 };
 use mpa_history::recall::DiscoverResult;
 use mpa_history::{History, HistoryConfig, HistoryError, SearchRequest, SearchResponse};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use sha2::Digest;

@@ -7,7 +7,7 @@ use mpa_history::recall::{Detail, DiscoverRequest, HitDetail, Miss, SearchOutcom
 use mpa_history::{Role, SearchRequest, SessionMeta};
 use serde_json::json;
 
-async fn mp_corpus() -> (Env, mpa_protocol::UserKey) {
+async fn mp_corpus() -> (Env, mpa_redact::UserKey) {
     let e = env();
     let u = user("a");
     e.session(&u, meta("a", "web"), &["docker networking fixed"], 10.0)
@@ -250,7 +250,7 @@ async fn lineage_dedup_hidden_sources_and_cron_demotion() {
     assert_eq!(session_ids(&r)[0], "chat");
 }
 
-async fn compaction_fixture() -> (Env, mpa_protocol::UserKey) {
+async fn compaction_fixture() -> (Env, mpa_redact::UserKey) {
     let e = env();
     let u = user("a");
     e.session(

@@ -7,7 +7,8 @@ use mpa_history::{
     CapturedMessage, FailureClass, History, HistoryConfig, HistoryError, Provenance, Role,
     SessionMeta,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 

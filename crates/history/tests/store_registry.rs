@@ -6,7 +6,7 @@
 
 use crate::common::{OutcomeExt, current, meta, msg, q, session_ids, user};
 use mpa_history::{History, HistoryConfig, Role, SearchRequest};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use std::path::Path;
 use std::time::Duration;
 

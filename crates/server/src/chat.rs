@@ -242,8 +242,11 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-/// Always 200 while the host serves; `status` is `degraded` when a part reports trouble (the
-/// evidence history: a user's store that cannot be read).
+/// Always 200 while the host serves. `status` is `degraded` when a part reports trouble (the
+/// evidence history: a user's store that cannot be read). `moviepilot` says what is known of the
+/// configured MoviePilot: whether its routes were read (`reconciled`, with how many operations it
+/// offers) or only the catalogue is used (`catalogue_only`, with why). No I/O: the state the
+/// parts hold.
 pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let mut body = json!({"status": "ok"});
     if let Some(h) = mpa_core::history::health(&state.agent) {
@@ -251,6 +254,9 @@ pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
             body["status"] = json!("degraded");
         }
         body["history"] = json!(h);
+    }
+    if let Some(mp) = mpa_core::moviepilot::live::agent_health(&state.agent) {
+        body["moviepilot"] = serde_json::to_value(mp).unwrap_or(Value::Null);
     }
     (StatusCode::OK, Json(body))
 }

@@ -5,7 +5,7 @@
 //! and a second copy is never opened beside it, so one writer lock per file still holds.
 
 use super::UserStore;
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,7 +11,8 @@ use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use args::SessionSearchArgs;
 use async_trait::async_trait;
 use mpa_history::{History, SearchContext};
-use mpa_protocol::{EffectClass, Outcome, UserKey};
+use mpa_protocol::{EffectClass, Outcome};
+use mpa_redact::UserKey;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -122,7 +123,7 @@ impl TypedTool for SessionSearch {
     }
 
     async fn run(&self, ctx: ToolContext, args: SessionSearchArgs) -> ToolOutput {
-        let user = ctx.actor.user_key();
+        let user = UserKey::for_user(&ctx.actor.user_id);
         // The call path cancels this token when the call times out or the turn stops: the
         // search stops then, instead of keeping a core busy for an answer nobody reads.
         let search = SearchContext {
