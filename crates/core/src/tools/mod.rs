@@ -111,7 +111,7 @@ impl ToolMeta {
 }
 
 /// Session state a tool may read or change (owned by the session actor): one typed slot per
-/// concern — the plan ([`crate::plan::PlanState`]), the terminal scope, the result store, the
+/// concern — the plan (`plan::PlanState`), the terminal scope, the result store, the
 /// discovery state, a pending secret read — each defined next to the code that uses it.
 pub type SessionState = crate::sync::Slots;
 
