@@ -50,6 +50,7 @@ pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use host::{Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_store::{Chat, ChatSummary};
+pub use prompt::SUMMARY_PROMPT;
 pub use services::{Capabilities, Services};
 
 /// What front ends configure the model client with (they depend on `mpa-core` alone).
