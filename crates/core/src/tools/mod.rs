@@ -175,6 +175,10 @@ pub struct ToolOutput {
     /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
     /// never parses a result to learn it.
     pub error: Option<Box<str>>,
+    /// `Some(false)` for a write that succeeded without changing anything (a duplicate entry, a
+    /// proposal staged for approval), so the background review does not report it as an action
+    /// without parsing the result; `None` when the tool does not say.
+    pub changed: Option<bool>,
 }
 
 impl ToolOutput {
@@ -190,6 +194,7 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            changed: None,
         }
     }
 
@@ -234,6 +239,7 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            changed: None,
         }
     }
 }
