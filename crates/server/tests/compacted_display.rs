@@ -167,7 +167,7 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
 
     // Reclaimed after idling and reloaded from the snapshot: the earlier lines are still there
     // after the next turn writes the chat again.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    env.wait_reclaimed().await;
     let _ = turn(&env, &token, "question 6").await;
     let (_, detail) = env.get(&token, "/api/v1/agent/sessions/long-chat").await;
     let shown = lines(&detail);
