@@ -198,6 +198,18 @@ impl ToolOutput {
         }
     }
 
+    /// A JSON object built by the host: its `error` field, when a string, is the stable code
+    /// ([`ToolOutput::error`]), read from the object before it is serialised.
+    pub fn object(v: serde_json::Map<String, serde_json::Value>, outcome: Outcome) -> Self {
+        let code = v
+            .get("error")
+            .and_then(serde_json::Value::as_str)
+            .map(Box::from);
+        let mut out = Self::json(&v, outcome);
+        out.error = code;
+        out
+    }
+
     /// A typed result: serialised once, outcome from the result itself.
     pub fn result<R: ToolResult + ?Sized>(result: &R) -> Self {
         let mut out = Self::json(result, result.outcome());
