@@ -12,6 +12,7 @@
 
 use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
 use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+use mpa_core::tools::moviepilot_api::READ_BACK_SOURCE;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
@@ -291,6 +292,17 @@ async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_suc
     assert_eq!(v["execution_outcome"], "succeeded", "{v}");
     assert_eq!(v["reconciled"], true);
     assert_eq!(e.sent("config.system.get"), 1, "verified by one read");
+    let read = e
+        .fake
+        .ledger()
+        .into_iter()
+        .find(|a| a.operation_id.as_deref() == Some("config.system.get"))
+        .unwrap();
+    assert_eq!(
+        read.agent.source.as_deref(),
+        Some(READ_BACK_SOURCE),
+        "the host's own read is told apart from the model's"
+    );
     let (rec, _) = e
         .tool(
             &e.admin,

@@ -15,6 +15,10 @@ use serde_json::{Map, Value, json};
 
 pub const NAME: &str = "moviepilot_api";
 
+/// The `X-MoviePilot-Agent-Source` of the host's own verification read (§6.6), so MoviePilot's
+/// logs and the evaluation world tell it from the calls a model asked for (`agent`).
+pub const READ_BACK_SOURCE: &str = "read_back";
+
 /// The tool's arguments: one gateway call (the type the evaluation harness scripts too).
 pub type MoviePilotApiArgs = mpa_protocol::MoviePilotCall;
 
@@ -111,7 +115,7 @@ impl ReadBackCheck for SettingReadBack {
         let mut call = CallContext::new(token);
         call.session_id = Some(ctx.session_id.clone());
         call.channel = Some(ctx.channel.clone());
-        call.source = Some("agent".into());
+        call.source = Some(READ_BACK_SOURCE.into());
         let Ok(resp) = self.access.client.send(&prepared, &call).await else {
             return ReadBack::NotConfirmed;
         };
