@@ -5,6 +5,7 @@
 mod chat_e2e;
 mod common;
 mod eval_cli;
+mod eval_regressions;
 mod history_cli;
 mod legacy_cli;
 mod moviepilot_chat;

@@ -36,18 +36,22 @@
 pub mod answer;
 mod auth;
 pub mod catalog;
+pub mod compare;
+pub mod delivery;
 mod error;
 mod faults;
 pub mod guard;
 mod handler;
 mod ledger;
 pub mod magnet;
+pub mod matcher;
 pub mod oracle;
 pub mod runner;
 pub mod scenario;
 pub mod scripted;
 mod server;
 mod state;
+pub mod tap;
 pub mod trajectory;
 mod world;
 
