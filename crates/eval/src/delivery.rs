@@ -16,7 +16,9 @@
 //! equal values (the host's `[REDACTED]` stands for any secret value).
 
 use crate::scripted::is_summariser_request;
+use rustc_hash::FxHasher;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
@@ -26,10 +28,20 @@ const REDACTED: &str = "[REDACTED]";
 /// Fields that identify a record; delivered objects are indexed by them.
 const ID_FIELDS: [&str; 5] = ["id", "hash", "infohash", "key", "setting_key"];
 
+/// One step from a delivered value to an object inside it.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
 /// The records delivered to the model.
 #[derive(Debug, Clone, Default)]
 pub struct Delivery {
-    objects: Vec<Map<String, Value>>,
+    /// The complete JSON values found in what the model received.
+    roots: Vec<Value>,
+    /// Every object in them: its root and the path to it (nothing is copied).
+    objects: Vec<(usize, Vec<Step>)>,
     /// `field=value` → indices into `objects`.
     index: HashMap<String, Vec<usize>>,
     /// Fragment texts (for records that are not objects).
@@ -38,16 +50,16 @@ pub struct Delivery {
     tool_messages: usize,
 }
 
-fn text_of(content: &Value) -> Option<String> {
+fn text_of(content: &Value) -> Option<Cow<'_, str>> {
     match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => Some(
+        Value::String(s) => Some(Cow::Borrowed(s)),
+        Value::Array(parts) => Some(Cow::Owned(
             parts
                 .iter()
                 .filter_map(|p| p.get("text").and_then(Value::as_str))
                 .collect::<Vec<_>>()
                 .join(""),
-        ),
+        )),
         _ => None,
     }
 }
@@ -125,6 +137,36 @@ fn index_key(field: &str, v: &Value) -> Option<String> {
     }
 }
 
+/// Every object in `v` with its path, outermost first.
+fn walk<'v>(
+    v: &'v Value,
+    path: &mut Vec<Step>,
+    out: &mut Vec<(Vec<Step>, &'v Map<String, Value>)>,
+) {
+    match v {
+        Value::Object(m) => {
+            out.push((path.clone(), m));
+            for (k, child) in m {
+                if child.is_object() || child.is_array() {
+                    path.push(Step::Key(k.clone()));
+                    walk(child, path, out);
+                    path.pop();
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                if child.is_object() || child.is_array() {
+                    path.push(Step::Index(i));
+                    walk(child, path, out);
+                    path.pop();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[derive(Default)]
 struct Builder {
     seen: HashSet<u64>,
@@ -134,7 +176,8 @@ struct Builder {
 
 impl Builder {
     fn tool_text(&mut self, text: &str) {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        // Every request repeats the conversation's results: seen ones are skipped by a fast hash.
+        let mut h = FxHasher::default();
         text.hash(&mut h);
         if !self.seen.insert(h.finish()) {
             return;
@@ -201,28 +244,21 @@ impl Builder {
         self.delivery.texts.push(text.to_string());
     }
 
-    /// Every object in `v`, outermost first.
+    /// Keeps `v` and indexes every object in it.
     fn collect(&mut self, v: Value) {
-        match v {
-            Value::Object(m) => {
-                for child in m.values() {
-                    self.collect(child.clone());
-                }
-                let i = self.delivery.objects.len();
-                for f in ID_FIELDS {
-                    if let Some(key) = m.get(f).and_then(|v| index_key(f, v)) {
-                        self.delivery.index.entry(key).or_default().push(i);
-                    }
-                }
-                self.delivery.objects.push(m);
-            }
-            Value::Array(items) => {
-                for item in items {
-                    self.collect(item);
+        let root = self.delivery.roots.len();
+        let mut found = Vec::new();
+        walk(&v, &mut Vec::new(), &mut found);
+        for (path, m) in found {
+            let i = self.delivery.objects.len();
+            for f in ID_FIELDS {
+                if let Some(key) = m.get(f).and_then(|v| index_key(f, v)) {
+                    self.delivery.index.entry(key).or_default().push(i);
                 }
             }
-            _ => {}
+            self.delivery.objects.push((root, path));
         }
+        self.delivery.roots.push(v);
     }
 
     fn finish(mut self) -> Delivery {
@@ -261,6 +297,22 @@ impl Delivery {
         b.finish()
     }
 
+    fn object(&self, i: usize) -> Option<&Map<String, Value>> {
+        let (root, path) = self.objects.get(i)?;
+        let mut v = self.roots.get(*root)?;
+        for step in path {
+            v = match step {
+                Step::Key(k) => v.get(k)?,
+                Step::Index(n) => v.get(n)?,
+            };
+        }
+        v.as_object()
+    }
+
+    fn all_objects(&self) -> impl Iterator<Item = &Map<String, Value>> {
+        (0..self.objects.len()).filter_map(|i| self.object(i))
+    }
+
     /// Distinct tool messages the model received.
     pub fn tool_messages(&self) -> usize {
         self.tool_messages
@@ -271,17 +323,17 @@ impl Delivery {
         let Value::Object(want) = record else {
             let text = record.to_string();
             return self.texts.iter().any(|t| t.contains(&text))
-                || self.objects.iter().any(|o| o.values().any(|v| v == record));
+                || self.all_objects().any(|o| o.values().any(|v| v == record));
         };
         let key = ID_FIELDS
             .iter()
             .find_map(|f| want.get(*f).and_then(|v| index_key(f, v)));
         match key {
-            Some(key) => self
-                .index
-                .get(&key)
-                .is_some_and(|hits| hits.iter().any(|&i| covers(&self.objects[i], want))),
-            None => self.objects.iter().any(|o| covers(o, want)),
+            Some(key) => self.index.get(&key).is_some_and(|hits| {
+                hits.iter()
+                    .any(|&i| self.object(i).is_some_and(|o| covers(o, want)))
+            }),
+            None => self.all_objects().any(|o| covers(o, want)),
         }
     }
 }

@@ -157,13 +157,21 @@ async fn forward(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         shared: shared.clone(),
         started: Instant::now(),
     };
-    let sent = shared
-        .client
-        .request(parts.method, &url)
-        .headers(headers)
-        .body(bytes)
-        .send()
-        .await;
+    let send = || {
+        shared
+            .client
+            .request(parts.method.clone(), &url)
+            .headers(headers.clone())
+            .body(bytes.clone())
+            .send()
+    };
+    // A kept-alive connection the endpoint closed in the meantime (llama.cpp's server closes
+    // one after a failed stream) fails before any answer: once more on a fresh one. A model
+    // request has no side effect to repeat.
+    let sent = match send().await {
+        Err(e) if e.is_connect() || e.is_request() => send().await,
+        other => other,
+    };
     let upstream = match sent {
         Ok(r) => r,
         Err(e) => return bad_gateway(format!("the model endpoint could not be reached: {e}")),
