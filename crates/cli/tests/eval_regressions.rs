@@ -73,7 +73,9 @@ fn collect_codes(v: &Value, out: &mut Vec<String>) {
 }
 
 async fn live_run(scenario: &str, t: &Trajectory, out: &Path) -> (Output, Vec<Value>) {
-    let model = ScriptedModel::start(t.script().unwrap()).await.unwrap();
+    let model = ScriptedModel::start(t.script().unwrap(), mpa_core::prompt::SUMMARY_PROMPT)
+        .await
+        .unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
     cmd.current_dir(repo())
         .env_remove("MPA_DATA_DIR")

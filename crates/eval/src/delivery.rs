@@ -272,10 +272,14 @@ impl Builder {
 }
 
 impl Delivery {
-    /// From the request bodies the model received, in order.
-    pub fn from_requests(requests: &[Value]) -> Delivery {
+    /// From the request bodies the model received, in order; those that open with
+    /// `summary_prompt` are the summariser's, not the model's.
+    pub fn from_requests(requests: &[Value], summary_prompt: &str) -> Delivery {
         let mut b = Builder::default();
-        for body in requests.iter().filter(|r| !is_summariser_request(r)) {
+        for body in requests
+            .iter()
+            .filter(|r| !is_summariser_request(r, summary_prompt))
+        {
             let messages = body.get("messages").and_then(Value::as_array);
             for m in messages.into_iter().flatten() {
                 if m.get("role").and_then(Value::as_str) == Some("tool")
@@ -400,11 +404,12 @@ mod tests {
     #[test]
     fn summariser_requests_do_not_count() {
         let tool = json!({"role": "tool", "tool_call_id": "c", "content": page()});
+        let prompt = "Summarise the conversation so far.";
         let summariser = json!({"messages": [
-            {"role": "system", "content": mpa_protocol::SUMMARY_PROMPT}, tool.clone()]});
-        assert!(!Delivery::from_requests(&[summariser]).carried(&row(2)));
+            {"role": "system", "content": prompt}, tool.clone()]});
+        assert!(!Delivery::from_requests(&[summariser], prompt).carried(&row(2)));
         let main = json!({"messages": [{"role": "user", "content": "task"}, tool]});
-        let d = Delivery::from_requests(&[main.clone(), main]);
+        let d = Delivery::from_requests(&[main.clone(), main], prompt);
         assert!(d.carried(&row(2)));
         assert_eq!(d.tool_messages(), 1);
     }
