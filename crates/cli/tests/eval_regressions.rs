@@ -325,27 +325,54 @@ fn every_field_scenario() -> Value {
     })
 }
 
-fn every_field_trajectory(list_first: bool) -> Value {
+/// How a run of the every-field scenario departs from the good one; each departure is caught
+/// by one new check or matcher alone (the other checks still pass).
+#[derive(Debug, Clone, Copy)]
+enum Departure {
+    None,
+    /// The list is read before the add: page 4 holds no row 5000 yet (`order`, `observed`).
+    ListFirst,
+    /// Page 1 is read too (`pages` `excludes`).
+    ReadsPageOne,
+    /// The answer carries a field the scenario says must be absent (`present: false`).
+    ExtraField,
+    /// The model reads the settings itself after the host's read-back (`calls` `source:
+    /// model`: the host's read does not count, the model's does).
+    ReadsSettingToo,
+    /// The model reads the settings instead of writing: no write, so no host read-back
+    /// (`calls` `source: host` fails although `config.system.get` was called once).
+    ReadsInsteadOfWriting,
+}
+
+fn every_field_trajectory(departure: Departure) -> Value {
     let api = |args: Value| json!({"calls": [{"tool": "moviepilot_api", "arguments": args}]});
     let add = api(
         json!({"operation_id": "subscription.add", "body": {"name": "白塔",
         "media_source": "themoviedb", "media_id": "700300", "season": 3, "type": "电视剧"}}),
     );
-    let page4 =
-        api(json!({"operation_id": "subscription.list", "query": {"page": 4, "count": 20}}));
+    let page = |n: u64| {
+        api(json!({"operation_id": "subscription.list", "query": {"page": n, "count": 20}}))
+    };
     let update = api(json!({"operation_id": "config.system.update",
         "body": {"setting_key": "SUBSCRIBE_RSS_INTERVAL", "value": 45}}));
+    let read_settings = api(json!({"operation_id": "config.system.get"}));
     let lookup = json!({"calls": [{"tool": "get_tool_execution",
         "arguments": {"invocation_id": "{{invocation_id}}"}}]});
-    let steps = if list_first {
-        vec![page4, add, update, lookup]
-    } else {
-        vec![add, page4, update, lookup]
+    let steps = match departure {
+        Departure::None | Departure::ExtraField => vec![add, page(4), update, lookup],
+        Departure::ListFirst => vec![page(4), add, update, lookup],
+        Departure::ReadsPageOne => vec![add, page(1), page(4), update, lookup],
+        Departure::ReadsSettingToo => vec![add, page(4), update, lookup, read_settings],
+        Departure::ReadsInsteadOfWriting => vec![add, page(4), read_settings],
     };
-    json!({"steps": steps, "final": {"status": "completed", "subscription_ids": [5000],
+    let mut answer = json!({"status": "completed", "subscription_ids": [5000],
         "download_ids": [], "enabled_site_ids": [], "completed": ["subscription", "settings"],
         "unresolved": [], "note": "第3季 subscribed", "listing": "page 4\r\nrow 5000\r\n",
-        "interval": 45}})
+        "interval": 45});
+    if matches!(departure, Departure::ExtraField) {
+        answer["extra"] = json!("more");
+    }
+    json!({"steps": steps, "final": answer})
 }
 
 #[test]
@@ -353,20 +380,30 @@ fn a_scenario_outside_the_repository_uses_every_new_field_with_no_code_change() 
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("outside_every_field.json");
     std::fs::write(&scenario, every_field_scenario().to_string()).unwrap();
-    // Reading the list before the add: the page holds no row 5000 yet and the order is wrong.
-    for (list_first, exit, want) in [
-        (false, 0, vec![]),
+    for (departure, want, host_reads) in [
+        (Departure::None, &[][..], 1),
         (
-            true,
+            Departure::ListFirst,
+            &["list_not_read_after_add", "subscription_not_verified"][..],
             1,
-            vec![
-                "list_not_read_after_add".to_string(),
-                "subscription_not_verified".to_string(),
-            ],
+        ),
+        (Departure::ReadsPageOne, &["pages_mismatch"][..], 1),
+        (Departure::ExtraField, &["answer_field_mismatch"][..], 1),
+        (Departure::ReadsSettingToo, &["extra_setting_read"][..], 1),
+        (
+            Departure::ReadsInsteadOfWriting,
+            &[
+                "extra_setting_read",
+                "receipt_not_checked",
+                "setting_not_read_back",
+                "setting_not_reconciled",
+                "unexpected_state_change",
+            ][..],
+            0,
         ),
     ] {
-        let traj = dir.path().join(format!("t{list_first}.json"));
-        std::fs::write(&traj, every_field_trajectory(list_first).to_string()).unwrap();
+        let traj = dir.path().join(format!("{departure:?}.json"));
+        std::fs::write(&traj, every_field_trajectory(departure).to_string()).unwrap();
         let out_dir = tempfile::tempdir().unwrap();
         let out = eval_cmd(out_dir.path())
             .arg(&scenario)
@@ -374,11 +411,25 @@ fn a_scenario_outside_the_repository_uses_every_new_field_with_no_code_change() 
             .arg(&traj)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(exit), "{}", text(&out));
+        let exit = if want.is_empty() { 0 } else { 1 };
+        assert_eq!(
+            out.status.code(),
+            Some(exit),
+            "{departure:?}: {}",
+            text(&out)
+        );
         let report = only_report(out_dir.path(), "outside");
         assert_eq!(report["scenario"], "outside_every_field");
-        assert_eq!(codes(&report), want, "{:#}", report["violations"]);
-        assert_eq!(report["metrics"]["host_world_calls"], 1, "one read-back");
+        assert_eq!(
+            codes(&report),
+            want,
+            "{departure:?}: {:#}",
+            report["violations"]
+        );
+        assert_eq!(
+            report["metrics"]["host_world_calls"], host_reads,
+            "{departure:?}: the host's read-back"
+        );
     }
     // The season reached the model as a fact of the task.
     let s = Scenario::load(&scenario).unwrap();
@@ -391,7 +442,7 @@ fn a_scenario_outside_the_repository_uses_every_new_field_with_no_code_change() 
     let out = eval_cmd(dir.path())
         .arg(&bad_path)
         .arg("--replay")
-        .arg(dir.path().join("tfalse.json"))
+        .arg(dir.path().join("None.json"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
