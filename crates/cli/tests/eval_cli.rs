@@ -604,6 +604,94 @@ async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing(
     }
 }
 
+/// `eval run --all --live --repeat N --label NAME`: every runnable scenario of the folder, N
+/// times each, under the label; a scenario needing a capability the host lacks is named and
+/// skipped, not failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
+    let scenarios = tempfile::tempdir().unwrap();
+    for id in [
+        "dedup_existing",
+        "unknown_download",
+        "steering_multi_message",
+    ] {
+        std::fs::copy(
+            repo().join(format!("eval/scenarios/{id}.json")),
+            scenarios.path().join(format!("{id}.json")),
+        )
+        .unwrap();
+    }
+    let mock = MockModelServer::start().await;
+    // Answers at once and claims nothing: every run fails its goals, none errs.
+    mock.set_default(
+        MockReply::text(
+            &json!({"status": "failed", "subscription_ids": [], "download_ids": [],
+                    "enabled_site_ids": [], "completed": [], "unresolved": ["download"],
+                    "reason": "did nothing"})
+            .to_string(),
+        )
+        .usage(500, 20),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_MODEL", "lazy-model")
+        .args(["eval", "run", "--all", "--live", "--repeat", "2"])
+        .args(["--label", "lazy-local", "--scenarios"])
+        .arg(scenarios.path())
+        .args(["--timeout-seconds", "60", "--output"])
+        .arg(dir.path());
+    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("skipped steering_multi_message (needs: steering)"),
+        "{}",
+        text(&out)
+    );
+    let mut runs: Vec<(String, u64)> = reports(dir.path())
+        .iter()
+        .map(|r| {
+            assert_eq!(r["label"], "lazy-local");
+            assert_eq!(r["model"], "lazy-model");
+            assert_eq!(r["mode"], "live");
+            assert_eq!(r["passed"], false);
+            (
+                r["scenario"].as_str().unwrap().to_string(),
+                r["run"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort();
+    let want: Vec<(String, u64)> = ["dedup_existing", "unknown_download"]
+        .into_iter()
+        .flat_map(|s| [(s.to_string(), 1), (s.to_string(), 2)])
+        .collect();
+    assert_eq!(runs, want);
+    assert_eq!(mock.request_count(), 4, "one answer per run");
+    let s = summary(dir.path());
+    assert_eq!(s["label"], "lazy-local");
+    assert_eq!(s["scenarios"].as_array().unwrap().len(), 2);
+
+    // `--all` names no scenario and takes no trajectory.
+    let out = eval_cmd(dir.path())
+        .args(["--all", "dedup_existing"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = eval_cmd(dir.path())
+        .args(["--all", "--replay"])
+        .arg(repo().join("eval/trajectories/dedup_existing/pass.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_live_model_call_budget_stops_a_model_that_never_answers() {
     let mock = MockModelServer::start().await;
