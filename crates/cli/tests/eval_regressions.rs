@@ -73,7 +73,7 @@ fn collect_codes(v: &Value, out: &mut Vec<String>) {
 }
 
 async fn live_run(scenario: &str, t: &Trajectory, out: &Path) -> (Output, Vec<Value>) {
-    let model = ScriptedModel::start(t.script().unwrap(), mpa_core::prompt::SUMMARY_PROMPT)
+    let model = ScriptedModel::start(t.script().unwrap(), mpa_core::SUMMARY_PROMPT)
         .await
         .unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
