@@ -1,10 +1,11 @@
-//! `mpagent eval list|run` and `mpagent dev fake-moviepilot`: the evaluation harness. The world,
+//! `mpagent eval list|run|compare` and `mpagent dev fake-moviepilot`: the evaluation harness. The world,
 //! scenarios, trajectories, oracle and reports are `mpa-eval`'s; the host under evaluation is
 //! `mpa_core::eval::run_task` (a fresh host per run). This file only joins the two and prints.
 //!
 //! Exit codes of `eval run`: 0 every run passed, 1 an oracle failure (or a run that could not
 //! finish), 2 invalid input (unreadable scenario or trajectory, unknown id, a scenario whose
-//! capability the host lacks, conflicting flags).
+//! capability the host lacks, conflicting flags). `eval compare`: 0, or 2 for a folder that
+//! cannot be read or holds no reports.
 
 use crate::config::Config;
 use clap::{Args, Subcommand};
@@ -35,6 +36,20 @@ enum EvalCommand {
     List(ListArgs),
     /// Run scenarios against a fresh host and the fake MoviePilot, judged by the oracle.
     Run(RunArgs),
+    /// One table over the run reports in report folders: pass rate, failure codes, false
+    /// completion claims, model calls, tokens and host overhead per model (or label) and
+    /// scenario.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// Report folders (`eval run --output` folders or their parents; searched recursively).
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// Where `comparison.md` and `comparison.json` go (a new folder inside it).
+    #[arg(long, default_value = "eval-reports")]
+    output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -50,8 +65,15 @@ struct ListArgs {
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Scenario files, or ids of files in --scenarios.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
     scenarios_to_run: Vec<String>,
+    /// Every runnable scenario in --scenarios (those needing a capability this host lacks are
+    /// listed and skipped).
+    #[arg(long, conflicts_with = "replay")]
+    all: bool,
+    /// The name the reports are compared under (`eval compare`); default: the model's name.
+    #[arg(long)]
+    label: Option<String>,
     /// Offline: a scripted model answers from this trajectory (through the real host).
     #[arg(long, conflicts_with = "live")]
     replay: Option<PathBuf>,
@@ -127,7 +149,54 @@ pub async fn run(args: EvalArgs, config: &Config) -> anyhow::Result<ExitCode> {
     match args.command {
         EvalCommand::List(a) => list(a),
         EvalCommand::Run(a) => run_scenarios(a, config).await,
+        EvalCommand::Compare(a) => compare(a),
     }
+}
+
+fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let runs = match mpa_eval::compare::load(&args.reports) {
+        Ok(r) => r,
+        Err(e) => return Ok(invalid(e)),
+    };
+    let sources: Vec<String> = args
+        .reports
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let table = mpa_eval::compare::compare(&sources, &runs);
+    let markdown = mpa_eval::compare::markdown(&table);
+    let dir = report_dir(&args.output, "compare-")?;
+    for (name, bytes) in [
+        ("comparison.md", markdown.clone().into_bytes()),
+        ("comparison.json", serde_json::to_vec_pretty(&table)?),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    write!(out, "{markdown}")?;
+    writeln!(out, "comparison: {}", dir.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenarios `--all` runs: every file in `dir` this host can run; the others are named on
+/// stderr.
+fn all_runnable(dir: &Path) -> Result<Vec<Scenario>, String> {
+    let mut out = Vec::new();
+    for path in scenario::scenario_files(dir)? {
+        let s = Scenario::load(&path)?;
+        let missing = s.missing_capabilities();
+        if missing.is_empty() {
+            out.push(s);
+        } else {
+            eprintln!("skipped {} (needs: {})", s.id, missing.join(", "));
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no runnable scenario", dir.display()));
+    }
+    Ok(out)
 }
 
 fn status_of(s: &Scenario) -> String {
@@ -321,9 +390,9 @@ fn say(bar: &indicatif::ProgressBar, line: String) {
     }
 }
 
-fn report_dir(root: &Path) -> anyhow::Result<PathBuf> {
+fn report_dir(root: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let dir = root.join(format!("{stamp}-{}", std::process::id()));
+    let dir = root.join(format!("{prefix}{stamp}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
@@ -360,6 +429,12 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
         _ => return Ok(invalid("give exactly one of --replay TRAJECTORY or --live")),
     };
     let mut scenarios = Vec::new();
+    if args.all {
+        match all_runnable(&args.scenarios) {
+            Ok(all) => scenarios = all,
+            Err(e) => return Ok(invalid(e)),
+        }
+    }
     for arg in &args.scenarios_to_run {
         let s = match Scenario::load(&resolve(arg, &args.scenarios)) {
             Ok(s) => s,
@@ -380,7 +455,7 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
         max_output_tokens: Some(args.max_output_tokens),
         timeout_seconds: args.timeout_seconds,
     };
-    let dir = report_dir(&args.output)?;
+    let dir = report_dir(&args.output, "")?;
     let subject = HostSubject {
         agent: config.agent_config(),
         skills: tempfile::tempdir()?,
@@ -403,7 +478,8 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
         for n in 1..=args.repeat {
             bar.set_message(format!("{} #{n}", s.id));
             match runner::run_scenario(&subject, s, &mode, budgets, n).await {
-                Ok(report) => {
+                Ok(mut report) => {
+                    report.label = args.label.clone();
                     let path = dir.join(format!("{}-{n}.json", s.id));
                     std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -440,7 +516,7 @@ async fn run_scenarios(args: RunArgs, config: &Config) -> anyhow::Result<ExitCod
     let summary = dir.join("summary.json");
     std::fs::write(
         &summary,
-        serde_json::to_vec_pretty(&runner::summary_json(&aggregates))?,
+        serde_json::to_vec_pretty(&runner::summary_json(&aggregates, args.label.as_deref()))?,
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", summary.display()))?;
     let mode_name = match mode {

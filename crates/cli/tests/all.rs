@@ -6,6 +6,7 @@ mod chat_e2e;
 mod common;
 mod doctor;
 mod eval_cli;
+mod eval_regressions;
 mod history_cli;
 mod history_serve;
 mod legacy_cli;

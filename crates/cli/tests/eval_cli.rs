@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn eval_cmd(out: &Path) -> std::process::Command {
+pub(crate) fn eval_cmd(out: &Path) -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
     c.current_dir(repo())
         .env_remove("MPA_DATA_DIR")
@@ -27,7 +27,7 @@ fn eval_cmd(out: &Path) -> std::process::Command {
     c
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stdout),
@@ -36,7 +36,7 @@ fn text(out: &Output) -> String {
 }
 
 /// Every report file written under `dir`.
-fn reports(dir: &Path) -> Vec<Value> {
+pub(crate) fn reports(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();
     for run in std::fs::read_dir(dir).unwrap() {
         for f in std::fs::read_dir(run.unwrap().path()).unwrap() {
@@ -59,7 +59,7 @@ fn summary(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
 }
 
-fn codes(report: &Value) -> Vec<String> {
+pub(crate) fn codes(report: &Value) -> Vec<String> {
     report["failure_codes"]
         .as_array()
         .unwrap()
@@ -68,7 +68,7 @@ fn codes(report: &Value) -> Vec<String> {
         .collect()
 }
 
-fn world_calls(report: &Value, op: &str) -> usize {
+pub(crate) fn world_calls(report: &Value, op: &str) -> usize {
     report["world_attempts"]
         .as_array()
         .unwrap()
@@ -77,7 +77,7 @@ fn world_calls(report: &Value, op: &str) -> usize {
         .count()
 }
 
-fn suite() -> Vec<(String, PathBuf)> {
+pub(crate) fn suite() -> Vec<(String, PathBuf)> {
     let root = repo().join("eval/trajectories");
     let mut out = Vec::new();
     for d in std::fs::read_dir(&root).unwrap() {
@@ -155,7 +155,10 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "terminal_session",
         "terminal_pty_session",
         "long_context",
-    ] {
+    ]
+    .into_iter()
+    .chain(super::eval_regressions::REGRESSION_SCENARIOS)
+    {
         let mine: Vec<_> = runs.iter().filter(|(s, _)| s == scenario).collect();
         let passing = mine
             .iter()
@@ -253,7 +256,10 @@ fn invalid_input_exits_2_and_says_why() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 14);
+    assert_eq!(
+        rows.len(),
+        14 + super::eval_regressions::REGRESSION_SCENARIOS.len()
+    );
     let status = |id: &str| {
         rows.iter().find(|r| r["id"] == id).unwrap()["status"]
             .as_str()
@@ -267,6 +273,9 @@ fn invalid_input_exits_2_and_says_why() {
     assert_eq!(status("subagent_parallel_status"), "needs: subagents");
     assert_eq!(status("code_readonly_report"), "needs: kernel");
     assert_eq!(status("steering_multi_message"), "needs: steering");
+    for id in super::eval_regressions::REGRESSION_SCENARIOS {
+        assert_eq!(status(id), "runnable", "{id}");
+    }
 }
 
 #[test]
@@ -595,6 +604,94 @@ async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing(
     }
 }
 
+/// `eval run --all --live --repeat N --label NAME`: every runnable scenario of the folder, N
+/// times each, under the label; a scenario needing a capability the host lacks is named and
+/// skipped, not failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
+    let scenarios = tempfile::tempdir().unwrap();
+    for id in [
+        "dedup_existing",
+        "unknown_download",
+        "steering_multi_message",
+    ] {
+        std::fs::copy(
+            repo().join(format!("eval/scenarios/{id}.json")),
+            scenarios.path().join(format!("{id}.json")),
+        )
+        .unwrap();
+    }
+    let mock = MockModelServer::start().await;
+    // Answers at once and claims nothing: every run fails its goals, none errs.
+    mock.set_default(
+        MockReply::text(
+            &json!({"status": "failed", "subscription_ids": [], "download_ids": [],
+                    "enabled_site_ids": [], "completed": [], "unresolved": ["download"],
+                    "reason": "did nothing"})
+            .to_string(),
+        )
+        .usage(500, 20),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mpagent"));
+    cmd.current_dir(repo())
+        .env_remove("MPA_DATA_DIR")
+        .env("LLM_BASE_URL", &mock.base_url)
+        .env("LLM_MODEL", "lazy-model")
+        .args(["eval", "run", "--all", "--live", "--repeat", "2"])
+        .args(["--label", "lazy-local", "--scenarios"])
+        .arg(scenarios.path())
+        .args(["--timeout-seconds", "60", "--output"])
+        .arg(dir.path());
+    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("skipped steering_multi_message (needs: steering)"),
+        "{}",
+        text(&out)
+    );
+    let mut runs: Vec<(String, u64)> = reports(dir.path())
+        .iter()
+        .map(|r| {
+            assert_eq!(r["label"], "lazy-local");
+            assert_eq!(r["model"], "lazy-model");
+            assert_eq!(r["mode"], "live");
+            assert_eq!(r["passed"], false);
+            (
+                r["scenario"].as_str().unwrap().to_string(),
+                r["run"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort();
+    let want: Vec<(String, u64)> = ["dedup_existing", "unknown_download"]
+        .into_iter()
+        .flat_map(|s| [(s.to_string(), 1), (s.to_string(), 2)])
+        .collect();
+    assert_eq!(runs, want);
+    assert_eq!(mock.request_count(), 4, "one answer per run");
+    let s = summary(dir.path());
+    assert_eq!(s["label"], "lazy-local");
+    assert_eq!(s["scenarios"].as_array().unwrap().len(), 2);
+
+    // `--all` names no scenario and takes no trajectory.
+    let out = eval_cmd(dir.path())
+        .args(["--all", "dedup_existing"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = eval_cmd(dir.path())
+        .args(["--all", "--replay"])
+        .arg(repo().join("eval/trajectories/dedup_existing/pass.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_live_model_call_budget_stops_a_model_that_never_answers() {
     let mock = MockModelServer::start().await;
@@ -651,16 +748,18 @@ async fn the_live_timeout_stops_the_turn_and_still_writes_a_report() {
         ])
         .args(["--output"])
         .arg(dir.path());
-    let started = Instant::now();
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+    // The outer deadline only keeps a hung run from hanging the suite; that the budget stopped
+    // the turn (and not the outer deadline, nor the grace after the stop) is what the report
+    // says: `timed_out` and a turn that ended `stopped` by its own event.
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
         .unwrap()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let [report] = reports(dir.path()).try_into().unwrap();
     assert_eq!(report["timed_out"], true);
     assert_eq!(report["turn_status"], "stopped");
+    assert_eq!(report["budgets"]["timeout_seconds"], 5);
     assert!(codes(&report).contains(&"invalid_final_report".to_string()));
 }
 

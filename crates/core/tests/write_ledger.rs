@@ -12,6 +12,7 @@
 
 use crate::common::host::{Gateway, demo_world, linked, open_host};
 use mpa_core::Host;
+use mpa_core::tools::moviepilot_api::READ_BACK_SOURCE;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Event, Message, Outcome, Role, TurnStatus};
@@ -271,6 +272,17 @@ async fn a_lost_setting_receipt_is_read_back_and_only_an_exact_match_becomes_suc
     assert_eq!(v["execution_outcome"], "succeeded", "{v}");
     assert_eq!(v["reconciled"], true);
     assert_eq!(e.sent("config.system.get"), 1, "verified by one read");
+    let read = e
+        .fake
+        .ledger()
+        .into_iter()
+        .find(|a| a.operation_id.as_deref() == Some("config.system.get"))
+        .unwrap();
+    assert_eq!(
+        read.agent.source.as_deref(),
+        Some(READ_BACK_SOURCE),
+        "the host's own read is told apart from the model's"
+    );
     let (rec, _) = e
         .tool(
             &e.admin,

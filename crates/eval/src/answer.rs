@@ -114,7 +114,15 @@ pub fn check(contract: Contract, obj: Map<String, Value>) -> Result<Answer, Stri
     };
     let mut ids = std::collections::BTreeMap::new();
     for field in ID_FIELDS {
-        ids.insert(field.to_string(), string_set(&obj, field, None)?);
+        let mut set = string_set(&obj, field, None)?;
+        if field == "download_ids" {
+            // A download is its infohash, whatever form the answer wrote it in.
+            set = set
+                .into_iter()
+                .map(|id| crate::magnet::normalise(&id).unwrap_or(id))
+                .collect();
+        }
+        ids.insert(field.to_string(), set);
     }
     let labels = contract.labels();
     let completed = string_set(&obj, "completed", Some(labels))?;
@@ -179,6 +187,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.ids("subscription_ids").into_iter().next().unwrap(), "72");
+        let b32 = check(
+            Contract::Business,
+            json!({"status": "completed",
+                   "download_ids": ["UGQ2DINBUGQ2DINBUGQ2DINBUGQ2DINB"]})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            b32.ids("download_ids").into_iter().next(),
+            Some("a1".repeat(20))
+        );
         for bad in [
             json!({"status": "done"}),
             json!({"status": "completed", "download_ids": "ab"}),

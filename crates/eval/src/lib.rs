@@ -44,6 +44,8 @@
 pub mod answer;
 mod auth;
 pub mod catalog;
+pub mod compare;
+pub mod delivery;
 mod error;
 mod faults;
 pub mod guard;
@@ -51,6 +53,7 @@ mod handler;
 pub mod jwt;
 mod ledger;
 pub mod magnet;
+pub mod matcher;
 pub mod oracle;
 pub mod recorded;
 pub mod runner;
@@ -58,6 +61,7 @@ pub mod scenario;
 pub mod scripted;
 mod server;
 mod state;
+pub mod tap;
 pub mod trajectory;
 mod world;
 

@@ -21,6 +21,15 @@ pub fn infohash(magnet: &str) -> Option<String> {
         })
 }
 
+/// A download id as the world keys it: 40 hex digits in any case, 32 base32 characters, or a
+/// magnet link → 40 lower-case hex digits. `None` for anything else.
+pub fn normalise(id: &str) -> Option<String> {
+    let id = id.trim();
+    crate::state::normalise_hex_hash(id)
+        .or_else(|| base32_hex(id))
+        .or_else(|| infohash(id))
+}
+
 /// RFC 4648 base32 (no padding) of a 20-byte hash → lower-case hex.
 fn base32_hex(value: &str) -> Option<String> {
     if value.len() != 32 {
@@ -74,6 +83,19 @@ mod tests {
             infohash(&format!("magnet:?xt=urn:btih:{}", b32.to_lowercase())),
             Some(hex)
         );
+    }
+
+    #[test]
+    fn ids_in_every_form_normalise_to_lower_hex() {
+        let hex = "a1".repeat(20);
+        for id in [
+            hex.to_uppercase(),
+            "UGQ2DINBUGQ2DINBUGQ2DINBUGQ2DINB".to_string(),
+            format!("magnet:?xt=urn:btih:{hex}&dn=x"),
+        ] {
+            assert_eq!(normalise(&id), Some(hex.clone()), "{id}");
+        }
+        assert_eq!(normalise("9001"), None);
     }
 
     #[test]

@@ -1,10 +1,16 @@
 //! The oracle: generic code driven by a scenario's expectations. It trusts only the world ledger
-//! (attempts, effects, observations from replies that reached the agent, host tool receipts),
-//! the initial and final state, and the host trace — never what the model says it did.
+//! (attempts, effects, the records each reply carried, host tool receipts), what reached the
+//! model (the tool results in its requests: [`Delivery`]), the initial and final state, and the
+//! host trace — never what the model says it did. A record is observed when a successful read
+//! returned it *and* it reached the model whole; the ledger alone decides effects.
 
 use crate::answer::{self, Answer, ID_FIELDS, id_string};
+use crate::delivery::Delivery;
 use crate::ledger::{Attempt, ObservationKind, Reply, ToolEvent, WorldLedger};
-use crate::scenario::{AnswerExpect, Check, Scenario, StateRule};
+use crate::matcher::{SetMatch, ValueMatch};
+use crate::scenario::{
+    AnswerExpect, CallSelector, CallSource, Check, EventStep, Scenario, StateRule,
+};
 use crate::state::WorldState;
 use mpa_protocol::Outcome;
 use serde::{Deserialize, Serialize};
@@ -45,6 +51,8 @@ pub struct Evidence<'a> {
     pub initial: &'a WorldState,
     pub final_state: &'a WorldState,
     pub ledger: &'a WorldLedger,
+    /// What the model received.
+    pub delivery: &'a Delivery,
     pub trace: &'a [TraceCall],
     pub final_text: &'a str,
     /// `None`: the host supplied no steering evidence.
@@ -82,6 +90,12 @@ pub struct Metrics {
     /// Host calls the write ledger answered from an identical earlier call (the world saw one
     /// write for them).
     pub host_collapsed_writes: usize,
+    /// World attempts the host made on its own (its read-backs), not for the model.
+    #[serde(default)]
+    pub host_world_calls: usize,
+    /// Distinct tool results the model received.
+    #[serde(default)]
+    pub delivered_tool_results: usize,
 }
 
 struct Judge<'a> {
@@ -113,8 +127,14 @@ fn read_ok(a: &Attempt) -> bool {
     a.outcome == Outcome::Succeeded && a.reply == Reply::Sent && a.refusal.is_none()
 }
 
-/// Ids observed for `kind` by successful reads (`via`: only these operations).
-fn observed_ids(ledger: &WorldLedger, kind: &str, via: &[String]) -> BTreeSet<String> {
+/// Ids observed for `kind`: returned by successful reads (`via`: only these operations) and
+/// delivered to the model whole.
+fn observed_ids(
+    ledger: &WorldLedger,
+    delivery: &Delivery,
+    kind: &str,
+    via: &[String],
+) -> BTreeSet<String> {
     ledger
         .attempts
         .iter()
@@ -126,9 +146,65 @@ fn observed_ids(ledger: &WorldLedger, kind: &str, via: &[String]) -> BTreeSet<St
                     .is_some_and(|op| via.iter().any(|v| v == op))
         })
         .flat_map(|a| a.observations.iter())
-        .filter(|o| kind_name(o.kind) == kind)
+        .filter(|o| kind_name(o.kind) == kind && delivery.carried(&o.record))
         .filter_map(|o| id_string(&o.id))
         .collect()
+}
+
+fn source_of(a: &Attempt) -> CallSource {
+    CallSource::of(a.agent.source.as_deref())
+}
+
+fn set_match(equals: Option<&[Value]>, includes: &[Value], excludes: &[Value]) -> SetMatch {
+    SetMatch {
+        equals: equals.map(id_set),
+        includes: id_set(includes),
+        excludes: id_set(excludes),
+    }
+}
+
+fn number(v: Option<&Value>) -> Option<u64> {
+    v.and_then(|v| match v {
+        Value::String(s) => s.parse::<u64>().ok(),
+        other => other.as_u64(),
+    })
+}
+
+/// A scalar as text (a query value arrives as a string).
+fn scalar_text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+/// Position of an event on the world's timeline: attempt `n` is `(n, 0, 0)`; a tool receipt
+/// written after `k` attempts is `(k, 1, its sequence)`.
+type When = (u64, u8, u64);
+
+/// The calls of the host trace of `tool` and/or the `moviepilot_api` operation `operation`, in
+/// order.
+fn select<'t>(
+    trace: &'t [TraceCall],
+    tool: Option<&str>,
+    operation: Option<&str>,
+) -> Vec<&'t TraceCall> {
+    trace
+        .iter()
+        .filter(|c| tool.is_none_or(|t| c.name == t))
+        .filter(|c| {
+            operation.is_none_or(|op| {
+                c.name == "moviepilot_api"
+                    && c.arguments.get("operation_id").and_then(Value::as_str) == Some(op)
+            })
+        })
+        .collect()
+}
+
+/// A result field by name at any depth, or by an `a.b` path.
+fn result_field<'v>(result: &'v Value, name: &str) -> Option<&'v Value> {
+    if name.contains('.') {
+        name.split('.').try_fold(result, |v, k| v.get(k))
+    } else {
+        crate::trajectory::find_key(result, name)
+    }
 }
 
 fn id_set(values: &[Value]) -> BTreeSet<String> {
@@ -205,9 +281,11 @@ impl Judge<'_> {
             StateRule::TargetsOnly {
                 downloads,
                 subscriptions,
+                settings,
             } => {
                 let keep = |s: &WorldState| {
                     let mut s = s.clone();
+                    s.settings.retain(|k, _| !settings.contains_key(k));
                     s.subscriptions.retain(|r| {
                         !r.get("id")
                             .and_then(Value::as_i64)
@@ -225,6 +303,18 @@ impl Judge<'_> {
                         "unexpected_state_change",
                         "something other than the target records changed",
                     );
+                }
+                for (key, want) in settings {
+                    let got = fin.settings.get(key);
+                    if !want.matches(got) {
+                        self.fail(
+                            "unexpected_state_change",
+                            format!(
+                                "setting {key} ends as {}, expected {want}",
+                                got.map_or("nothing".to_string(), Value::to_string)
+                            ),
+                        );
+                    }
                 }
             }
         }
@@ -248,6 +338,8 @@ impl Judge<'_> {
             Check::Claim {
                 field,
                 equals,
+                includes,
+                excludes,
                 code,
             } => {
                 let Some(a) = answer else { return };
@@ -260,12 +352,9 @@ impl Judge<'_> {
                         .map(|v| id_set(v))
                         .unwrap_or_default()
                 };
-                let want = id_set(equals);
-                if got != want {
-                    self.fail(
-                        code,
-                        format!("{field} is {}, expected {}", show(&got), show(&want)),
-                    );
+                let want = set_match(equals.as_deref(), includes, excludes);
+                if let Some(why) = want.mismatch(&got) {
+                    self.fail(code, format!("{field}: {why}"));
                 }
             }
             Check::Observed {
@@ -274,20 +363,20 @@ impl Judge<'_> {
                 via,
                 code,
             } => {
-                let seen = observed_ids(ev.ledger, kind, via);
+                let seen = observed_ids(ev.ledger, ev.delivery, kind, via);
                 let missing: BTreeSet<String> = id_set(ids).difference(&seen).cloned().collect();
                 if !missing.is_empty() {
                     self.fail(
                         code,
                         format!(
-                            "{kind} {} never came back in a successful read",
+                            "{kind} {} never reached the model from a successful read",
                             show(&missing)
                         ),
                     );
                 }
             }
             Check::NotObserved { kind, ids, code } => {
-                let seen = observed_ids(ev.ledger, kind, &[]);
+                let seen = observed_ids(ev.ledger, ev.delivery, kind, &[]);
                 let hit: BTreeSet<String> = id_set(ids).intersection(&seen).cloned().collect();
                 if !hit.is_empty() {
                     self.fail(
@@ -297,7 +386,7 @@ impl Judge<'_> {
                 }
             }
             Check::ObservedAll { kind, code } => {
-                let seen = observed_ids(ev.ledger, kind, &[]);
+                let seen = observed_ids(ev.ledger, ev.delivery, kind, &[]);
                 let want = state_ids(ev.final_state, kind);
                 if seen != want {
                     self.fail(
@@ -336,6 +425,7 @@ impl Judge<'_> {
             Check::Calls {
                 operations,
                 succeeded,
+                source,
                 min,
                 max,
                 code,
@@ -350,12 +440,14 @@ impl Judge<'_> {
                             .is_some_and(|op| operations.contains(op))
                     })
                     .filter(|a| !succeeded || read_ok(a))
+                    .filter(|a| source.is_none_or(|s| source_of(a) == s))
                     .count();
                 if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
+                    let by = source.map_or(String::new(), |s| format!(" by the {s:?}"));
                     self.fail(
                         code,
                         format!(
-                            "{n} call(s) of {} (allowed {}..{})",
+                            "{n} call(s) of {}{by} (allowed {}..{})",
                             operations.join("/"),
                             min.map_or("0".into(), |m| m.to_string()),
                             max.map_or("".into(), |m| m.to_string())
@@ -373,25 +465,33 @@ impl Judge<'_> {
                 operation,
                 count,
                 pages,
+                includes,
+                excludes,
                 code,
             } => {
-                let num = |v: Option<&Value>| {
-                    v.and_then(|v| match v {
-                        Value::String(s) => s.parse::<u64>().ok(),
-                        other => other.as_u64(),
-                    })
-                };
-                let seen: BTreeSet<u64> = ev
+                // A page counts when every row it returned reached the model.
+                let seen: BTreeSet<String> = ev
                     .ledger
                     .attempts
                     .iter()
                     .filter(|a| read_ok(a) && a.operation_id.as_deref() == Some(operation))
-                    .filter(|a| num(a.query.get("count")) == Some(*count))
-                    .filter_map(|a| num(a.query.get("page")))
+                    .filter(|a| number(a.query.get("count")) == Some(*count))
+                    .filter(|a| {
+                        a.observations
+                            .iter()
+                            .all(|o| ev.delivery.carried(&o.record))
+                    })
+                    .filter_map(|a| number(a.query.get("page")))
+                    .map(|p| p.to_string())
                     .collect();
-                let want: BTreeSet<u64> = pages.iter().copied().collect();
-                if seen != want {
-                    self.fail(code, format!("pages read {seen:?}, expected {want:?}"));
+                let list = |v: &[u64]| v.iter().map(|p| Value::from(*p)).collect::<Vec<_>>();
+                let want = set_match(
+                    pages.as_deref().map(list).as_deref(),
+                    &list(includes),
+                    &list(excludes),
+                );
+                if let Some(why) = want.mismatch(&seen) {
+                    self.fail(code, format!("pages read whole: {why}"));
                 }
             }
             Check::Command {
@@ -520,6 +620,26 @@ impl Judge<'_> {
                     );
                 }
             }
+            Check::ToolOutcome {
+                tool,
+                operation,
+                nth,
+                answering,
+                outcome,
+                fields,
+                code,
+            } => self.tool_outcome(
+                &CallSelector {
+                    tool: tool.clone(),
+                    operation: operation.clone(),
+                    nth: *nth,
+                },
+                answering.as_ref(),
+                outcome.as_deref(),
+                fields,
+                code,
+            ),
+            Check::Order { first, then, code } => self.order(first, then, code),
             Check::Steering { count } => self.steering(*count),
             Check::AnswerEquals { equals, code } => {
                 let Some(a) = answer else { return };
@@ -625,6 +745,137 @@ impl Judge<'_> {
         }
     }
 
+    fn tool_outcome(
+        &mut self,
+        target: &CallSelector,
+        answering: Option<&CallSelector>,
+        outcome: Option<&str>,
+        fields: &std::collections::BTreeMap<String, ValueMatch>,
+        code: &str,
+    ) {
+        let trace = self.ev.trace;
+        let pick = |sel: &CallSelector| {
+            select(trace, sel.tool.as_deref(), sel.operation.as_deref())
+                .get(sel.nth.unwrap_or(1).saturating_sub(1))
+                .copied()
+        };
+        let name = |sel: &CallSelector| {
+            format!(
+                "call {} of {}",
+                sel.nth.unwrap_or(1),
+                sel.operation
+                    .as_deref()
+                    .or(sel.tool.as_deref())
+                    .unwrap_or("any tool")
+            )
+        };
+        let call = match answering {
+            None => pick(target),
+            Some(original) => {
+                let Some(first) = pick(original) else {
+                    self.fail(code, format!("no {} in the host trace", name(original)));
+                    return;
+                };
+                let Some(id) = result_field(&first.result, "invocation_id").cloned() else {
+                    self.fail(code, format!("{} carries no invocation_id", name(original)));
+                    return;
+                };
+                select(trace, target.tool.as_deref(), target.operation.as_deref())
+                    .into_iter()
+                    .find(|c| {
+                        !std::ptr::eq(*c, first)
+                            && result_field(&c.result, "invocation_id") == Some(&id)
+                    })
+            }
+        };
+        let Some(call) = call else {
+            let what = match answering {
+                Some(a) => format!("a call answering {}", name(a)),
+                None => name(target),
+            };
+            self.fail(code, format!("no {what} in the host trace"));
+            return;
+        };
+        if let Some(want) = outcome
+            && call.outcome != want
+        {
+            self.fail(
+                code,
+                format!(
+                    "{} was reported {}, expected {want}",
+                    call.name, call.outcome
+                ),
+            );
+        }
+        for (field, want) in fields {
+            let got = result_field(&call.result, field);
+            if !want.matches(got) {
+                self.fail(
+                    code,
+                    format!(
+                        "{}'s {field} is {}, expected {want}",
+                        call.name,
+                        got.map_or("absent".to_string(), Value::to_string)
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The world's timeline positions where `step` happened, in order.
+    fn events(&self, step: &EventStep) -> Vec<When> {
+        let outcome_ok = |o: Outcome| step.outcome.as_deref().is_none_or(|w| o.as_str() == w);
+        let mut at: Vec<When> = Vec::new();
+        if !step.operation.is_empty() {
+            at.extend(
+                self.ev
+                    .ledger
+                    .attempts
+                    .iter()
+                    .filter(|a| {
+                        a.operation_id
+                            .as_ref()
+                            .is_some_and(|op| step.operation.contains(op))
+                    })
+                    .filter(|a| outcome_ok(a.outcome))
+                    .filter(|a| step.source.is_none_or(|s| source_of(a) == s))
+                    .filter(|a| {
+                        step.query
+                            .iter()
+                            .all(|(k, v)| a.query.get(k).map(scalar_text) == Some(scalar_text(v)))
+                    })
+                    .map(|a| (a.sequence, 0, 0)),
+            );
+        }
+        if let Some(tool) = &step.tool {
+            at.extend(
+                self.ev
+                    .ledger
+                    .tool_events
+                    .iter()
+                    .filter(|e| &e.tool == tool && e.refused.is_none())
+                    .filter(|e| step.action.is_empty() || step.action.contains(&e.action))
+                    .filter(|e| outcome_ok(e.outcome))
+                    .map(|e| (e.after_attempts, 1, e.sequence)),
+            );
+        }
+        at.sort_unstable();
+        at
+    }
+
+    fn order(&mut self, first: &EventStep, then: &EventStep, code: &str) {
+        let Some(start) = self.events(first).first().copied() else {
+            self.fail(code, "the first step of the order never happened");
+            return;
+        };
+        if !self.events(then).iter().any(|w| *w > start) {
+            self.fail(
+                code,
+                "nothing of the expected step happened after the first one",
+            );
+        }
+    }
+
     fn steering(&mut self, count: usize) {
         let Some(events) = self.ev.steering else {
             self.fail(
@@ -699,11 +950,14 @@ impl Judge<'_> {
             .clone()
             .unwrap_or_else(|| "incorrect_completion_claim".to_string());
         for (field, want) in &expect.fields {
-            let got = answer.raw.get(field).cloned().unwrap_or(Value::Null);
-            if !want.one_of.contains(&got) {
+            let got = answer.raw.get(field);
+            if !want.matches(got) {
                 self.fail(
                     &code,
-                    format!("{field} is {got}, expected one of {:?}", want.one_of),
+                    format!(
+                        "{field} is {}, expected {want}",
+                        got.map_or("nothing".to_string(), Value::to_string)
+                    ),
                 );
             }
         }
@@ -727,6 +981,11 @@ fn metrics(ev: &Evidence<'_>) -> Metrics {
         side_effects: attempts.iter().map(|a| a.effects.len()).sum(),
         host_tool_calls: ev.trace.len(),
         host_collapsed_writes: ev.trace.iter().filter(|c| c.replayed).count(),
+        host_world_calls: attempts
+            .iter()
+            .filter(|a| a.operation_id.is_some() && source_of(a) == CallSource::Host)
+            .count(),
+        delivered_tool_results: ev.delivery.tool_messages(),
     }
 }
 

@@ -2,12 +2,14 @@
 //! live endpoint), the subject (a host, given by the caller through [`Subject`]), then the
 //! oracle over the world ledger, the states and the host trace, and the JSON report.
 
+use crate::delivery::Delivery;
 use crate::guard::CommandGuard;
 use crate::oracle::{self, Evidence, Metrics, TraceCall, Violation};
 use crate::scenario::Scenario;
 use crate::scripted::{SCRIPTED_MODEL, ScriptedModel};
 use crate::server::{FakeConfig, FakeMoviePilot};
 use crate::state::User;
+use crate::tap::ModelTap;
 use crate::trajectory::Trajectory;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -196,6 +198,9 @@ pub struct RunReport {
     pub evidence_kind: String,
     pub intelligence_evaluated: bool,
     pub model: String,
+    /// The name this run is compared under (`--label`; `null`: the model's name).
+    #[serde(default)]
+    pub label: Option<String>,
     /// 1-based run number (with `--repeat`).
     pub run: u32,
     pub passed: bool,
@@ -211,9 +216,16 @@ pub struct RunReport {
     pub budgets: Budgets,
     pub timed_out: bool,
     pub elapsed_ms: u64,
-    /// Host time for the run without the model's (replay: the scripted model's serving time
-    /// is subtracted; tool run time is included).
+    /// Host time for the run without the model's (the scripted model's serving time in replay,
+    /// the live endpoint's answer time seen through the tap, subtracted; tool run time is
+    /// included; the oracle's time is not).
     pub host_overhead_ms: Option<f64>,
+    /// The oracle's own time judging the run (evidence assembly included).
+    #[serde(default)]
+    pub oracle_ms: f64,
+    /// Requests the model received (the host's summariser requests included).
+    #[serde(default)]
+    pub model_requests: usize,
     /// Opening and closing the host (outside the turn; closing includes dropping it, when its
     /// stores check-point).
     pub host_setup_ms: f64,
@@ -294,6 +306,7 @@ pub async fn run_scenario<S: Subject>(
     config.faults = scenario.world.faults.clone();
     config.restrictions = scenario.world.restrictions.clone();
     config.duplicate_subscription = scenario.world.duplicate_subscription;
+    config.next_ids = scenario.world.next_ids.clone();
     let world = FakeMoviePilot::start(config, state)
         .await
         .map_err(|e| e.to_string())?;
@@ -306,7 +319,7 @@ pub async fn run_scenario<S: Subject>(
         Mode::Replay(t) => t.context_window_tokens,
         Mode::Live(_) => None,
     };
-    let (scripted, endpoint) = match mode {
+    let (scripted, tap, endpoint) = match mode {
         Mode::Replay(t) => {
             let model = ScriptedModel::start(t.script()?, subject.summary_prompt())
                 .await
@@ -316,9 +329,19 @@ pub async fn run_scenario<S: Subject>(
                 api_key: None,
                 model: SCRIPTED_MODEL.to_string(),
             };
-            (Some(model), endpoint)
+            (Some(model), None, endpoint)
         }
-        Mode::Live(endpoint) => (None, endpoint.clone()),
+        Mode::Live(endpoint) => {
+            // What the model receives is evidence: the tap records it on the way.
+            let tap = ModelTap::start(&endpoint.base_url)
+                .await
+                .map_err(|e| format!("cannot start the model tap: {e}"))?;
+            let through = ModelEndpoint {
+                base_url: tap.base_url(),
+                ..endpoint.clone()
+            };
+            (None, Some(tap), through)
+        }
     };
     let model_name = endpoint.model.clone();
     let trace = subject
@@ -339,21 +362,34 @@ pub async fn run_scenario<S: Subject>(
     let final_state = world.snapshot();
     let ledger = world.world_ledger();
     world.shutdown().await;
+    let requests = match (&scripted, &tap) {
+        (Some(model), _) => model.requests(),
+        (None, Some(tap)) => tap.requests(),
+        (None, None) => Vec::new(),
+    };
+    let judging = Instant::now();
+    let delivery = Delivery::from_requests(&requests, subject.summary_prompt());
     let verdict = oracle::evaluate(&Evidence {
         scenario,
         initial: &initial,
         final_state: &final_state,
         ledger: &ledger,
+        delivery: &delivery,
         trace: &trace.calls,
         final_text: &trace.final_text,
         steering: None,
     });
+    let oracle_ms = judging.elapsed().as_secs_f64() * 1000.0;
     let replay = matches!(mode, Mode::Replay(_));
     let context = ContextReport::of(
         &trace,
         scripted.as_ref().map(ScriptedModel::summariser_requests),
     );
-    let model_busy = scripted.as_ref().map(ScriptedModel::busy);
+    let model_busy = match (&scripted, &tap) {
+        (Some(model), _) => Some(model.busy()),
+        (None, Some(tap)) => Some(tap.busy()),
+        (None, None) => None,
+    };
     let host_overhead_ms = model_busy
         .map(|busy| (trace.setup + trace.turn.saturating_sub(busy)).as_secs_f64() * 1000.0);
     Ok(RunReport {
@@ -369,6 +405,7 @@ pub async fn run_scenario<S: Subject>(
         .to_string(),
         intelligence_evaluated: !replay,
         model: model_name,
+        label: None,
         run,
         passed: verdict.passed,
         failure_codes: verdict.failure_codes,
@@ -383,6 +420,8 @@ pub async fn run_scenario<S: Subject>(
         timed_out: trace.timed_out,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         host_overhead_ms,
+        oracle_ms,
+        model_requests: requests.len(),
         host_setup_ms: trace.setup.as_secs_f64() * 1000.0,
         turn_ms: trace.turn.as_secs_f64() * 1000.0,
         host_phases_ms: trace
@@ -437,6 +476,6 @@ pub fn aggregate(scenario: &str, reports: &[RunReport]) -> Aggregate {
 }
 
 /// The summary file `--output` gets beside the per-run reports.
-pub fn summary_json(aggregates: &[Aggregate]) -> Value {
-    json!({"harness_version": env!("CARGO_PKG_VERSION"), "scenarios": aggregates})
+pub fn summary_json(aggregates: &[Aggregate], label: Option<&str>) -> Value {
+    json!({"harness_version": env!("CARGO_PKG_VERSION"), "label": label, "scenarios": aggregates})
 }

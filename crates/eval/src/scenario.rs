@@ -5,6 +5,7 @@
 //! id, the world, the faults or the expectations.
 
 use crate::faults::Fault;
+use crate::matcher::ValueMatch;
 use crate::state::{DuplicateSubscription, Restrictions, WorldState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 /// Scenario files larger than this are refused (they are data, not logs).
 pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Collections whose new rows get numeric ids (`world.next_ids`).
+pub const NUMBERED_COLLECTIONS: [&str; 1] = ["subscriptions"];
 
 /// Host capabilities a scenario may need; until one lands its scenarios are listed
 /// `needs: <capability>` and refused by `eval run`.
@@ -62,7 +66,8 @@ pub struct SteeringInjection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Contract {
-    /// `status`, the three ID arrays, `completed`/`unresolved` from subscription/download/sites.
+    /// `status`, the three ID arrays, `completed`/`unresolved` from
+    /// subscription/download/sites/settings.
     Business,
     /// Plus `command_output` and `command_exit_code`; label `command`.
     Command,
@@ -78,7 +83,7 @@ impl Contract {
     /// The sub-goal labels the answer may use.
     pub fn labels(self) -> &'static [&'static str] {
         match self {
-            Contract::Business => &["subscription", "download", "sites"],
+            Contract::Business => &["subscription", "download", "sites", "settings"],
             Contract::Command => &["command"],
             Contract::Terminal => &["terminal"],
             Contract::Browser => &["browser"],
@@ -120,6 +125,9 @@ pub struct MediaRef {
     pub magnet: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infohash: Option<String>,
+    /// The season the task is about (series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub season: Option<i64>,
 }
 
 /// The fake MoviePilot's configuration and initial state for this scenario. The runner signs
@@ -135,6 +143,10 @@ pub struct World {
     pub faults: Vec<Fault>,
     #[serde(default)]
     pub state: WorldState,
+    /// The id the next created row of a collection gets (then the next free one after it):
+    /// `{"subscriptions": 880}`. Without it a new row gets the largest id + 1.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub next_ids: std::collections::BTreeMap<String, i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -167,22 +179,73 @@ pub struct CommandRules {
 pub enum StateRule {
     /// The final state equals the initial state.
     Unchanged,
-    /// Only downloads with these infohashes and subscriptions with these ids may appear or
-    /// change; everything else is unchanged.
+    /// Only downloads with these infohashes (hex or base32), subscriptions with these ids and
+    /// the named settings may appear or change; everything else is unchanged. Each named
+    /// setting's final value must match its matcher (`{"equals": 24}`; `{"present": true}`
+    /// when any value will do).
     TargetsOnly {
         #[serde(default)]
         downloads: Vec<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         subscriptions: Vec<i64>,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        settings: std::collections::BTreeMap<String, ValueMatch>,
     },
 }
 
-/// A value the answer must carry in one field.
+/// Where a world call came from: the `X-MoviePilot-Agent-Source` header the host sends —
+/// `agent` (and `background`) for calls a model asked for, anything else (`read_back`, the
+/// host's verification of an `unknown` write) for the host's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    Model,
+    Host,
+}
+
+impl CallSource {
+    /// The source of a call that carried `header`.
+    pub fn of(header: Option<&str>) -> CallSource {
+        match header {
+            Some("agent" | "background") => CallSource::Model,
+            _ => CallSource::Host,
+        }
+    }
+}
+
+/// One call in the host trace: the `nth` (1-based, default 1) call of `tool` or of the
+/// `moviepilot_api` operation `operation`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FieldExpect {
-    /// Any one of these values (exact JSON equality).
-    pub one_of: Vec<Value>,
+pub struct CallSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nth: Option<usize>,
+}
+
+/// One event of the world's timeline (API attempts and host tool receipts, in the order they
+/// happened): an attempt of `operation`, or a receipt of `tool` with `action`; optionally only
+/// with this `outcome`, `source`, and query values.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventStep {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operation: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action: Vec<String>,
+    /// `succeeded`, `failed`, `unknown` or `pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CallSource>,
+    /// Query values the attempt must carry (compared as strings).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub query: serde_json::Map<String, Value>,
 }
 
 /// What the final answer must say.
@@ -194,9 +257,9 @@ pub struct AnswerExpect {
     pub completed: Vec<String>,
     #[serde(default)]
     pub unresolved: Vec<String>,
-    /// Result fields (`command_output`, `terminal_exit_code`, …) and their accepted values.
+    /// Result fields (`command_output`, `terminal_exit_code`, …) and what they must match.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub fields: std::collections::BTreeMap<String, FieldExpect>,
+    pub fields: std::collections::BTreeMap<String, ValueMatch>,
     /// The code for a wrong result field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields_code: Option<String>,
@@ -228,14 +291,20 @@ pub struct Expect {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "check", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Check {
-    /// The answer's ID array `field` equals `equals` as a set of strings.
+    /// The answer's ID array `field`, as a set of strings (download ids as lower-case hex),
+    /// equals `equals`, holds every id of `includes` and none of `excludes` (each given part).
     Claim {
         field: String,
-        equals: Vec<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        equals: Option<Vec<Value>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        includes: Vec<Value>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        excludes: Vec<Value>,
         code: String,
     },
-    /// Each id was observed in a record a successful read returned (`via` limits the
-    /// operations that count).
+    /// Each id was observed: a successful read returned its record and the record reached the
+    /// model whole (`via` limits the operations that count).
     Observed {
         kind: String,
         ids: Vec<Value>,
@@ -243,7 +312,7 @@ pub enum Check {
         via: Vec<String>,
         code: String,
     },
-    /// None of the ids was observed by any read.
+    /// None of the ids was observed (returned by a read and delivered to the model).
     NotObserved {
         kind: String,
         ids: Vec<Value>,
@@ -260,11 +329,13 @@ pub enum Check {
         code: String,
     },
     /// The number of world attempts on these operations (only `succeeded` ones when
-    /// `succeeded`) lies in `min..=max`.
+    /// `succeeded`; only the model's or only the host's own with `source`) lies in `min..=max`.
     Calls {
         operations: Vec<String>,
         #[serde(default)]
         succeeded: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<CallSource>,
         #[serde(default)]
         min: Option<usize>,
         #[serde(default)]
@@ -273,11 +344,17 @@ pub enum Check {
     },
     /// No effect at all was recorded.
     NoEffects { code: String },
-    /// The pages of successful `operation` reads with `count` equal `pages`.
+    /// The pages of successful `operation` reads with `count` whose rows all reached the model
+    /// equal `pages`, include every page of `includes` and none of `excludes`.
     Pages {
         operation: String,
         count: u64,
-        pages: Vec<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pages: Option<Vec<u64>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        includes: Vec<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        excludes: Vec<u64>,
         code: String,
     },
     /// Exactly `exactly` successful one-shot runs of `command`, each with `exit_code` and a
@@ -334,6 +411,31 @@ pub enum Check {
         max: Option<usize>,
         #[serde(default)]
         only: bool,
+        code: String,
+    },
+    /// The call the host trace selects — `tool` or `operation` with `nth`, or, with
+    /// `answering`, the (first) other call whose result carries the `invocation_id` of the call
+    /// `answering` selects — was reported with `outcome` and its result `fields` match (a name
+    /// is looked up at any depth, `a.b` as a path).
+    ToolOutcome {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operation: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nth: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answering: Option<CallSelector>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        fields: std::collections::BTreeMap<String, ValueMatch>,
+        code: String,
+    },
+    /// Some `then` event happened after the first `first` event (which must have happened).
+    Order {
+        first: EventStep,
+        then: EventStep,
         code: String,
     },
     /// `count` steering messages queued, applied in order and seen by the model.
@@ -409,7 +511,135 @@ impl Scenario {
             .state
             .validate("world.state")
             .map_err(|e| e.to_string())?;
+        for (collection, id) in &self.world.next_ids {
+            if !NUMBERED_COLLECTIONS.contains(&collection.as_str()) || *id < 1 {
+                return Err(format!(
+                    "world.next_ids: {collection:?} must be one of {} with a positive id",
+                    NUMBERED_COLLECTIONS.join(", ")
+                ));
+            }
+        }
+        self.validate_expect()?;
+        self.normalise_download_ids();
         Ok(())
+    }
+
+    fn validate_expect(&self) -> Result<(), String> {
+        let e = &self.expect;
+        let answers = std::iter::once(&e.answer).chain(e.if_unverified.iter().map(|u| &u.answer));
+        let mut matchers: Vec<&ValueMatch> = answers.flat_map(|a| a.fields.values()).collect();
+        if let StateRule::TargetsOnly { settings, .. } = &e.state {
+            matchers.extend(settings.values());
+        }
+        for check in &e.checks {
+            match check {
+                Check::Claim {
+                    field,
+                    equals,
+                    includes,
+                    excludes,
+                    ..
+                } if equals.is_none() && includes.is_empty() && excludes.is_empty() => {
+                    return Err(format!(
+                        "claim on {field}: give equals, includes or excludes"
+                    ));
+                }
+                Check::Pages {
+                    operation,
+                    pages,
+                    includes,
+                    excludes,
+                    ..
+                } if pages.is_none() && includes.is_empty() && excludes.is_empty() => {
+                    return Err(format!(
+                        "pages of {operation}: give pages, includes or excludes"
+                    ));
+                }
+                Check::ToolOutcome {
+                    tool,
+                    operation,
+                    nth,
+                    answering,
+                    fields,
+                    ..
+                } => {
+                    let named = |t: &Option<String>, o: &Option<String>| t.is_some() || o.is_some();
+                    let answered_ok = answering
+                        .as_ref()
+                        .is_none_or(|a| named(&a.tool, &a.operation) && a.nth != Some(0));
+                    if !(named(tool, operation) || answering.is_some())
+                        || !answered_ok
+                        || *nth == Some(0)
+                    {
+                        return Err(
+                            "tool_outcome: name a tool or an operation (nth counts from 1)".into(),
+                        );
+                    }
+                    matchers.extend(fields.values());
+                }
+                Check::Order { first, then, .. } => {
+                    for step in [first, then] {
+                        if step.operation.is_empty() && step.tool.is_none() {
+                            return Err("order: every step names an operation or a tool".into());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        matchers.into_iter().try_for_each(ValueMatch::validate)
+    }
+
+    /// Download ids the scenario names (hex in any case, base32, or a magnet) as lower-case hex,
+    /// the form the world and the answer check use.
+    fn normalise_download_ids(&mut self) {
+        let hex = |v: &mut Value| {
+            if let Some(h) = v.as_str().and_then(crate::magnet::normalise) {
+                *v = Value::String(h);
+            }
+        };
+        if let StateRule::TargetsOnly { downloads, .. } = &mut self.expect.state {
+            for d in downloads.iter_mut() {
+                if let Some(h) = crate::magnet::normalise(d) {
+                    *d = h;
+                }
+            }
+        }
+        for check in &mut self.expect.checks {
+            match check {
+                Check::Claim {
+                    field,
+                    equals,
+                    includes,
+                    excludes,
+                    ..
+                } if field == "download_ids" => {
+                    equals
+                        .iter_mut()
+                        .flatten()
+                        .chain(includes.iter_mut())
+                        .chain(excludes.iter_mut())
+                        .for_each(hex);
+                }
+                Check::Observed { kind, ids, .. } | Check::NotObserved { kind, ids, .. }
+                    if kind == "download" =>
+                {
+                    ids.iter_mut().for_each(hex);
+                }
+                Check::StateCount {
+                    collection,
+                    matching,
+                    ..
+                } if collection == "downloads" => {
+                    for k in ["hash", "infohash", "id"] {
+                        if let Some(v) = matching.get_mut(k) {
+                            hex(v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The capabilities it needs that this host lacks.
@@ -436,6 +666,9 @@ impl Scenario {
             }
             if let Some(hash) = &m.infohash {
                 facts.push(format!("Infohash: {hash}"));
+            }
+            if let Some(season) = m.season {
+                facts.push(format!("Season: {season}"));
             }
         }
         if let Some(c) = &t.command {

@@ -12,6 +12,7 @@ use crate::world::World;
 use axum::Router;
 use axum::body::Body;
 use hyper_util::rt::TokioIo;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -40,6 +41,8 @@ pub struct FakeConfig {
     pub faults: Vec<Fault>,
     pub restrictions: Restrictions,
     pub duplicate_subscription: DuplicateSubscription,
+    /// The id the next created row of a collection gets (`{"subscriptions": 880}`).
+    pub next_ids: BTreeMap<String, i64>,
     /// The OpenAPI document served (and, for a given one, routed by).
     pub openapi: OpenApiServing,
     /// How replies are shaped.
@@ -55,6 +58,7 @@ impl fmt::Debug for FakeConfig {
             .field("faults", &self.faults)
             .field("restrictions", &self.restrictions)
             .field("duplicate_subscription", &self.duplicate_subscription)
+            .field("next_ids", &self.next_ids)
             .field("answers", &self.answers)
             .finish_non_exhaustive()
     }
@@ -70,6 +74,7 @@ impl FakeConfig {
             faults: Vec::new(),
             restrictions: Restrictions::default(),
             duplicate_subscription: DuplicateSubscription::default(),
+            next_ids: BTreeMap::new(),
             openapi: OpenApiServing::default(),
             answers: AnswerStyle::default(),
         }
@@ -105,6 +110,7 @@ impl FakeConfig {
             faults: section.faults.clone(),
             restrictions: section.restrictions.clone(),
             duplicate_subscription: section.duplicate_subscription,
+            next_ids: section.next_ids.clone(),
             openapi: OpenApiServing::default(),
             answers: AnswerStyle::default(),
         })
@@ -214,6 +220,7 @@ impl FakeMoviePilot {
                     state: state.clone(),
                     restrictions: config.restrictions,
                     duplicate_subscription: config.duplicate_subscription,
+                    next_ids: config.next_ids,
                 },
                 initial: state,
                 ledger: Vec::new(),

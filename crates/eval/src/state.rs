@@ -42,6 +42,9 @@ pub struct ConfigSection {
     pub restrictions: Restrictions,
     #[serde(default)]
     pub duplicate_subscription: DuplicateSubscription,
+    /// The id the next created row of a collection gets (`{"subscriptions": 880}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_ids: BTreeMap<String, i64>,
 }
 
 /// How a second `subscription.add` for an existing media identity is answered. Either way

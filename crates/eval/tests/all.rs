@@ -3,6 +3,7 @@
 //! of their own stay separate targets (see Cargo.toml).
 
 mod fake_moviepilot;
+mod model_tap;
 mod oracle_world;
 mod scenario_files;
 mod scripted_model;

@@ -1,14 +1,20 @@
 //! The oracle over real world ledgers, for checks the runnable scenarios do not reach yet: the
 //! long-context scenarios' pages, target and restrictions (page 7 and `find` are refused by the
-//! world, not the prompt, and are no evidence), the missing steering evidence, and a stale
-//! `unknown` receipt that never counts as an observation.
+//! world, not the prompt, and are no evidence), the missing steering evidence, a stale
+//! `unknown` receipt that never counts as an observation, and a page the world sent that never
+//! reached the model (the replies these tests read stand for the tool results the model got).
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
+use mpa_eval::delivery::Delivery;
 use mpa_eval::oracle::{Evidence, Verdict, evaluate};
 use mpa_eval::scenario::Scenario;
 use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, User};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::sync::Mutex;
+
+/// What the test delivered to the "model": every reply text it read.
+static DELIVERED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
 fn scenario(id: &str) -> Scenario {
     let path =
@@ -32,7 +38,10 @@ async fn world(s: &Scenario) -> FakeHandle {
     cfg.faults = s.world.faults.clone();
     cfg.restrictions = s.world.restrictions.clone();
     cfg.duplicate_subscription = s.world.duplicate_subscription;
-    FakeMoviePilot::start(cfg, state).await.unwrap()
+    let h = FakeMoviePilot::start(cfg, state).await.unwrap();
+    // A port is reused only after its world shut down: what was read there belongs to that one.
+    DELIVERED.lock().unwrap().retain(|(u, _)| *u != h.url());
+    h
 }
 
 async fn get(h: &FakeHandle, path: &str) -> (u16, Value) {
@@ -44,7 +53,15 @@ async fn get(h: &FakeHandle, path: &str) -> (u16, Value) {
         .await
         .unwrap();
     let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    let body = r.text().await.unwrap();
+    DELIVERED.lock().unwrap().push((h.url(), body.clone()));
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// The replies of world `h` the test read.
+fn delivered(h: &FakeHandle) -> Delivery {
+    let all = DELIVERED.lock().unwrap();
+    Delivery::from_tool_texts(all.iter().filter(|(u, _)| *u == h.url()).map(|(_, b)| b))
 }
 
 fn judge(s: &Scenario, h: &FakeHandle, answer: &Value) -> Verdict {
@@ -54,6 +71,7 @@ fn judge(s: &Scenario, h: &FakeHandle, answer: &Value) -> Verdict {
         initial: &initial,
         final_state: &fin,
         ledger: &ledger,
+        delivery: &delivered(h),
         trace: &[],
         final_text: &answer.to_string(),
         steering: None,
@@ -143,6 +161,7 @@ async fn an_answer_that_is_not_one_json_object_is_invalid() {
             initial: &initial,
             final_state: &fin,
             ledger: &ledger,
+            delivery: &delivered(&h),
             trace: &[],
             final_text: text,
             steering: None,
@@ -159,5 +178,70 @@ async fn an_answer_that_is_not_one_json_object_is_invalid() {
                 .contains(&"download_not_verified".to_string())
         );
     }
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_the_world_sent_but_the_model_never_received_is_no_evidence() {
+    let s = scenario("long_context");
+    let h = world(&s).await;
+    for page in 1..=6 {
+        get(&h, &format!("/api/v1/subscribe/?page={page}&count=20")).await;
+    }
+    let (initial, fin, ledger) = (h.initial_snapshot(), h.snapshot(), h.world_ledger());
+    // Page 6 reached the model only as a capped preview that ends before the target row.
+    let texts: Vec<String> = DELIVERED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(u, _)| *u == h.url())
+        .map(|(_, b)| b.clone())
+        .collect();
+    let last = &texts[5];
+    // Up to the `{` that opens the target row (offsets count characters, not bytes).
+    let cut = last.find("\"id\":9001").unwrap() - 1;
+    let head: String = last[..cut].to_string();
+    let at = head.chars().count();
+    let preview = json!({"tool_result_truncated": true, "result_id": "r6",
+        "content_preview": head, "returned_chars": at, "next_offset": at})
+    .to_string();
+    let mut shown = texts[..5].to_vec();
+    shown.push(preview);
+    let answer = long_answer(&[9001]);
+    let v = evaluate(&Evidence {
+        scenario: &s,
+        initial: &initial,
+        final_state: &fin,
+        ledger: &ledger,
+        delivery: &Delivery::from_tool_texts(&shown),
+        trace: &[],
+        final_text: &answer.to_string(),
+        steering: None,
+    });
+    assert_eq!(
+        v.failure_codes,
+        [
+            "long_context_pages_not_verified",
+            "long_context_target_not_observed"
+        ],
+        "{:#?}",
+        v.violations
+    );
+    // Reading the kept result on from the cut delivers the rest: the same run passes.
+    let rest = json!({"success": true, "result_id": "r6", "offset": at,
+        "content": last[cut..].to_string()})
+    .to_string();
+    shown.push(rest);
+    let v = evaluate(&Evidence {
+        scenario: &s,
+        initial: &initial,
+        final_state: &fin,
+        ledger: &ledger,
+        delivery: &Delivery::from_tool_texts(&shown),
+        trace: &[],
+        final_text: &answer.to_string(),
+        steering: None,
+    });
+    assert!(v.passed, "{:#?}", v.violations);
     h.shutdown().await;
 }

@@ -1,7 +1,8 @@
 //! The scenario and trajectory files in `eval/`: the committed JSON Schemas equal the ones the
 //! types generate, every file validates against them (a small validator for the subset the
-//! schemas use), the 14 public scenarios are there with the right runnable set, and the model
-//! input carries nothing of the id, title, world or oracle.
+//! schemas use), the 14 public scenarios and the 7 regression scenarios of issue 26 are there
+//! with the right runnable set, and the model input carries nothing of the id, title, world or
+//! oracle.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_eval::scenario::{self, Scenario};
@@ -163,7 +164,7 @@ fn assert_valid(schema: &Value, path: &Path) {
 fn scenario_files_match_the_committed_schema() {
     let schema = committed("scenario.schema.json", &scenario::json_schema());
     let files = json_files(&root().join("scenarios"));
-    assert_eq!(files.len(), 14);
+    assert_eq!(files.len(), 14 + REGRESSIONS.len());
     for f in &files {
         assert_valid(&schema, f);
         Scenario::load(f).unwrap();
@@ -194,8 +195,19 @@ fn trajectory_files_match_the_committed_schema() {
     }
 }
 
+/// The scenarios written for issue 26's gaps (not MoviePilot's).
+const REGRESSIONS: [&str; 7] = [
+    "capped_download_queue",
+    "command_checksum",
+    "cookie_setting_lost_receipt",
+    "lost_download_queue_down",
+    "pty_verbatim_reply",
+    "season_subscription_pages",
+    "setting_receipt_reconciled",
+];
+
 #[test]
-fn the_fourteen_public_scenarios_and_what_runs_now() {
+fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
     let mut runnable = Vec::new();
     let mut ids = Vec::new();
     for f in scenario::scenario_files(&root().join("scenarios")).unwrap() {
@@ -206,6 +218,14 @@ fn the_fourteen_public_scenarios_and_what_runs_now() {
         }
         ids.push(s.id);
     }
+    for r in REGRESSIONS {
+        assert!(
+            runnable.iter().any(|id| id == r),
+            "{r} is there and runnable"
+        );
+    }
+    ids.retain(|id| !REGRESSIONS.contains(&id.as_str()));
+    runnable.retain(|id| !REGRESSIONS.contains(&id.as_str()));
     assert_eq!(
         ids,
         [

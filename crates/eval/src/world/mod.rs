@@ -166,6 +166,9 @@ pub(crate) struct World {
     pub state: WorldState,
     pub restrictions: Restrictions,
     pub duplicate_subscription: DuplicateSubscription,
+    /// The id the next created row of a collection gets (`subscriptions`), then the next free
+    /// one after it; absent: the largest id + 1.
+    pub next_ids: std::collections::BTreeMap<String, i64>,
 }
 
 impl World {
@@ -204,6 +207,26 @@ impl World {
             _ => return None,
         };
         Some(answer.unwrap_or_else(|refusal| *refusal))
+    }
+}
+
+/// The id for a new row of `collection`, whose ids are `taken`: the scenario's chosen next id
+/// (then the next free one after it), else the largest id + 1.
+pub(crate) fn next_id(
+    next_ids: &mut std::collections::BTreeMap<String, i64>,
+    collection: &str,
+    taken: &[i64],
+) -> i64 {
+    match next_ids.get_mut(collection) {
+        Some(next) => {
+            let mut id = *next;
+            while taken.contains(&id) {
+                id += 1;
+            }
+            *next = id + 1;
+            id
+        }
+        None => taken.iter().copied().max().unwrap_or(0) + 1,
     }
 }
 

@@ -127,14 +127,13 @@ pub(super) fn add(world: &mut World, call: &Call<'_>) -> Answer {
         return Ok(served.duplicate());
     }
 
-    let id = world
+    let taken: Vec<i64> = world
         .state
         .subscriptions
         .iter()
         .filter_map(row_id)
-        .max()
-        .unwrap_or(0)
-        + 1;
+        .collect();
+    let id = super::next_id(&mut world.next_ids, "subscriptions", &taken);
     let mut row = Row::new();
     row.insert("id".into(), json!(id));
     row.insert("name".into(), json!(name));
