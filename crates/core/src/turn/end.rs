@@ -88,13 +88,17 @@ fn attach_plan(tail: &mut [Message], plan: Option<serde_json::Value>) {
     }
 }
 
+/// The chat's title: the one it has, else made from the first message the user wrote. A
+/// compaction summary has the user role but is the host's text, so it never names a chat (the
+/// copy of the first user message kept after it is the user's words and may). A title earlier
+/// versions made from a summary is made again.
 fn title_of(title: &str, messages: &[Message]) -> String {
-    if !title.is_empty() {
+    if !title.is_empty() && !super::compact::is_summary_title(title) {
         return title.to_string();
     }
     messages
         .iter()
-        .find(|m| m.role == Role::User)
+        .find(|m| m.role == Role::User && !super::compact::is_summary(m))
         .map(|first| make_title(&first.text()))
         .unwrap_or_default()
 }
@@ -461,6 +465,24 @@ mod tests {
         assert_eq!(last.metadata[PLAN_METADATA_KEY]["objective"], "x");
         // The live transcript is untouched.
         assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_title_made_from_a_summary_is_made_again_from_the_users_words() {
+        let mut summary = Message::user(
+            "[Summary of the earlier conversation / 较早对话的摘要. The messages it replaces…",
+        );
+        summary.metadata.insert(
+            crate::turn::compact::SUMMARY_SOURCE_KEY.into(),
+            crate::turn::compact::SUMMARY_SOURCE.into(),
+        );
+        let msgs = [summary.clone(), Message::user("find Dune")];
+        let broken = make_title(&summary.text());
+        assert_eq!(broken, "[Summary of the earlier conversation…");
+        assert_eq!(title_of(&broken, &msgs), "find Dune");
+        assert_eq!(title_of("", &msgs), "find Dune");
+        assert_eq!(title_of("kept", &msgs), "kept");
+        assert_eq!(title_of("", &msgs[..1]), "");
     }
 
     #[test]
