@@ -22,6 +22,17 @@ pub enum CoreError {
     UnknownTool(String),
     #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
     InvalidSessionId(String),
+    /// A message's text is over `MPA_MAX_MESSAGE_KB`; nothing of it was stored.
+    #[error(
+        "the message has {bytes} bytes of text, more than the {limit} accepted; nothing was stored — send long text as a file or in parts / 消息文本过长（{bytes} 字节，上限 {limit} 字节），未保存任何内容；请改用文件或分段发送"
+    )]
+    MessageTooLarge { bytes: usize, limit: usize },
+    /// A message that could not fit the model's context window even alone; nothing of it was
+    /// stored.
+    #[error(
+        "the message alone needs about {tokens} tokens, more than the {room} the model's context window ({window} tokens) leaves beside the system prompt and tools; nothing was stored — shorten it / 该消息本身约需 {tokens} 个 token，超过模型上下文窗口（{window}）在系统提示与工具之外可用的 {room} 个，未保存任何内容；请缩短后再发送"
+    )]
+    MessageOverWindow { tokens: u64, room: u64, window: u64 },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("no such user: {0}")]
@@ -61,6 +72,8 @@ impl CoreError {
             CoreError::EvidenceUnavailable(_) => "storage_unavailable",
             CoreError::UnknownTool(_) => "unknown_tool",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
+            CoreError::MessageTooLarge { .. } => "message_too_large",
+            CoreError::MessageOverWindow { .. } => "message_exceeds_context_window",
             CoreError::Config(_) => "invalid_configuration",
             CoreError::WeakPassword { .. } => "weak_password",
             CoreError::InvalidCredentials => "invalid_credentials",

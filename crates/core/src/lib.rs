@@ -18,6 +18,7 @@
 //! "nothing happened"; the chat snapshot is written at the end of every turn, stopped or not.
 
 pub mod accounts;
+pub mod admission;
 pub mod agent;
 pub mod config;
 pub mod error;

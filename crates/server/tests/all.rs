@@ -7,6 +7,7 @@ mod common;
 mod compacted_display;
 mod http;
 mod login_limits;
+mod message_limits;
 mod session_ids;
 mod slow_clients;
 mod web_tool_lines;
