@@ -2,7 +2,10 @@
 //! text — and each message a stateless client sends along — is judged at submission, before a
 //! session is loaded, a transcript grows or a snapshot is written.
 //!
-//! Two limits:
+//! A turn is refused, too, while the data directory's disk is below its free-space floor
+//! ([`crate::disk`]): the host would answer what it cannot save.
+//!
+//! Two limits on the text:
 //! - **size**: at most [`AgentConfig::max_message_bytes`](crate::AgentConfig) bytes of text
 //!   (`MPA_MAX_MESSAGE_KB`, default [`DEFAULT_MAX_MESSAGE_BYTES`]), far below the HTTP body
 //!   limit (which must leave room for inline images);
@@ -40,6 +43,12 @@ pub async fn admit(services: &Services, actor: &Actor, op: &Op) -> Result<()> {
     else {
         return Ok(());
     };
+    if let Some(d) = crate::disk::status(services).filter(|d| d.low) {
+        return Err(CoreError::StorageFull {
+            available: d.available_bytes,
+            floor: d.floor_bytes,
+        });
+    }
     let mut texts: Vec<&str> = vec![text];
     if let Some(ctx) = client_context {
         texts.extend(ctx.system.as_deref());

@@ -21,6 +21,7 @@ pub mod accounts;
 pub mod admission;
 pub mod agent;
 pub mod config;
+pub mod disk;
 pub mod error;
 pub mod eval;
 pub mod history;

@@ -249,6 +249,15 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-pub async fn healthz() -> impl IntoResponse {
-    (StatusCode::OK, Json(json!({"status": "ok"})))
+/// `{"status": "ok"|"degraded", "disk": {available_bytes, total_bytes, floor_bytes, low}}`:
+/// `degraded` while the data directory's disk is below its free-space floor (new turns are then
+/// refused with `storage_full`). Always 200: the process itself is healthy, and a restart would
+/// not free any space.
+pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let disk = mpa_core::disk::status(state.agent.services());
+    let low = disk.is_some_and(|d| d.low);
+    (
+        StatusCode::OK,
+        Json(json!({"status": if low { "degraded" } else { "ok" }, "disk": disk})),
+    )
 }

@@ -136,6 +136,7 @@ impl From<CoreError> for ApiError {
             CoreError::MessageTooLarge { .. } | CoreError::MessageOverWindow { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
+            CoreError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

@@ -207,3 +207,51 @@ async fn a_session_broken_by_an_oversize_message_recovers() {
     );
     env.shutdown().await;
 }
+
+/// Issue 24, item 3 (the part before a turn starts): a host whose data directory's disk is below
+/// `MPA_MIN_FREE_MB` says so in `/healthz` and refuses new turns with 507 `storage_full` before
+/// anything is stored, instead of acknowledging turns it may lose.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disk_below_the_free_space_floor_refuses_new_turns_and_says_so() {
+    // A floor above any real disk's free space.
+    let env = Env::start_agent(|cfg| cfg.min_free_bytes = u64::MAX / 2).await;
+    let token = env.user("alice", "password", false).await;
+    let health: Value = env
+        .http
+        .get(env.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["disk"]["low"], true);
+    assert!(health["disk"]["available_bytes"].as_u64().unwrap() < u64::MAX / 2);
+    assert_eq!(health["disk"]["floor_bytes"], u64::MAX / 2);
+
+    let requests = env.mock.request_count();
+    let r = env
+        .stream(&token, json!({"text": "hello", "session_id": "s"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::INSUFFICIENT_STORAGE);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "storage_full", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("disk is almost full") && msg.contains("磁盘空间不足"),
+        "{msg}"
+    );
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert_eq!(env.mock.request_count(), requests, "no model call");
+    assert_eq!(stored(&env), (0, 0, 0), "nothing stored");
+    env.shutdown().await;
+}
