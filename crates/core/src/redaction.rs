@@ -1,4 +1,5 @@
-//! Secrets are redacted once, at capture (evidence history, chat snapshots, plans), with the
-//! evidence store's single-pass redactor, so every copy the host keeps is scrubbed the same way.
+//! Secrets are redacted once, at capture (evidence history, chat snapshots, plans), with
+//! `mpa-redact`'s single-pass text rules — the ones the evidence store applies — so every copy
+//! the host keeps is scrubbed the same way.
 
-pub use mpa_history::redact;
+pub use mpa_redact::redact;

@@ -18,7 +18,8 @@
 //!   (HTTP ≥ 400), `NotSent` (nothing happened) or `MaybeSent` (outcome unknown).
 //! - Identity: [`mint_token`], [`verify_token`], [`token_expiry`], [`BearerToken`],
 //!   [`GatewayClient::login`] → [`LoginResult`].
-//! - [`redact_secrets`] / [`is_secret_key`] for results the tool layer must not show.
+//! - [`redact_secrets`] / [`is_secret_key`] (`mpa-redact`'s value rules) for results the tool
+//!   layer must not show.
 //!
 //! Invariants:
 //! - Only catalogue routes are ever requested; no argument can choose a URL, header, method or
@@ -32,7 +33,6 @@ mod client;
 mod contract;
 mod error;
 mod identity;
-mod redaction;
 mod request;
 mod suggest;
 
@@ -51,7 +51,7 @@ pub use identity::{
     BearerToken, LoginResult, TOKEN_PURPOSE, TokenClaims, mint_token, mint_token_at, now_epoch,
     token_expiry, verify_token,
 };
-pub use redaction::{REDACTED, is_secret_key, redact_secrets};
+pub use mpa_redact::{REDACTED, is_secret_key, redact_secrets};
 pub use request::{
     DEFAULT_COUNT, DEFAULT_PAGE, InputError, Location, PreparedRequest, canonical_json,
 };

@@ -10,7 +10,7 @@
 //!   [`SearchRequest`] → [`SearchResponse`], see [`recall`]), [`History::delete_session`],
 //!   [`History::cleanup`], [`History::status`], [`History::check`], [`History::backfill`]
 //!   (foreground), [`History::shutdown`] (cancels background backfills between batches).
-//! - [`redact`]: the capture-time secret scrubber (also used for chat snapshots).
+//! - [`redact`]: the capture-time secret scrubber (`mpa-redact`'s text rules).
 //! - [`import`]: JSONL import (idempotent, batch-atomic); [`legacy`]: MoviePilot and Hermes
 //!   imports; [`corpus`]: the deterministic benchmark corpus generator; [`bench`]: the
 //!   benchmark behind `mpagent bench history`.
@@ -43,7 +43,6 @@ pub mod legacy;
 mod query;
 mod rank;
 pub mod recall;
-pub mod redact;
 mod search;
 pub(crate) mod store;
 pub(crate) mod tokenizer;
@@ -53,10 +52,10 @@ pub use backfill_scheduler::SchedulerStats;
 pub use error::{FailureClass, HistoryError, Result};
 pub use integrity::CheckReport;
 pub use mpa_protocol::Role;
+pub use mpa_redact::redact;
 pub use query::MAX_QUERY_CHARS;
 pub use rank::DEFAULT_SEGMENT_IDS;
 pub use recall::{SearchRequest, SearchResponse};
-pub use redact::redact;
 pub use store::integrity_check;
 pub use store::schema::SCHEMA_VERSION;
 pub use store::write::MAX_SESSION_ID_CHARS;

@@ -9,8 +9,8 @@ const SNIPPET_CHARS: usize = 500;
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
-/// Why a model call failed. Every message was scrubbed of the API key and of anything that looks like
-/// a bearer token or an `sk-…` key when the error was built, so `Display` and `Debug` are safe to show.
+/// Why a model call failed. Every message was scrubbed of the API key and of every secret
+/// `mpa-redact` recognises when the error was built, so `Display` and `Debug` are safe to show.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// 401/403, or an in-stream error naming an invalid key.
@@ -164,78 +164,15 @@ impl ModelError {
 
 /// Removes secrets from provider or transport text and caps it at [`SNIPPET_CHARS`] characters.
 ///
-/// Removes: the configured key verbatim, `Bearer <token>` (any case), and `sk-…`-shaped keys.
+/// Removes the configured key verbatim, then whatever `mpa-redact`'s text rules catch (bearer
+/// credentials, `sk-…` keys, JWTs, passwords in URLs, …).
 pub fn scrub(text: &str, api_key: Option<&str>) -> String {
-    let mut out = text.to_owned();
-    if let Some(key) = api_key.map(str::trim).filter(|k| k.len() >= 4) {
-        out = out.replace(key, "[redacted]");
-    }
-    out = scrub_bearer(&out);
-    out = scrub_sk_keys(&out);
+    let known = api_key.map(|value| mpa_redact::KnownSecret {
+        kind: "api_key",
+        value,
+    });
+    let out = mpa_redact::redact_known(text, known.as_slice());
     truncate_chars(out.trim(), SNIPPET_CHARS)
-}
-
-fn is_token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '=')
-}
-
-fn scrub_bearer(text: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut rest_start = 0;
-    let mut search_from = 0;
-    while let Some(pos) = lower[search_from..].find("bearer") {
-        let at = search_from + pos;
-        let after = at + "bearer".len();
-        let ws_len = text[after..]
-            .chars()
-            .take_while(|c| c.is_whitespace())
-            .map(char::len_utf8)
-            .sum::<usize>();
-        let token_start = after + ws_len;
-        let token_len = text[token_start..]
-            .chars()
-            .take_while(|c| is_token_char(*c))
-            .map(char::len_utf8)
-            .sum::<usize>();
-        if ws_len > 0 && token_len > 0 {
-            out.push_str(&text[rest_start..token_start]);
-            out.push_str("[redacted]");
-            rest_start = token_start + token_len;
-            search_from = rest_start;
-        } else {
-            search_from = after;
-        }
-    }
-    out.push_str(&text[rest_start..]);
-    out
-}
-
-fn scrub_sk_keys(text: &str) -> String {
-    // Eight characters after `sk-` separates keys from words such as "risk-free".
-    const MIN_BODY: usize = 8;
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut rest_start = 0;
-    let mut i = 0;
-    while let Some(pos) = text[i..].find("sk-") {
-        let at = i + pos;
-        let boundary = at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
-        let body_len = text[at + 3..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-            .count();
-        if boundary && body_len >= MIN_BODY {
-            out.push_str(&text[rest_start..at]);
-            out.push_str("sk-[redacted]");
-            rest_start = at + 3 + body_len;
-            i = rest_start;
-        } else {
-            i = at + 3;
-        }
-    }
-    out.push_str(&text[rest_start..]);
-    out
 }
 
 fn truncate_chars(text: &str, max: usize) -> String {
@@ -259,7 +196,8 @@ mod tests {
         assert!(!s.contains("abc.def-ghi"), "{s}");
         assert!(!s.contains("ABCDEFGH1234"), "{s}");
         assert!(s.contains("risk-free"), "{s}");
-        assert!(s.contains("Bearer [redacted]"), "{s}");
+        assert!(s.contains("key [REDACTED:api_key] rejected"), "{s}");
+        assert!(s.contains("Bearer [REDACTED:token]"), "{s}");
     }
 
     #[test]

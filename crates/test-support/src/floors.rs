@@ -19,19 +19,23 @@ pub const CAPABILITY: &[&str] = &[
     "mpa-eval",
 ];
 
+/// The bottom floor: leaves that import no workspace crate and that every crate may import —
+/// the plain data of `mpa-protocol` and the one redactor, `mpa-redact`.
+pub const LEAVES: &[&str] = &["mpa-protocol", "mpa-redact"];
+
 /// The workspace crates `package` may depend on, normally (`dev` = false) or for its tests.
 pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = match package {
-        "mpa-protocol" => vec![],
+        p if LEAVES.contains(&p) => vec![],
         "mpa-core" => {
-            let mut v = vec!["mpa-protocol"];
+            let mut v = LEAVES.to_vec();
             v.extend(CAPABILITY.iter().copied().filter(|c| *c != "mpa-eval"));
             v
         }
-        "mpa-server" => vec!["mpa-protocol", "mpa-core"],
-        "mpa-cli" => vec!["mpa-protocol", "mpa-core", "mpa-server", "mpa-eval"],
-        "mpa-test-support" => vec!["mpa-protocol"],
-        p if CAPABILITY.contains(&p) => vec!["mpa-protocol"],
+        "mpa-server" => [LEAVES, &["mpa-core"]].concat(),
+        "mpa-cli" => [LEAVES, &["mpa-core", "mpa-server", "mpa-eval"]].concat(),
+        "mpa-test-support" => LEAVES.to_vec(),
+        p if CAPABILITY.contains(&p) => LEAVES.to_vec(),
         // A crate nobody placed yet has no floor: refuse every workspace dependency.
         _ => vec![],
     };

@@ -55,3 +55,21 @@ fn a_bad_edge_is_reported() {
         ]
     );
 }
+
+#[test]
+fn mpa_redact_is_a_leaf_every_crate_may_import() {
+    let pkg = |name: &str, deps: serde_json::Value| json!({"name": name, "dependencies": deps});
+    let redact = json!({"name": "mpa-redact", "kind": null});
+    let meta = json!({"packages": [
+        pkg("mpa-protocol", json!([])),
+        pkg("mpa-redact", json!([{"name": "mpa-protocol", "kind": null}])),
+        pkg("mpa-history", json!([redact.clone()])),
+        pkg("mpa-core", json!([redact.clone()])),
+        pkg("mpa-server", json!([redact.clone()])),
+        pkg("mpa-cli", json!([redact])),
+    ]});
+    assert_eq!(
+        violations(&meta),
+        vec!["mpa-redact -> mpa-protocol (normal)"]
+    );
+}

@@ -83,9 +83,9 @@ pub(crate) fn prepare(msgs: Vec<CapturedMessage>) -> Vec<PreparedMessage> {
         .map(|m| {
             let tool_calls = match &m.tool_calls {
                 None | Some(serde_json::Value::Null) => String::new(),
-                Some(v) => crate::redact::redact(&v.to_string()).into_owned(),
+                Some(v) => mpa_redact::redact(&v.to_string()).into_owned(),
             };
-            let content = match crate::redact::redact(&m.content) {
+            let content = match mpa_redact::redact(&m.content) {
                 std::borrow::Cow::Borrowed(_) => m.content,
                 std::borrow::Cow::Owned(s) => s,
             };
@@ -146,7 +146,7 @@ pub(crate) fn append(
     let title = session
         .title
         .as_deref()
-        .map(|t| crate::redact::redact(t).into_owned())
+        .map(|t| mpa_redact::redact(t).into_owned())
         .unwrap_or_default();
     conn.prepare(
         "INSERT INTO sessions (id, source, title, model, started_at, last_active, parent_session_id)

@@ -1,5 +1,5 @@
-//! Secret redaction at capture time: one linear-time regex pass (the `regex` crate never
-//! backtracks), so the read path only caps lengths and never re-scans.
+//! Text rules: one linear-time regex pass (the `regex` crate never backtracks), so secrets are
+//! redacted once, at capture, and read paths only cap lengths and never re-scan.
 
 use regex::{Captures, Regex};
 use std::borrow::Cow;
@@ -19,7 +19,9 @@ static SECRET_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
         // JSON Web Tokens.
         r"|(?P<jwt>(?-u:\b)eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,})",
         // Well-known API key shapes.
-        r"|(?P<apikey>(?-u:\b)(?:sk|rk|pk)-(?:[A-Za-z0-9]+-)?[A-Za-z0-9_\-]{16,}",
+        // `sk-` bodies from eight characters (provider keys quoted in model errors); `rk-`/`pk-`
+        // from sixteen, as shorter ones are ordinary identifiers.
+        r"|(?P<apikey>(?-u:\b)sk-(?:[A-Za-z0-9]+-)?[A-Za-z0-9_\-]{8,}|(?-u:\b)(?:rk|pk)-(?:[A-Za-z0-9]+-)?[A-Za-z0-9_\-]{16,}",
         r"|(?-u:\b)gh[pousr]_[A-Za-z0-9]{20,}|(?-u:\b)github_pat_[A-Za-z0-9_]{20,}",
         r"|(?-u:\b)xox[abposr]-[A-Za-z0-9\-]{10,}|(?-u:\b)AKIA[0-9A-Z]{16}(?-u:\b)|(?-u:\b)AIza[0-9A-Za-z_\-]{30,})",
         // Passwords in URLs: scheme://user:PASSWORD@host
@@ -270,6 +272,40 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// A secret the caller holds itself (a configured API key), removed wherever it appears, whatever
+/// its shape.
+#[derive(Clone, Copy)]
+pub struct KnownSecret<'a> {
+    /// The marker's kind: `[REDACTED:<kind>]`.
+    pub kind: &'static str,
+    pub value: &'a str,
+}
+
+impl std::fmt::Debug for KnownSecret<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KnownSecret({})", self.kind)
+    }
+}
+
+/// Shorter known values are not replaced: they would blank ordinary words.
+const MIN_KNOWN_CHARS: usize = 4;
+
+/// [`redact`], after replacing every occurrence of each known secret (trimmed, at least four
+/// characters) with `[REDACTED:<kind>]`.
+pub fn redact_known<'t>(text: &'t str, known: &[KnownSecret<'_>]) -> Cow<'t, str> {
+    let mut out = Cow::Borrowed(text);
+    for k in known {
+        let value = k.value.trim();
+        if value.chars().count() >= MIN_KNOWN_CHARS && out.contains(value) {
+            out = Cow::Owned(out.replace(value, &format!("[REDACTED:{}]", k.kind)));
+        }
+    }
+    match out {
+        Cow::Borrowed(t) => redact(t),
+        Cow::Owned(t) => Cow::Owned(redact(&t).into_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +447,35 @@ mod tests {
             let once = redact(s).into_owned();
             assert_eq!(redact(&once), once, "input: {s}");
         }
+    }
+
+    /// The model client's error rules, now these: the configured key verbatim whatever its
+    /// shape, bearer credentials and `sk-` keys from eight characters, and nothing else.
+    #[test]
+    fn known_secrets_and_model_error_shapes() {
+        let known = [KnownSecret {
+            kind: "api_key",
+            value: " MYSECRETKEY123 ",
+        }];
+        assert_eq!(
+            redact_known(
+                "key MYSECRETKEY123 rejected; header Authorization: Bearer abc.def-ghi; \
+                 also sk-proj-ABCDEFGH1234 and sk-ABCD1234 and risk-free",
+                &known
+            ),
+            "key [REDACTED:api_key] rejected; header Authorization: Bearer [REDACTED:token]; \
+             also [REDACTED:api_key] and [REDACTED:api_key] and risk-free"
+        );
+        // Too short to be told apart from words.
+        let short = [KnownSecret {
+            kind: "api_key",
+            value: "abc",
+        }];
+        assert!(matches!(
+            redact_known("abc abcd", &short),
+            Cow::Borrowed("abc abcd")
+        ));
+        assert_eq!(redact("sk-short task-force"), "sk-short task-force");
     }
 
     #[test]

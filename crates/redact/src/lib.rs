@@ -1,0 +1,28 @@
+//! The one secret redactor of moviepilot-agent. A leaf crate (no workspace dependency), so every
+//! crate that keeps or shows text may use the same rules: the evidence history and chat
+//! snapshots (at capture), the model client's error messages, and MoviePilot results before the
+//! model sees them.
+//!
+//! Public API:
+//! - [`redact`]: text rules — bearer and `Authorization` credentials, cookies, JWTs, PEM private
+//!   keys, known API-key shapes, passwords in URLs, passwords told in a sentence (English and
+//!   Chinese), and `key=value` / JSON fields named after a secret — each replaced by a stable
+//!   `[REDACTED:<kind>]` marker. One linear-time pass (the `regex` crate never backtracks).
+//! - [`redact_known`]: the same, after replacing secrets the caller knows verbatim (the model
+//!   client's own API key).
+//! - [`redact_secrets`] / [`is_secret_key`] / [`REDACTED`]: rules for a JSON *value* (a
+//!   MoviePilot result): values of credential keys and setting rows become [`REDACTED`], form
+//!   descriptors of credential fields stay readable, and every other string goes through the
+//!   text rules.
+//!
+//! Invariants:
+//! - Redacting twice changes nothing more (a stored line and a live one read the same).
+//! - Counts and limits named after a secret word (`max_tokens`, `token_count`, `passkey_expire`)
+//!   and ordinary sentences about passwords are left alone.
+//! - Nothing here logs or keeps what it removed.
+
+mod text;
+mod value;
+
+pub use text::{KnownSecret, redact, redact_known};
+pub use value::{REDACTED, is_secret_key, redact_secrets};
