@@ -14,6 +14,7 @@ mod moviepilot_rules;
 mod regressions;
 mod review;
 mod secret_read;
+mod secrets_in_memory;
 mod session;
 mod tool_execute_command;
 mod tool_memory;
