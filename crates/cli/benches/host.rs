@@ -7,7 +7,7 @@
 //! - `mpagent chat` cold start to the first model request arriving at the mock.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_core::{Agent, AgentConfig, RegistryOptions};
 use mpa_model::{ChatRequest, ModelClient, ModelConfig};
 use mpa_protocol::{Actor, Message, Outcome, ToolCall, UserId};
 use mpa_store::{Chat, Store};
@@ -91,18 +91,12 @@ async fn turn_and_bare(mock: &MockModelServer, context: usize, iterations: u32) 
     cfg.max_iterations = iterations;
     // A window no context here comes near: this measures the loop, not a compaction.
     cfg.max_context_tokens_k = 1_000_000;
-    let agent = Agent::new(
-        cfg,
-        store.clone(),
-        default_registry(
-            &RegistryOptions {
-                diagnostic_tools: true,
-            },
-            &Capabilities::default(),
-        ),
-        Capabilities::default(),
-    )
-    .unwrap();
+    let agent = Agent::builder(cfg, store.clone())
+        .options(RegistryOptions {
+            diagnostic_tools: true,
+        })
+        .build()
+        .unwrap();
     let client = ModelClient::new(model_config(mock)).unwrap();
     let mut turn_ms = Vec::new();
     let mut bare_ms = Vec::new();

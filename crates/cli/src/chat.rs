@@ -159,7 +159,9 @@ impl Renderer {
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }
             | Event::Usage { .. }
-            | Event::Budget { .. } => {}
+            | Event::Budget { .. }
+            // A nested agent's events (a subagent's) are not shown to the user.
+            | Event::Nested { .. } => {}
         }
         let _ = out.flush();
     }

@@ -34,11 +34,13 @@ fn visible(ctx: &CliContext, admin: bool) -> Vec<mpa_core::tools::RegisteredTool
         user_name: String::new(),
         is_admin: admin,
     };
-    let tools = &ctx.host.agent().services().tools;
-    tools
-        .iter()
+    ctx.host
+        .agent()
+        .services()
+        .tools
+        .list()
+        .into_iter()
         .filter(|t| mpa_core::tools::policy::visible(&actor, &t.meta))
-        .cloned()
         .collect()
 }
 

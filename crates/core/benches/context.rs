@@ -155,7 +155,7 @@ fn budget_o200k_200_messages_next_call(b: Bencher, new: usize) {
         let est = count_request(counter, &system, &[], messages, tail, &tools, &cache);
         mpa_model::request_budget(&est, &limits)
     };
-    count(&base, &Tail::new(&base, None, Some(block), None));
+    count(&base, &Tail::new(&base, &[block]));
     let mut i = 1_000;
     b.with_inputs(|| {
         i += 1;
@@ -173,7 +173,7 @@ fn budget_o200k_200_messages_next_call(b: Bencher, new: usize) {
             ));
             messages.push(result(i));
         }
-        let tail = Tail::new(&messages, None, Some(block), None);
+        let tail = Tail::new(&messages, &[block]);
         (messages, tail)
     })
     .bench_local_refs(|(messages, tail)| count(divan::black_box(messages), tail));

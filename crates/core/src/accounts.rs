@@ -268,15 +268,10 @@ impl Accounts {
         .ok()?;
         let pool = Arc::clone(&self.inner.memory);
         tokio::task::spawn_blocking(move || {
-            let mut memory = pool
-                .lock()
-                .ok()
-                .and_then(|mut p| p.pop())
-                .unwrap_or_default();
+            // A pool of work buffers: a push or pop never leaves it half-changed.
+            let mut memory = crate::sync::lock(&pool).pop().unwrap_or_default();
             let out = f(&mut memory);
-            if let Ok(mut p) = pool.lock() {
-                p.push(memory);
-            }
+            crate::sync::lock(&pool).push(memory);
             drop(permit);
             out
         })

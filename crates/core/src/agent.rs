@@ -1,23 +1,128 @@
 //! The agent: shared services plus the registry of live session actors.
 
 use crate::accounts::Accounts;
+use crate::capability::{Capability, RegistryOptions};
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::services::{Capabilities, Services};
-use crate::session::{SessionData, SessionHandle, spawn_session};
-use crate::tools::{SessionState, ToolContext, ToolOutput, ToolRegistry};
+use crate::session::{LiveSessions, SessionData, SessionHandle, spawn_session};
+use crate::sync::lock;
+use crate::tools::gate::{Gate, Gates};
+use crate::tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
+use crate::turn::outbound::Contributor;
 use mpa_model::ModelClient;
 use mpa_protocol::{Actor, Outcome, ToolCall, UserId};
 use mpa_store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
 pub struct Agent {
     services: Arc<Services>,
-    sessions: Arc<Mutex<HashMap<String, SessionHandle>>>,
+    sessions: Arc<LiveSessions>,
     accounts: Accounts,
+}
+
+/// A last say over the built-in tools.
+type AdjustTools = Box<dyn FnOnce(&mut ToolRegistry) + Send>;
+
+/// Builds an [`Agent`]: the configuration and store, the capability hubs, and — for a host's own
+/// additions and for tests — extra capabilities, tools, gates and contributors, appended after
+/// the standard ones.
+pub struct AgentBuilder {
+    cfg: AgentConfig,
+    store: Store,
+    caps: Capabilities,
+    opts: RegistryOptions,
+    capabilities: Vec<Arc<dyn Capability>>,
+    tools: Vec<Arc<dyn Tool>>,
+    gates: Vec<Arc<dyn Gate>>,
+    contributors: Vec<Arc<dyn Contributor>>,
+    adjust: Option<AdjustTools>,
+}
+
+impl AgentBuilder {
+    pub fn caps(mut self, caps: Capabilities) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    pub fn options(mut self, opts: RegistryOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// A capability after the standard ones.
+    pub fn capability(mut self, c: Arc<dyn Capability>) -> Self {
+        self.capabilities.push(c);
+        self
+    }
+
+    /// A built-in tool besides the capabilities' (replaces a tool of the same name).
+    pub fn tool(mut self, t: Arc<dyn Tool>) -> Self {
+        self.tools.push(t);
+        self
+    }
+
+    /// A gate after the standard chain.
+    pub fn gate(mut self, g: Arc<dyn Gate>) -> Self {
+        self.gates.push(g);
+        self
+    }
+
+    /// An outbound contributor after the standard ones.
+    pub fn contributor(mut self, c: Arc<dyn Contributor>) -> Self {
+        self.contributors.push(c);
+        self
+    }
+
+    /// A last say over the built-in tools (the evaluation harness wraps `execute_command`).
+    pub fn adjust(mut self, f: impl FnOnce(&mut ToolRegistry) + Send + 'static) -> Self {
+        self.adjust = Some(Box::new(f));
+        self
+    }
+
+    pub fn build(self) -> Result<Agent> {
+        let model = ModelClient::new(self.cfg.model.clone())?;
+        // A real tokenizer loads its vocabulary (a few hundred ms) off the first model call.
+        let counter = mpa_model::TokenCounter::for_model(&self.cfg.model.model);
+        if counter.is_tokenizer() {
+            let warm = std::thread::Builder::new()
+                .name("mpa-tokenizer".into())
+                .spawn(move || counter.warm_up());
+            if let Err(e) = warm {
+                tracing::debug!(error = %e, "tokenizer warm-up not started; it loads on first use");
+            }
+        }
+        let mut capabilities =
+            crate::capability::standard(&self.caps, &self.opts, Some(&self.store));
+        capabilities.extend(self.capabilities);
+        let mut tools = crate::capability::registry_of(&capabilities);
+        for t in self.tools {
+            tools.register(t);
+        }
+        if let Some(adjust) = self.adjust {
+            adjust(&mut tools);
+        }
+        let mut contributors = crate::turn::outbound::standard();
+        contributors.extend(self.contributors);
+        let accounts = Accounts::new(self.store.clone());
+        Ok(Agent {
+            services: Arc::new(Services {
+                cfg: self.cfg,
+                model,
+                store: self.store,
+                tools: tools.into(),
+                gates: Gates::standard_with(self.gates),
+                contributors: contributors.into(),
+                settle_rules: crate::turn::settle::standard().into(),
+                caps: self.caps,
+                capabilities: capabilities.into(),
+            }),
+            sessions: Arc::new(Mutex::new(HashMap::new())),
+            accounts,
+        })
+    }
 }
 
 /// Session ids only locate; they never authorise. Keep them to a safe alphabet so they can appear
@@ -89,41 +194,19 @@ pub fn new_session_id() -> String {
 }
 
 impl Agent {
-    pub fn new(
-        cfg: AgentConfig,
-        store: Store,
-        mut tools: ToolRegistry,
-        caps: Capabilities,
-    ) -> Result<Agent> {
-        let model = ModelClient::new(cfg.model.clone())?;
-        // A real tokenizer loads its vocabulary (a few hundred ms) off the first model call.
-        let counter = mpa_model::TokenCounter::for_model(&cfg.model.model);
-        if counter.is_tokenizer() {
-            let warm = std::thread::Builder::new()
-                .name("mpa-tokenizer".into())
-                .spawn(move || counter.warm_up());
-            if let Err(e) = warm {
-                tracing::debug!(error = %e, "tokenizer warm-up not started; it loads on first use");
-            }
+    /// An agent over `store` with no capability hubs yet (see [`AgentBuilder`]).
+    pub fn builder(cfg: AgentConfig, store: Store) -> AgentBuilder {
+        AgentBuilder {
+            cfg,
+            store,
+            caps: Capabilities::default(),
+            opts: RegistryOptions::default(),
+            capabilities: Vec::new(),
+            tools: Vec::new(),
+            gates: Vec::new(),
+            contributors: Vec::new(),
+            adjust: None,
         }
-        // Every host keeps write receipts, so every host can read them back.
-        tools.register(crate::tools::typed(
-            crate::tools::get_tool_execution::GetToolExecution {
-                store: store.clone(),
-            },
-        ));
-        let accounts = Accounts::new(store.clone());
-        Ok(Agent {
-            services: Arc::new(Services {
-                cfg,
-                model,
-                store,
-                tools,
-                caps,
-            }),
-            sessions: Arc::new(Mutex::new(HashMap::new())),
-            accounts,
-        })
     }
 
     pub fn services(&self) -> &Arc<Services> {
@@ -235,16 +318,11 @@ impl Agent {
         // An actor that stopped taking turns (idle) may still be running turns queued just
         // before; load the snapshot only after its last one is written, or two actors would
         // serve the session and the older snapshot could win.
-        let retiring = self
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|m| m.get(session_id).cloned());
+        let retiring = lock(&self.sessions).get(session_id).cloned();
         if let Some(old) = retiring {
             old.finished().await;
-            if let Ok(mut map) = self.sessions.lock()
-                && map.get(session_id).is_some_and(|h| h.same_actor(&old))
-            {
+            let mut map = lock(&self.sessions);
+            if map.get(session_id).is_some_and(|h| h.same_actor(&old)) {
                 map.remove(session_id);
             }
         }
@@ -264,7 +342,7 @@ impl Agent {
             }
             None => SessionData::new(session_id, actor.user_id.clone(), channel),
         };
-        let mut map = self.sessions.lock().map_err(|_| CoreError::SessionClosed)?;
+        let mut map = lock(&self.sessions);
         // Another task may have loaded (or created) it meanwhile; keep the first.
         if let Some(h) = map.get(session_id)
             && !h.is_closed()
@@ -274,7 +352,11 @@ impl Agent {
             }
             return Ok(h.clone());
         }
-        let handle = spawn_session(Arc::clone(&self.services), data);
+        let handle = spawn_session(
+            Arc::clone(&self.services),
+            data,
+            Arc::downgrade(&self.sessions),
+        );
         map.insert(session_id.to_string(), handle.clone());
         Ok(handle)
     }
@@ -282,7 +364,7 @@ impl Agent {
     /// A live session, if one is loaded (an actor that ended after idling is forgotten here; one
     /// still finishing its queued turns stays known until it has ended).
     pub fn live(&self, session_id: &str) -> Option<SessionHandle> {
-        let mut map = self.sessions.lock().ok()?;
+        let mut map = lock(&self.sessions);
         match map.get(session_id) {
             Some(h) if h.is_closed() => {
                 if h.is_finished() {
@@ -443,11 +525,7 @@ impl Agent {
 
     /// Closes and forgets a live session (used before deleting a chat).
     pub async fn close_session(&self, session_id: &str) {
-        let handle = self
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(session_id));
+        let handle = lock(&self.sessions).remove(session_id);
         if let Some(h) = handle {
             h.close().await;
         }
@@ -455,11 +533,7 @@ impl Agent {
 
     /// Stops every running turn and waits until each session has written its snapshot.
     pub async fn shutdown(&self) {
-        let handles: Vec<SessionHandle> = self
-            .sessions
-            .lock()
-            .map(|mut m| m.drain().map(|(_, h)| h).collect())
-            .unwrap_or_default();
+        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
         for h in &handles {
             h.begin_shutdown();
             h.stop();
@@ -467,12 +541,14 @@ impl Agent {
         for h in handles {
             h.close().await;
         }
-        if let Some(exec) = &self.services.caps.exec {
-            exec.shutdown().await;
+        for c in self.services.capabilities.iter() {
+            c.shutdown().await;
         }
-        if let Some(history) = &self.services.caps.history {
-            history.shutdown().await;
-        }
+    }
+
+    /// How many session actors are live (loaded, not yet ended).
+    pub fn live_sessions(&self) -> usize {
+        lock(&self.sessions).len()
     }
 
     /// Runs one tool exactly as the agent would (same registry, policy and outcome rules), outside
@@ -484,7 +560,7 @@ impl Agent {
         name: &str,
         args: serde_json::Value,
     ) -> Result<(ToolOutput, Outcome)> {
-        if self.services.tools.get(name).is_none() {
+        if self.services.tools.meta(name).is_none() {
             return Err(CoreError::UnknownTool(name.to_string()));
         }
         let (plan, channel) = match self.services.store.chat(session_id).await? {
@@ -495,30 +571,26 @@ impl Agent {
             Some(_) => return Err(CoreError::SessionNotFound),
             None => (None, "cli".to_string()),
         };
-        let ctx = ToolContext {
-            actor: actor.clone(),
-            session_id: session_id.to_string(),
-            channel,
-            call_id: format!("cli_{}", new_session_id()),
-            request_id: new_session_id(),
-            cancel: CancellationToken::new(),
-            session: Arc::new(Mutex::new(SessionState {
-                plan,
-                ..SessionState::default()
-            })),
-            review: None,
-        };
+        let call_id = format!("cli_{}", new_session_id());
+        let mut ctx = ToolContext::detached(actor.clone(), session_id, &call_id);
+        ctx.channel = channel;
+        ctx.request_id = new_session_id();
+        ctx.session.put(crate::plan::PlanState(plan));
+        ctx.agent = crate::handle::AgentHandle::new(
+            &self.services,
+            crate::tools::policy::Origin::Direct,
+            &ctx.request_id,
+        );
         let call = ToolCall {
-            id: ctx.call_id.clone(),
+            id: call_id,
             name: name.to_string(),
             arguments: args.to_string(),
         };
-        let done = crate::tools::invoke::invoke(
+        let done = crate::tools::invoke::invoke_one(
             self.services.invoker(),
             ctx,
             crate::tools::policy::Origin::Direct,
             &call,
-            1,
         )
         .await;
         let outcome = done.output.outcome;

@@ -20,6 +20,9 @@ pub enum CoreError {
     EvidenceUnavailable(String),
     #[error("unknown tool {0:?}")]
     UnknownTool(String),
+    /// A tool set names a tool another layer of the registry has already.
+    #[error("a tool named {0:?} exists already")]
+    ToolNameTaken(String),
     #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
     InvalidSessionId(String),
     /// A message's text is over `MPA_MAX_MESSAGE_KB`; nothing of it was stored.
@@ -76,6 +79,7 @@ impl CoreError {
             CoreError::SessionClosed => "agent_manager_unavailable",
             CoreError::EvidenceUnavailable(_) => "storage_unavailable",
             CoreError::UnknownTool(_) => "unknown_tool",
+            CoreError::ToolNameTaken(_) => "tool_name_taken",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
             CoreError::MessageTooLarge { .. } => "message_too_large",
             CoreError::MessageOverWindow { .. } => "message_exceeds_context_window",

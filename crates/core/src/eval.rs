@@ -408,8 +408,10 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
                     out.compactions.push(c);
                 }
             }
-            Event::Error { code, message } => out.errors.push(format!("{code}: {message}")),
-            Event::TurnEnded { status, final_text } => {
+            Event::Error { code, message, .. } => out.errors.push(format!("{code}: {message}")),
+            Event::TurnEnded {
+                status, final_text, ..
+            } => {
                 out.status = status;
                 out.final_text = final_text;
                 break;

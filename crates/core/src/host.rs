@@ -2,13 +2,13 @@
 //! the main store, every capability hub, the tool registry and the [`Agent`] — so `server` and
 //! `cli` never assemble the runtime themselves and depend on `core` alone.
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentBuilder};
+use crate::capability::RegistryOptions;
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::moviepilot::identity::{AccountResolver, IdentityResolver, Unconfigured};
 use crate::moviepilot::{AuthMode, MoviePilotAccess, MoviePilotConfig};
 use crate::services::Capabilities;
-use crate::{RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Durability};
 use mpa_store::Store;
 use std::path::PathBuf;
@@ -159,7 +159,16 @@ impl Host {
     /// evaluation harness wraps `execute_command` in its scenario's rules this way).
     pub async fn open_with_tools(
         cfg: HostConfig,
-        adjust: impl FnOnce(&mut crate::tools::ToolRegistry),
+        adjust: impl FnOnce(&mut crate::tools::ToolRegistry) + Send + 'static,
+    ) -> Result<Host> {
+        Self::open_with(cfg, |b| b.adjust(adjust)).await
+    }
+
+    /// [`Host::open`] with the host's own additions to the agent (capabilities, tools, gates,
+    /// contributors), after the standard ones.
+    pub async fn open_with(
+        cfg: HostConfig,
+        extend: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Host> {
         let mut clock = PhaseClock::start();
         let store = Store::open_in_with(&cfg.data_dir, cfg.durability)?;
@@ -182,15 +191,14 @@ impl Host {
             }
             clock.mark("operation_skills");
         }
-        let mut registry = default_registry(
-            &RegistryOptions {
-                diagnostic_tools: cfg.diagnostic_tools,
-            },
-            &caps,
-        );
-        adjust(&mut registry);
+        let builder =
+            Agent::builder(cfg.agent, store)
+                .caps(caps.clone())
+                .options(RegistryOptions {
+                    diagnostic_tools: cfg.diagnostic_tools,
+                });
+        let agent = extend(builder).build()?;
         clock.mark("tool_registry");
-        let agent = Agent::new(cfg.agent, store, registry, caps.clone())?;
         if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
             && mp.config.auth == AuthMode::MoviePilot
         {

@@ -8,8 +8,10 @@
 //!   that turn's [`Event`](mpa_protocol::Event) stream; [`SessionHandle::stop`] stops it;
 //!   [`Agent::run_tool`] runs one tool exactly as a turn would; [`Agent::shutdown`] stops all turns
 //!   and waits for their snapshots.
-//! - [`tools`]: the typed tool registry ([`tools::TypedTool`], [`tools::ToolRegistry`]) and the
-//!   built-in tools; [`default_registry`] builds the standard set.
+//! - [`tools`]: the typed tool registry ([`tools::TypedTool`], [`tools::ToolRegistry`], the
+//!   layered [`tools::registry::Tools`]), the call-gate chain ([`tools::gate`]) and the built-in
+//!   tools; [`capability`]: capability lifecycles, [`capability::standard`] registers them;
+//!   [`handle::AgentHandle`]: what a tool may do with the agent that called it.
 //! - [`outcome::classify`]: the host-wide outcome rules.
 //! - [`eval::run_task`]: one evaluation task through a fresh host (the harness's subject).
 //!
@@ -20,10 +22,12 @@
 pub mod accounts;
 pub mod admission;
 pub mod agent;
+pub mod capability;
 pub mod config;
 pub mod disk;
 pub mod error;
 pub mod eval;
+pub mod handle;
 pub mod history;
 pub mod host;
 pub mod moviepilot;
@@ -35,14 +39,15 @@ pub mod result_cap;
 pub mod review;
 pub mod services;
 pub mod session;
+pub mod sync;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{
-    Agent, MAX_CLIENT_SESSION_ID, SessionRef, SessionScope, client_session_id, new_session_id,
-    server_session_id, valid_session_id,
+    Agent, AgentBuilder, MAX_CLIENT_SESSION_ID, SessionRef, SessionScope, client_session_id,
+    new_session_id, server_session_id, valid_session_id,
 };
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
@@ -60,61 +65,12 @@ pub mod model {
 pub fn become_subreaper() -> std::io::Result<()> {
     mpa_exec::become_subreaper().map_err(|e| std::io::Error::other(e.to_string()))
 }
+pub use capability::{Capability, RegistryOptions};
+pub use review::ReviewState;
 pub use session::SessionHandle;
 
-/// Options for the standard tool set.
-#[derive(Debug, Clone, Default)]
-pub struct RegistryOptions {
-    /// Register the diagnostic `test_*` tools (`MPA_ENABLE_TEST_TOOLS=1`).
-    pub diagnostic_tools: bool,
-}
-
-/// The standard tool set for the given capabilities.
+/// The standard tool set for the given capabilities (without the write-receipts tool, which
+/// needs the main store): the tools of [`capability::standard`].
 pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::ToolRegistry {
-    use tools::{diagnostic, execute_command, typed, update_plan};
-    let mut r = tools::ToolRegistry::new();
-    r.register(typed(update_plan::UpdatePlan));
-    r.register(typed(tools::read_tool_result::ReadToolResult));
-    // Offered only when LLM_MAX_TOOLS > 0 (see `turn::begin::tool_selection`).
-    r.register(typed(tools::search_tools::SearchTools));
-    if let Some(processes) = &caps.exec {
-        r.register(typed(execute_command::ExecuteCommand {
-            processes: processes.clone(),
-        }));
-    }
-    if let Some(history) = &caps.history {
-        r.register(typed(tools::session_search::SessionSearch {
-            history: history.clone(),
-        }));
-    }
-    if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
-        use tools::{memory as mem, search_memory, skill_manage, skill_view, skills_list};
-        r.register(typed(mem::MemoryTool {
-            memory: memory.clone(),
-        }));
-        r.register(typed(search_memory::SearchMemory {
-            memory: memory.clone(),
-        }));
-        r.register(typed(skills_list::SkillsList {
-            skills: skills.clone(),
-        }));
-        r.register(typed(skill_view::SkillView {
-            skills: skills.clone(),
-        }));
-        r.register(typed(skill_manage::SkillManage {
-            skills: skills.clone(),
-        }));
-    }
-    if let Some(access) = &caps.moviepilot {
-        r.register(typed(tools::moviepilot_api::MoviePilotApi {
-            access: access.clone(),
-        }));
-    }
-    if opts.diagnostic_tools {
-        r.register(typed(diagnostic::TestEcho));
-        r.register(typed(diagnostic::TestSleep));
-        r.register(typed(diagnostic::TestResult));
-        r.register(typed(diagnostic::TestPanic));
-    }
-    r
+    capability::registry_of(&capability::standard(caps, opts, None))
 }

@@ -157,6 +157,17 @@ Use the update_plan tool for multi-step work (three or more steps, or work that 
 - The current plan, when there is one, is shown at the end of the latest message, in a block tagged current_task_plan.
 </task_planning>";
 
+/// The session's current plan: a slot of the session state ([`crate::tools::SessionState`]).
+#[derive(Debug, Clone, Default)]
+pub struct PlanState(pub Option<Plan>);
+
+impl PlanState {
+    /// The plan of the session with these slots.
+    pub fn of(session: &crate::tools::SessionState) -> Option<Plan> {
+        session.with(|p: &mut PlanState| p.0.clone())
+    }
+}
+
 /// The `<current_task_plan>` block, when a plan exists.
 pub fn current_plan_block(plan: &Plan) -> String {
     format!(

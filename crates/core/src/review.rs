@@ -11,16 +11,18 @@
 //! within an input budget, sends nothing to the user, and is cancelled by the next user turn
 //! (its later writes are sealed by the shared cancel flag).
 
+use crate::handle::{AgentHandle, EventSink};
 use crate::services::Services;
+use crate::tools::ReviewUse;
 use crate::tools::policy::Origin;
-use crate::tools::{ReviewUse, ToolRegistry};
+use crate::tools::registry::ToolView;
 use crate::transcript::Transcript;
-use crate::turn::EventSink;
-use crate::turn::steps::{self, Limits, LoopSetup, NoHooks};
+use crate::turn::TurnError;
+use crate::turn::steps::{self, Limits, LoopSetup, Offer, StepHooks};
 use crate::turn::tool_calls::ToolStage;
-use mpa_protocol::{Actor, Message, Outcome, ReviewToken, Role, ToolCall, Usage};
+use mpa_protocol::{Actor, Message, ReviewToken, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +68,7 @@ impl ReviewCounters {
 
     /// Called once per model response that contains tool calls. A response that already
     /// maintains skills (a skills-review tool that writes) resets the count.
-    pub fn on_tool_response(&mut self, tools: &ToolRegistry, calls: &[ToolCall]) {
+    pub fn on_tool_response(&mut self, tools: &ToolView, calls: &[ToolCall]) {
         let maintains_skills = calls.iter().any(|c| {
             tools
                 .get(&c.name)
@@ -99,6 +101,21 @@ pub struct ReviewStart {
     pub tokens: mpa_model::TokenCache,
 }
 
+/// The background review of a session: running, or how the last one ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewState {
+    /// None has run yet.
+    Idle,
+    Running,
+    /// The last one ended on its own.
+    Finished,
+    /// The last one was cancelled (by a new user turn, or the session closing) and stopped
+    /// within [`CANCEL_WAIT`].
+    Cancelled,
+    /// The last one did not stop within [`CANCEL_WAIT`] of its cancellation and was aborted.
+    Abandoned,
+}
+
 /// A running review, owned by the session actor.
 pub struct RunningReview {
     cancel: CancellationToken,
@@ -112,14 +129,16 @@ impl RunningReview {
     }
 
     /// Cancels the review and waits at most [`CANCEL_WAIT`]; later writes are sealed either way.
-    pub async fn cancel(self) {
+    pub async fn cancel(self) -> ReviewState {
         self.sealed.cancel();
         self.cancel.cancel();
         let mut task = self.task;
         if tokio::time::timeout(CANCEL_WAIT, &mut task).await.is_err() {
             tracing::warn!("background review did not stop within 2 s; continuing");
             task.abort();
+            return ReviewState::Abandoned;
         }
+        ReviewState::Cancelled
     }
 
     pub async fn wait(self) -> Option<ReviewReport> {
@@ -135,7 +154,7 @@ pub struct ReviewReport {
     /// Successful memory/skill writes: `(tool, arguments)`.
     pub actions: Vec<(String, String)>,
     pub denied: Vec<String>,
-    pub error: Option<String>,
+    pub error: Option<TurnError>,
 }
 
 const MEMORY_PROMPT: &str = "Review the conversation above and decide whether anything deserves a place \
@@ -208,25 +227,26 @@ async fn run(
     review: ReviewToken,
 ) -> ReviewReport {
     let mut transcript = Transcript::restored(start.messages).with_tokens(start.tokens);
-    let first_new = transcript.len();
     transcript.push(Message::user(review_prompt(start.due)));
     // The turn's own specs (`search_tools` is a turn's, offered only with discovery on).
     let specs: Vec<_> = services
         .tools
+        .view()
         .specs_for(&actor)
         .into_iter()
         .filter(|s| {
             s.name != <crate::tools::search_tools::SearchTools as crate::tools::TypedTool>::NAME
         })
         .collect();
-    let state = Arc::new(Mutex::new(crate::tools::SessionState::default()));
+    let state = Arc::new(crate::tools::SessionState::new());
+    let origin = Origin::Review {
+        memory_due: start.due.memory,
+    };
     let setup = LoopSetup {
-        model: &services.model,
+        services: &services,
         tools: ToolStage {
             invoker: services.invoker(),
-            origin: Origin::Review {
-                memory_due: start.due.memory,
-            },
+            origin,
             // One call at a time: learning writes of one review are ordered.
             max_parallel: 1,
             actor: &actor,
@@ -235,59 +255,36 @@ async fn run(
             request_id: review.id(),
             state: &state,
             review: Some(&review),
+            handle: AgentHandle::new(&services, origin, review.id()),
         },
         system: &start.system,
-        specs: &specs,
+        offer: Offer::fixed(specs),
         limits: Limits {
             max_model_calls: MAX_REVIEW_ITERATIONS,
             input_token_budget: Some(input_budget(&services)),
         },
         budget: services.budget_limits(),
-        catalogue: None,
         acting_note: None,
     };
+    let mut watch = Watch {
+        view: services.tools.view(),
+        report: ReviewReport::default(),
+    };
     let end = steps::run(
-        &setup,
+        setup,
         &mut transcript,
-        &mut NoHooks,
+        &mut watch,
         &EventSink::none(),
         &cancel,
     )
     .await;
-    let mut report = ReviewReport {
-        model_calls: end.model_calls,
-        usage: end.usage,
-        error: match end.status {
-            mpa_protocol::TurnStatus::Failed => end.error.map(|e| e.0),
-            _ => None,
-        },
-        ..ReviewReport::default()
+    let mut report = watch.report;
+    report.model_calls = end.model_calls;
+    report.usage = end.usage;
+    report.error = match end.status {
+        mpa_protocol::TurnStatus::Failed => end.error,
+        _ => None,
     };
-    let messages = transcript.messages();
-    for m in &messages[first_new..] {
-        if m.role != Role::Tool {
-            continue;
-        }
-        let name = m.name.clone().unwrap_or_default();
-        let content = m.text();
-        if is_review_denial(&content) {
-            report.denied.push(name);
-            continue;
-        }
-        let writes = services
-            .tools
-            .get(&name)
-            .is_some_and(|t| !t.meta.effect.is_read());
-        if m.outcome == Some(Outcome::Succeeded) && writes && !reports_no_change(&content) {
-            let args = messages[first_new..]
-                .iter()
-                .flat_map(|a| &a.tool_calls)
-                .find(|c| Some(&c.id) == m.tool_call_id.as_ref())
-                .map(|c| crate::redaction::redact(&c.arguments).into_owned())
-                .unwrap_or_default();
-            report.actions.push((name, args));
-        }
-    }
     if let Some(m) = &services.caps.memory {
         m.end_review(&actor, &review);
     }
@@ -306,9 +303,32 @@ async fn run(
     report
 }
 
-fn is_review_denial(content: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(content)
-        .is_ok_and(|v| v.get("error").and_then(|e| e.as_str()) == Some("review_tool_denied"))
+/// What a review did, as its tool results arrive: denials by their error code, successful
+/// learning writes with their (redacted) arguments.
+struct Watch {
+    view: ToolView,
+    report: ReviewReport,
+}
+
+#[async_trait::async_trait]
+impl StepHooks for Watch {
+    fn on_tool_result(&mut self, call: &ToolCall, output: &crate::tools::ToolOutput) {
+        if output.error.as_deref() == Some("review_tool_denied") {
+            self.report.denied.push(call.name.clone());
+            return;
+        }
+        let writes = self
+            .view
+            .get(&call.name)
+            .is_some_and(|t| !t.meta.effect.is_read());
+        if output.outcome == mpa_protocol::Outcome::Succeeded
+            && writes
+            && !reports_no_change(&output.content)
+        {
+            let args = crate::redaction::redact(&call.arguments).into_owned();
+            self.report.actions.push((call.name.clone(), args));
+        }
+    }
 }
 
 /// Whether a learning tool's JSON result says it changed nothing (`"changed": false`, e.g. a
@@ -362,7 +382,7 @@ mod tests {
     fn skill_counter_resets_on_a_skill_maintaining_response() {
         use crate::tools::ToolMeta;
         use mpa_protocol::EffectClass;
-        let mut tools = ToolRegistry::new();
+        let mut tools = crate::tools::ToolRegistry::new();
         tools.register(crate::tools::json_tool(Stub(
             "skill_manage",
             ToolMeta::new(EffectClass::ReversibleWrite).review(ReviewUse::Always),
@@ -376,6 +396,7 @@ mod tests {
             name: n.into(),
             arguments: "{}".into(),
         };
+        let tools = crate::tools::registry::Tools::from(tools).view();
         let mut c = ReviewCounters::default();
         for _ in 0..9 {
             c.on_tool_response(&tools, &[call("a"), call("skill_view")]);

@@ -1,11 +1,17 @@
 //! The services every turn uses, built once per host: configuration, the model client, the main
-//! store, the tool registry and the optional capability hubs.
+//! store, the layered tool registry, the call-gate chain, the outbound contributors, the settle
+//! rules, the capability hubs and their lifecycles.
 
+use crate::capability::Capability;
 use crate::config::AgentConfig;
-use crate::tools::ToolRegistry;
+use crate::tools::gate::Gates;
 use crate::tools::invoke::Invoker;
+use crate::tools::registry::Tools;
+use crate::turn::outbound::Contributor;
+use crate::turn::settle::SettleRule;
 use mpa_model::ModelClient;
 use mpa_store::Store;
+use std::sync::Arc;
 
 /// Optional capability hubs (one per process), shared by the tools that adapt them.
 #[derive(Clone, Default)]
@@ -22,8 +28,13 @@ pub struct Services {
     pub cfg: AgentConfig,
     pub model: ModelClient,
     pub store: Store,
-    pub tools: ToolRegistry,
+    pub tools: Tools,
+    pub gates: Gates,
+    pub contributors: Arc<[Arc<dyn Contributor>]>,
+    pub settle_rules: Arc<[Arc<dyn SettleRule>]>,
     pub caps: Capabilities,
+    /// Every capability's lifecycle, in registration order.
+    pub capabilities: Arc<[Arc<dyn Capability>]>,
 }
 
 impl Services {
@@ -36,7 +47,8 @@ impl Services {
     /// The one tool call path, configured for this host.
     pub fn invoker(&self) -> Invoker<'_> {
         Invoker {
-            registry: &self.tools,
+            tools: &self.tools,
+            gates: &self.gates,
             timeout: self.cfg.tool_timeout,
             ledger: Some(&self.store),
             max_result_chars: crate::result_cap::cap_for_window(

@@ -2,11 +2,13 @@
 //! own, and linking dominated the build (one binary, one link). Tests that need a process
 //! of their own stay separate targets (see Cargo.toml).
 
+mod architecture;
 mod common;
 mod context_budget;
 mod context_compaction;
 mod context_discovery;
 mod context_results;
+mod extending;
 mod history;
 mod honest_endings;
 mod llama_cpp_turn;

@@ -3,9 +3,9 @@
 //! figures go out as a `Budget` event; provider usage accumulates in the session detail.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::TestHost;
+use mpa_core::Agent;
 use mpa_protocol::{Actor, Event, RequestBudget, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::json;
 
@@ -14,30 +14,12 @@ async fn agent(
     model: &str,
     window_k: u64,
 ) -> (tempfile::TempDir, Agent, Actor) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("lin").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: model.into(),
-        max_retries: 0,
-        max_output_tokens: Some(512),
-        ..Default::default()
-    });
-    cfg.max_context_tokens_k = window_k;
-    let caps = Capabilities::default();
-    let tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
-    (dir, Agent::new(cfg, store, tools, caps).unwrap(), actor)
+    let h = TestHost::builder(mock, model)
+        .model(|m| m.max_output_tokens = Some(512))
+        .config(move |c| c.max_context_tokens_k = window_k)
+        .build()
+        .await;
+    (h.dir, h.agent, h.actor)
 }
 
 async fn turn(agent: &Agent, actor: &Actor, session: &str, text: &str) -> (TurnStatus, Vec<Event>) {

@@ -2,11 +2,11 @@
 //! by a scripted model: a long conversation with large tool results at a 16 K window.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
+use crate::common::host::TestHost;
 use async_trait::async_trait;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, RequestBudget, ToolSpec, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -51,34 +51,22 @@ async fn env(mock: &MockModelServer, window_k: u64) -> Env {
 }
 
 async fn env_with(mock: &MockModelServer, model: &str, window_k: u64) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("lin").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: model.into(),
-        max_retries: 0,
-        ..Default::default()
-    });
-    cfg.max_context_tokens_k = window_k;
-    let caps = Capabilities {
-        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-            dir.path().join("history"),
-        ))),
-        ..Capabilities::default()
-    };
-    let mut tools = default_registry(&RegistryOptions::default(), &caps);
-    tools.register(mpa_core::tools::json_tool(ListSubscriptions));
-    let agent = Agent::new(cfg, store, tools, caps).unwrap();
+    let h = TestHost::builder(mock, model)
+        .config(move |c| c.max_context_tokens_k = window_k)
+        .caps(|d| Capabilities {
+            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+                d.join("history"),
+            ))),
+            ..Capabilities::default()
+        })
+        .diagnostic_tools(false)
+        .tool(mpa_core::tools::json_tool(ListSubscriptions))
+        .build()
+        .await;
     Env {
-        _dir: dir,
-        agent,
-        actor,
+        _dir: h.dir,
+        agent: h.agent,
+        actor: h.actor,
     }
 }
 
@@ -485,7 +473,7 @@ async fn a_failed_summariser_keeps_the_original_context_and_says_so() {
     let err = events
         .iter()
         .find_map(|e| match e {
-            Event::Error { code, message } => Some((code.clone(), message.clone())),
+            Event::Error { code, message, .. } => Some((code.clone(), message.clone())),
             _ => None,
         })
         .unwrap();

@@ -2,11 +2,11 @@
 //! tools, `search_tools` discovers more, the next call carries those that fit its budget.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
+use crate::common::host::{Gateway, TestHost, open_host};
 use async_trait::async_trait;
+use mpa_core::Agent;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Event, ToolSpec, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -41,28 +41,8 @@ const ALWAYS_ON: [&str; 4] = [
 ];
 
 async fn agent(mock: &MockModelServer, max_tools: u32) -> (tempfile::TempDir, Agent, Actor) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("lin").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "house-model-x".into(),
-        max_retries: 0,
-        ..Default::default()
-    });
-    cfg.max_tools = max_tools;
-    let caps = Capabilities::default();
-    let mut tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
+    let mut host =
+        TestHost::builder(mock, "house-model-x").config(move |c| c.max_tools = max_tools);
     for (name, description) in [
         (
             "transfer_files",
@@ -82,9 +62,10 @@ async fn agent(mock: &MockModelServer, max_tools: u32) -> (tempfile::TempDir, Ag
             ),
         ),
     ] {
-        tools.register(mpa_core::tools::json_tool(Plain { name, description }));
+        host = host.tool(mpa_core::tools::json_tool(Plain { name, description }));
     }
-    (dir, Agent::new(cfg, store, tools, caps).unwrap(), actor)
+    let h = host.build().await;
+    (h.dir, h.agent, h.actor)
 }
 
 fn tool_names(req: &Value) -> BTreeSet<String> {
@@ -219,46 +200,27 @@ async fn without_llm_max_tools_every_tool_is_offered_and_search_tools_is_not() {
 
 #[tokio::test]
 async fn gateway_operations_are_discoverable() {
-    use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
     use mpa_core::tools::search_tools::{catalogue_for, rank};
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = mpa_core::HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-    );
-    cfg.moviepilot = Some(mpa_core::MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: "http://127.0.0.1:9".into(),
-            secret_key: Some("k".into()),
-            auth: AuthMode::Local,
-        },
+    let gateway = Gateway {
+        url: "http://127.0.0.1:9".into(),
+        secret: "k".into(),
         identity: None,
-    });
-    let host = mpa_core::Host::open(cfg).await.unwrap();
+    };
+    let host = open_host(dir.path(), mpa_model::ModelConfig::default(), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
-    let catalogue = catalogue_for(&host.agent().services().tools, &admin);
+    let catalogue = catalogue_for(&host.agent().services().tools.view(), &admin);
     let top = rank(&catalogue, "订阅");
     assert_eq!(top[0].0.name, "moviepilot_api");
     // Through the tool, as the model calls it: the matching operation ids.
-    let state = mpa_core::tools::SessionState {
-        discovery: mpa_core::tools::search_tools::Discovery {
-            enabled: true,
-            catalogue,
-            baseline: vec![],
-            discovered: vec![],
-        },
-        ..Default::default()
-    };
-    let ctx = mpa_core::tools::ToolContext {
-        actor: admin.clone(),
-        session_id: "g".into(),
-        channel: "test".into(),
-        call_id: "c".into(),
-        request_id: "r".into(),
-        cancel: tokio_util::sync::CancellationToken::new(),
-        session: std::sync::Arc::new(std::sync::Mutex::new(state)),
-        review: None,
-    };
+    let mut ctx = mpa_core::tools::ToolContext::detached(admin.clone(), "g", "c");
+    ctx.request_id = "r".into();
+    ctx.session.put(mpa_core::tools::search_tools::Discovery {
+        enabled: true,
+        catalogue,
+        baseline: vec![],
+        discovered: vec![],
+    });
     let call = mpa_protocol::ToolCall {
         id: "c".into(),
         name: "search_tools".into(),
@@ -288,11 +250,7 @@ async fn gateway_operations_are_discoverable() {
     assert!(ops.contains(&"subscription.list"), "{ops:?}");
     assert_eq!(
         ctx.session
-            .lock()
-            .unwrap()
-            .discovery
-            .discovered
-            .last()
+            .with(|d: &mut mpa_core::tools::search_tools::Discovery| d.discovered.last().cloned())
             .unwrap(),
         "moviepilot_api"
     );

@@ -2,14 +2,16 @@
 //! the session's memory and read on with `read_tool_result` by Unicode character offset.
 
 use async_trait::async_trait;
+use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
 use mpa_core::tools::policy::Origin;
-use mpa_core::tools::{JsonTool, SessionState, ToolContext, ToolMeta, ToolOutput, ToolRegistry};
+use mpa_core::tools::read_tool_result::ResultStore;
+use mpa_core::tools::registry::Tools;
+use mpa_core::tools::{JsonTool, SessionState, ToolContext, ToolMeta, ToolOutput};
 use mpa_core::{Capabilities, RegistryOptions, default_registry};
 use mpa_protocol::{Actor, Outcome, ToolCall, ToolSpec, UserId};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
 
 /// Returns `{"size": n}` characters of numbered lines mixing Chinese and ASCII.
 struct BigResult;
@@ -51,7 +53,7 @@ impl JsonTool for BigResult {
 }
 
 struct Env {
-    registry: ToolRegistry,
+    registry: Tools,
 }
 
 fn actor(id: &str) -> Actor {
@@ -62,41 +64,38 @@ fn actor(id: &str) -> Actor {
     }
 }
 
-fn session() -> Arc<Mutex<SessionState>> {
-    Arc::new(Mutex::new(SessionState::default()))
+fn session() -> Arc<SessionState> {
+    Arc::new(SessionState::new())
 }
 
 impl Env {
     fn new() -> Self {
         let mut registry = default_registry(&RegistryOptions::default(), &Capabilities::default());
         registry.register(mpa_core::tools::json_tool(BigResult));
-        Env { registry }
+        Env {
+            registry: registry.into(),
+        }
     }
 
     async fn call(
         &self,
         actor: &Actor,
-        session: &Arc<Mutex<SessionState>>,
+        session: &Arc<SessionState>,
         tool: &str,
         args: Value,
     ) -> (Value, Option<String>, Outcome) {
-        let ctx = ToolContext {
-            actor: actor.clone(),
-            session_id: "s".into(),
-            channel: "test".into(),
-            call_id: "c".into(),
-            request_id: "r".into(),
-            cancel: CancellationToken::new(),
-            session: Arc::clone(session),
-            review: None,
-        };
+        let mut ctx = ToolContext::detached(actor.clone(), "s", "c");
+        ctx.request_id = "r".into();
+        ctx.session = Arc::clone(session);
         let call = ToolCall {
             id: "c".into(),
             name: tool.into(),
             arguments: args.to_string(),
         };
+        let gates = Gates::standard();
         let inv = Invoker {
-            registry: &self.registry,
+            tools: &self.registry,
+            gates: &gates,
             timeout: None,
             ledger: None,
             max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -223,8 +222,8 @@ async fn the_ninth_result_evicts_the_oldest_and_foreign_ids_look_expired() {
             .await;
         ids.push(p["result_id"].as_str().unwrap().to_string());
     }
-    assert_eq!(s.lock().unwrap().results.len(), 8);
-    let read = |who: Actor, sess: Arc<Mutex<SessionState>>, id: String| {
+    assert_eq!(s.with(|r: &mut ResultStore| r.len()), 8);
+    let read = |who: Actor, sess: Arc<SessionState>, id: String| {
         let env = &env;
         async move {
             env.call(&who, &sess, "read_tool_result", json!({"result_id": id}))
@@ -276,7 +275,7 @@ async fn a_result_too_large_to_keep_says_so() {
     assert_eq!(p["result_limit_bytes"], 1_048_576);
     assert!(p.get("result_id").is_none());
     assert!(p["message"].as_str().unwrap().contains("narrow the query"));
-    assert!(s.lock().unwrap().results.is_empty());
+    assert!(s.with(|r: &mut ResultStore| r.is_empty()));
     // Under the cap nothing is kept or changed.
     let (small, full, _) = env.call(&me, &s, "big_result", json!({"size": 100})).await;
     assert!(full.is_none());

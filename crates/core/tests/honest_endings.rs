@@ -4,9 +4,9 @@
 //! what the user can do. Driven by the mock model server over the real wire format.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::TestHost;
+use mpa_core::Agent;
 use mpa_protocol::{Actor, Event, Outcome, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 
@@ -17,31 +17,14 @@ struct Env {
 }
 
 async fn env(mock: &MockModelServer) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("lin").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gemma-3-270m".into(),
-        max_retries: 2,
-        ..Default::default()
-    });
-    let caps = Capabilities::default();
-    let tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
+    let h = TestHost::builder(mock, "gemma-3-270m")
+        .model(|m| m.max_retries = 2)
+        .build()
+        .await;
     Env {
-        _dir: dir,
-        agent: Agent::new(cfg, store, tools, caps).unwrap(),
-        actor,
+        _dir: h.dir,
+        agent: h.agent,
+        actor: h.actor,
     }
 }
 
@@ -54,7 +37,10 @@ impl Env {
             .unwrap();
         let mut events = Vec::new();
         while let Some(ev) = rx.recv().await {
-            if let Event::TurnEnded { status, final_text } = ev {
+            if let Event::TurnEnded {
+                status, final_text, ..
+            } = ev
+            {
                 return (status, final_text, events);
             }
             events.push(ev);
@@ -73,7 +59,7 @@ impl Env {
 
 fn error_of(events: &[Event]) -> Option<(String, String)> {
     events.iter().find_map(|e| match e {
-        Event::Error { code, message } => Some((code.clone(), message.clone())),
+        Event::Error { code, message, .. } => Some((code.clone(), message.clone())),
         _ => None,
     })
 }

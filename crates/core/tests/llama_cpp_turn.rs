@@ -6,9 +6,8 @@
 //!
 //! Skips with a notice when the server is not installed; fails under `MPA_REQUIRE_ALL_TESTS=1`.
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
-use mpa_protocol::{Actor, Event, Outcome, Role, TurnStatus};
-use mpa_store::Store;
+use crate::common::host::TestHost;
+use mpa_protocol::{Event, Outcome, Role, TurnStatus};
 use mpa_test_support::{LlamaCppOptions, LlamaCppServer, MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -38,38 +37,24 @@ async fn a_tool_using_turn_completes_against_a_real_llama_cpp_server() {
     )]));
     mock.set_default(MockReply::forward_to(&llama.base_url));
 
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("lin").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: llama.model_id.clone(),
-        temperature: Some(0.0),
-        // The 270M model rambles; a short answer is enough to show the turn ends well.
-        max_output_tokens: Some(48),
-        max_retries: 1,
-        idle_timeout: Duration::from_secs(300),
-        ..Default::default()
-    });
-    // A model that keeps calling tools still ends: a handful of calls, then the limit.
-    cfg.max_iterations = 4;
-    let caps = Capabilities::default();
-    let tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
-    let agent = Agent::new(cfg, store, tools, caps).unwrap();
+    let model_id = llama.model_id.clone();
+    let host = TestHost::builder(&mock, &model_id)
+        .model(|m| {
+            m.temperature = Some(0.0);
+            // The 270M model rambles; a short answer is enough to show the turn ends well.
+            m.max_output_tokens = Some(48);
+            m.max_retries = 1;
+            m.idle_timeout = Duration::from_secs(300);
+        })
+        // A model that keeps calling tools still ends: a handful of calls, then the limit.
+        .config(|c| c.max_iterations = 4)
+        .build()
+        .await;
+    let (agent, actor) = (&host.agent, &host.actor);
 
     let mut rx = agent
         .submit(
-            &actor,
+            actor,
             "llama-tool-turn",
             "test",
             "What is the weather in Paris? Use test_echo, then answer in one sentence.".into(),
@@ -80,7 +65,9 @@ async fn a_tool_using_turn_completes_against_a_real_llama_cpp_server() {
     let mut events = Vec::new();
     let (status, final_text) = loop {
         match rx.recv().await.expect("the turn ended without TurnEnded") {
-            Event::TurnEnded { status, final_text } => break (status, final_text),
+            Event::TurnEnded {
+                status, final_text, ..
+            } => break (status, final_text),
             ev => events.push(ev),
         }
     };
@@ -116,7 +103,7 @@ async fn a_tool_using_turn_completes_against_a_real_llama_cpp_server() {
     assert_eq!(messages[call_idx + 1]["tool_call_id"], "call_weather");
 
     // The chat keeps the call, its succeeded result and the real server's answer.
-    let chat = agent.chat_for(&actor, "llama-tool-turn").await.unwrap();
+    let chat = agent.chat_for(actor, "llama-tool-turn").await.unwrap();
     let tool_result = chat
         .agent_messages
         .iter()

@@ -3,34 +3,21 @@
 //! snapshotted so a change to what the model is told is reviewed.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig, rules::BUSINESS_RULES};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
+use crate::common::host::{Gateway, mock_model, open_host};
+use mpa_core::moviepilot::rules::BUSINESS_RULES;
 use mpa_test_support::{MockModelServer, MockReply};
 use std::time::Duration;
 
 async fn system_prompts(gateway: bool, sessions: &[&str]) -> Vec<String> {
     let mock = MockModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let model = mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        api_key: Some("sk-test".into()),
-        model: "gpt-4o".into(),
-        max_retries: 0,
-        ..Default::default()
-    };
-    let mut cfg = HostConfig::new(dir.path().join("data"), AgentConfig::new(model));
-    if gateway {
-        // Only configured, never called here: nothing listens on this port.
-        cfg.moviepilot = Some(MoviePilotHostConfig {
-            config: MoviePilotConfig {
-                url: "http://127.0.0.1:9".into(),
-                secret_key: Some("k".into()),
-                auth: AuthMode::Local,
-            },
-            identity: None,
-        });
-    }
-    let host = Host::open(cfg).await.unwrap();
+    // Only configured, never called here: nothing listens on this port.
+    let gateway = gateway.then(|| Gateway {
+        url: "http://127.0.0.1:9".into(),
+        secret: "k".into(),
+        identity: None,
+    });
+    let host = open_host(dir.path(), mock_model(&mock), gateway).await;
     let actor = host.local_actor("alice", false).await.unwrap();
     for (i, s) in sessions.iter().enumerate() {
         mock.push(MockReply::text("ok"));

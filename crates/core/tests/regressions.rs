@@ -6,12 +6,13 @@
     reason = "a test's panic is its failure report"
 )]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::{TestHost, learning_caps};
+use mpa_core::Agent;
 use mpa_protocol::{Actor, Event, Message, TurnStatus};
 use mpa_store::{Chat, Store};
 use mpa_test_support::{MockModelServer, MockReply, last_user_text};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 struct Env {
@@ -38,54 +39,26 @@ impl Opts {
     }
 }
 
-fn learning(data: &Path) -> Capabilities {
-    Capabilities {
-        exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-            data.to_path_buf(),
-            data.join("spill"),
-        ))),
-        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-            data.to_path_buf(),
-        ))),
-        skills: Some(mpa_learning::Skills::new(data.to_path_buf())),
-        ..Capabilities::default()
-    }
-}
-
 async fn env(mock: &MockModelServer, o: Opts) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let store = Store::open_in(&data).unwrap();
-    let user = store.ensure_local_user("kim").await.unwrap();
     // An administrator, so terminals are available.
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: true,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        max_retries: 0,
-        ..Default::default()
-    });
-    cfg.session_idle = o.idle;
-    cfg.memory_review_interval = o.memory_interval;
-    cfg.skill_review_interval = o.skill_interval;
-    let caps = learning(&data);
-    let tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
-    let agent = Agent::new(cfg, store.clone(), tools, caps).unwrap();
+    let h = TestHost::builder(mock, "gpt-4o")
+        .user("kim")
+        .admin()
+        .data_subdir("data")
+        .config(move |c| {
+            c.session_idle = o.idle;
+            c.memory_review_interval = o.memory_interval;
+            c.skill_review_interval = o.skill_interval;
+        })
+        .caps(learning_caps)
+        .build()
+        .await;
     Env {
-        _dir: dir,
-        data,
-        agent,
-        actor,
-        store,
+        _dir: h.dir,
+        data: h.data,
+        agent: h.agent,
+        actor: h.actor,
+        store: h.store,
     }
 }
 

@@ -3,9 +3,9 @@
 //! running review.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::{TestHost, learning_caps};
+use mpa_core::{Agent, Capabilities, ReviewState};
 use mpa_protocol::{Actor, Event, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -20,41 +20,27 @@ struct Env {
 }
 
 async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let store = Store::open_in(&data).unwrap();
-    let user = store.create_user("root", true, None).await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: true,
-    };
-    let caps = Capabilities {
-        exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-            dir.path().to_path_buf(),
-            data.join("spill"),
-        ))),
-        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-            data.clone(),
-        ))),
-        skills: Some(mpa_learning::Skills::new(data.clone())),
-        history: None,
-        ..Capabilities::default()
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        ..Default::default()
-    });
-    cfg.memory_review_interval = memory_interval;
-    cfg.skill_review_interval = 0;
-    let tools = default_registry(&RegistryOptions::default(), &caps);
-    let agent = Agent::new(cfg, store, tools, caps).unwrap();
+    let h = TestHost::builder(mock, "gpt-4o")
+        .model(|m| m.max_retries = mpa_model::ModelConfig::default().max_retries)
+        .user("root")
+        .admin()
+        .data_subdir("data")
+        .diagnostic_tools(false)
+        .caps(|data| Capabilities {
+            history: None,
+            ..learning_caps(data)
+        })
+        .config(move |c| {
+            c.memory_review_interval = memory_interval;
+            c.skill_review_interval = 0;
+        })
+        .build()
+        .await;
     Env {
-        _dir: dir,
-        data,
-        agent,
-        actor,
+        _dir: h.dir,
+        data: h.data,
+        agent: h.agent,
+        actor: h.actor,
     }
 }
 
@@ -187,6 +173,11 @@ async fn no_review_before_the_interval_and_a_new_turn_cancels_a_running_review()
     mock.push(MockReply::text("three"));
     // The next user turn cancels the review and runs.
     assert_eq!(turn(&e, "s2", "third").await, TurnStatus::Completed);
+    // The review really stopped: its model call was cut, and it ended within the 2 s bound
+    // (a review ignoring its cancellation is aborted instead, and says so).
+    assert_eq!(s.review_state(), ReviewState::Cancelled);
+    assert!(mock.wait_for_hangups(1, Duration::from_secs(10)).await);
+    assert_eq!(mock.hangups(), 1);
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 4);
     let last = reqs[3]["messages"]

@@ -3,56 +3,27 @@
 //! "this entry point cannot confirm", nothing reaches MoviePilot, and the model goes on with
 //! that answer. (The interactive path runs end to end in `cli/tests/moviepilot_chat.rs`.)
 
-use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeMoviePilot, WorldState};
-use mpa_protocol::{Actor, Event};
+use crate::common::host::{Gateway, demo_world, linked, mock_model, open_host};
+use mpa_eval::{FakeConfig, FakeMoviePilot};
+use mpa_protocol::Event;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 const SECRET: &str = "secret-read-test-key";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_non_interactive_entry_point_cannot_confirm_and_sends_nothing() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../eval/worlds/demo.json"
-    ))
-    .unwrap();
-    let world: Value = serde_json::from_str(&text).unwrap();
-    let fake = FakeMoviePilot::start(
-        FakeConfig::new(SECRET),
-        WorldState::from_value(world["state"].clone()).unwrap(),
-    )
-    .await
-    .unwrap();
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
+        .await
+        .unwrap();
     let mock = MockModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let model = mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        api_key: Some("sk-test".into()),
-        model: "gpt-4o".into(),
-        max_retries: 0,
-        ..Default::default()
+    let gateway = Gateway {
+        url: fake.url(),
+        secret: SECRET.into(),
+        identity: Some(linked(SECRET, &[("*", ("1", "admin"))])),
     };
-    let mut cfg = HostConfig::new(dir.path().join("data"), AgentConfig::new(model));
-    let resolver = MintingResolver::new(SECRET, |_: &Actor| {
-        Some(MoviePilotUser {
-            id: "1".into(),
-            name: "admin".into(),
-        })
-    });
-    cfg.moviepilot = Some(MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: fake.url(),
-            secret_key: Some(SECRET.into()),
-            auth: AuthMode::Local,
-        },
-        identity: Some(Arc::new(resolver)),
-    });
-    let host = Host::open(cfg).await.unwrap();
+    let host = open_host(dir.path(), mock_model(&mock), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     mock.push(MockReply::tool_calls(&[(
         "c1",

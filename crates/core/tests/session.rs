@@ -1,10 +1,9 @@
 //! Session actors: idle reclamation reloads from the snapshot; shutdown refuses queued work; a
 //! capped tool result reaches the evidence store in full.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::TestHost;
+use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::json;
 use std::path::Path;
@@ -18,28 +17,16 @@ async fn agent(mock: &MockModelServer, idle: Duration) -> (tempfile::TempDir, Ag
 async fn agent_with(
     mock: &MockModelServer,
     idle: Duration,
-    caps: impl FnOnce(&Path) -> Capabilities,
+    caps: impl FnOnce(&Path) -> Capabilities + 'static,
 ) -> (tempfile::TempDir, Agent, Actor) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("kim").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        ..Default::default()
-    });
-    cfg.session_idle = idle;
-    let caps = caps(dir.path());
-    let opts = RegistryOptions {
-        diagnostic_tools: true,
-    };
-    let tools = default_registry(&opts, &caps);
-    (dir, Agent::new(cfg, store, tools, caps).unwrap(), actor)
+    let h = TestHost::builder(mock, "gpt-4o")
+        .model(|m| m.max_retries = mpa_model::ModelConfig::default().max_retries)
+        .user("kim")
+        .config(move |c| c.session_idle = idle)
+        .caps(caps)
+        .build()
+        .await;
+    (h.dir, h.agent, h.actor)
 }
 
 async fn finish(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> (TurnStatus, Vec<Event>) {
@@ -153,4 +140,122 @@ async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     )
     .await;
     assert!(found.to_string().contains("cap1"), "{found}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_session_handles_are_dropped_when_the_actor_ends() {
+    let mock = MockModelServer::start().await;
+    let (_dir, agent, actor) = agent(&mock, Duration::from_millis(100)).await;
+    mock.push(MockReply::text("hi"));
+    let rx = agent
+        .submit(&actor, "gone", "test", "hello".into(), vec![])
+        .await
+        .unwrap();
+    assert_eq!(finish(rx).await.0, TurnStatus::Completed);
+    let live = agent.live("gone").unwrap();
+    assert_eq!(agent.live_sessions(), 1);
+    tokio::time::timeout(Duration::from_secs(30), live.finished())
+        .await
+        .expect("reclaimed after idling");
+    // Nobody looked the session up since: the agent forgot the ended actor on its own.
+    assert_eq!(agent.live_sessions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn close_is_never_dropped_when_the_queue_is_full() {
+    let mock = MockModelServer::start().await;
+    let h = TestHost::builder(&mock, "gpt-4o")
+        .user("kim")
+        .config(|c| c.queue_capacity = 1)
+        .build()
+        .await;
+    let (agent, actor) = (&h.agent, &h.actor);
+    mock.push(MockReply::text("first").stall_after(1));
+    mock.push(MockReply::text("second"));
+    let first = agent
+        .submit(actor, "full", "test", "one".into(), vec![])
+        .await
+        .unwrap();
+    assert!(mock.wait_for_requests(1, Duration::from_secs(10)).await);
+    let second = agent
+        .submit(actor, "full", "test", "two".into(), vec![])
+        .await
+        .unwrap();
+    let refused = agent
+        .submit(actor, "full", "test", "three".into(), vec![])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "agent_manager_queue_full");
+    // The queue is full, yet the close is not lost: the queued turn runs, then the actor ends.
+    let handle = agent.live("full").unwrap();
+    handle.send(actor, mpa_protocol::Op::Close).unwrap();
+    handle.stop();
+    assert_eq!(finish(first).await.0, TurnStatus::Stopped);
+    assert_eq!(finish(second).await.0, TurnStatus::Completed);
+    tokio::time::timeout(Duration::from_secs(30), handle.finished())
+        .await
+        .expect("the actor ended after its queued turn");
+    assert!(agent.live("full").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_saved_state_is_reported_and_the_chat_still_opens() {
+    let mock = MockModelServer::start().await;
+    let h = TestHost::builder(&mock, "gpt-4o").build().await;
+    let now = chrono::Utc::now();
+    h.store
+        .save_chat(mpa_store::Chat {
+            session_id: "hurt".into(),
+            user_id: h.actor.user_id.clone(),
+            channel: "test".into(),
+            title: "hurt".into(),
+            agent_messages: vec![
+                mpa_protocol::Message::user("earlier question"),
+                mpa_protocol::Message::assistant("earlier answer", vec![]),
+            ],
+            display_messages: json!([]),
+            message_count: 2,
+            session_state: json!({"system_prompt": "FROZEN PROMPT", "usage": "not usage",
+                "review": {"turns": "many"}}),
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap();
+    mock.push(MockReply::text("still here"));
+    let turn = h.turn("hurt", "go on").await;
+    assert_eq!(turn.status, TurnStatus::Completed);
+    let lost: Vec<(&mpa_protocol::ErrorKind, &String, &String)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Error {
+                kind,
+                code,
+                message,
+            } => Some((kind, code, message)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(*lost[0].0, mpa_protocol::ErrorKind::StateLost);
+    assert_eq!(lost[0].1, "session_state_unreadable");
+    assert!(lost[0].2.contains("usage totals"), "{}", lost[0].2);
+    assert!(lost[0].2.contains("background-review counters"));
+    assert!(!lost[0].2.contains("system prompt"), "the prompt was kept");
+    // What could be read was kept: the frozen prompt and the conversation.
+    let req = &mock.requests()[0];
+    assert_eq!(req["messages"][0]["content"], "FROZEN PROMPT");
+    assert_eq!(req["messages"][1]["content"], "earlier question");
+    // Said once: the next turn runs on the repaired state.
+    mock.push(MockReply::text("fine"));
+    let again = h.turn("hurt", "and now").await;
+    assert!(
+        !again
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Error { .. }))
+    );
+    let chat = h.agent.chat_for(&h.actor, "hurt").await.unwrap();
+    assert!(chat.session_state["usage"].is_object());
 }

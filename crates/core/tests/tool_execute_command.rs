@@ -5,21 +5,21 @@
 //! The process behaviour behind it is tested in `mpa-exec`'s own tests.
 
 use mpa_core::tools::execute_command::ExecuteCommand;
+use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
 use mpa_core::tools::policy::Origin;
-use mpa_core::tools::{SessionState, ToolContext, ToolRegistry, TypedTool};
+use mpa_core::tools::registry::Tools;
+use mpa_core::tools::{ToolContext, TypedTool};
 use mpa_core::{Capabilities, RegistryOptions, default_registry};
 use mpa_exec::{ExecConfig, Processes};
 use mpa_protocol::{Actor, EffectClass, Outcome, ToolCall, UserId};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 struct Env {
     dir: tempfile::TempDir,
     processes: Processes,
-    registry: ToolRegistry,
+    registry: Tools,
 }
 
 fn env() -> Env {
@@ -32,7 +32,7 @@ fn env() -> Env {
         exec: Some(processes.clone()),
         ..Capabilities::default()
     };
-    let registry = default_registry(&RegistryOptions::default(), &caps);
+    let registry = default_registry(&RegistryOptions::default(), &caps).into();
     Env {
         dir,
         processes,
@@ -50,21 +50,16 @@ fn actor(id: &str, is_admin: bool) -> Actor {
 
 /// A fresh context each call, as a reloaded actor (or `mpagent tool`) would build it.
 fn context(actor: &Actor, session_id: &str) -> ToolContext {
-    ToolContext {
-        actor: actor.clone(),
-        session_id: session_id.into(),
-        channel: "test".into(),
-        call_id: "call_1".into(),
-        request_id: "request_1".into(),
-        cancel: CancellationToken::new(),
-        session: Arc::new(Mutex::new(SessionState::default())),
-        review: None,
-    }
+    let mut ctx = ToolContext::detached(actor.clone(), session_id, "call_1");
+    ctx.request_id = "request_1".into();
+    ctx
 }
 
 async fn call_as(env: &Env, actor: &Actor, session: &str, args: Value) -> (Value, Outcome) {
+    let gates = Gates::standard();
     let inv = Invoker {
-        registry: &env.registry,
+        tools: &env.registry,
+        gates: &gates,
         timeout: Some(Duration::from_secs(120)),
         ledger: None,
         max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -346,7 +341,8 @@ async fn a_terminal_is_reached_from_later_calls_of_its_conversation_only() {
         .await;
     assert_eq!(out.outcome, Outcome::Succeeded);
     assert!(
-        ctx.session.lock().unwrap().exec_scope.is_some(),
+        ctx.session
+            .with(|s: &mut mpa_core::tools::execute_command::TerminalScope| s.0.is_some()),
         "the scope is recorded for the host to close with the conversation"
     );
     // Another conversation, another admin, a missing id: one fixed answer.

@@ -4,13 +4,11 @@
 //! operation reaching its route.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, WorldState};
+use crate::common::host::{Gateway, demo_world, linked, open_host};
+use mpa_core::Host;
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 const SECRET: &str = "test-secret";
 
@@ -23,18 +21,8 @@ struct Env {
     bob: Actor,
 }
 
-fn world() -> WorldState {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../eval/worlds/demo.json"
-    ))
-    .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    WorldState::from_value(v["state"].clone()).unwrap()
-}
-
 async fn env() -> Env {
-    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
         .await
         .unwrap();
     let url = fake.url();
@@ -45,30 +33,15 @@ async fn env() -> Env {
 async fn env_at(fake: FakeHandle, url: String) -> Env {
     let dir = tempfile::tempdir().unwrap();
     // Host users admin and alice are linked to the fake's users 1 and 2; bob to nobody.
-    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
-        "admin" => Some(MoviePilotUser {
-            id: "1".into(),
-            name: "admin".into(),
-        }),
-        "alice" => Some(MoviePilotUser {
-            id: "2".into(),
-            name: "alice".into(),
-        }),
-        _ => None,
-    });
-    let mut cfg = HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-    );
-    cfg.moviepilot = Some(MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url,
-            secret_key: Some(SECRET.into()),
-            auth: AuthMode::Local,
-        },
-        identity: Some(Arc::new(resolver)),
-    });
-    let host = Host::open(cfg).await.unwrap();
+    let gateway = Gateway {
+        url,
+        secret: SECRET.into(),
+        identity: Some(linked(
+            SECRET,
+            &[("admin", ("1", "admin")), ("alice", ("2", "alice"))],
+        )),
+    };
+    let host = open_host(dir.path(), mpa_model::ModelConfig::default(), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();
@@ -300,7 +273,7 @@ async fn a_lost_receipt_is_unknown_with_the_verify_note_and_the_write_landed_onc
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_that_never_left_is_failed_not_unknown() {
-    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
         .await
         .unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

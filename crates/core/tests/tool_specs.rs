@@ -1,36 +1,14 @@
 //! Schemas and representative outputs of the host's own small tools (`update_plan`,
 //! `get_tool_execution` and the diagnostic `test_*` tools), snapshotted as the model sees them.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::TestHost;
+use mpa_core::{Agent, Capabilities};
 use mpa_protocol::Actor;
-use mpa_store::Store;
 use serde_json::{Value, json};
 
 async fn agent() -> (tempfile::TempDir, Agent, Actor) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("spec").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let caps = Capabilities::default();
-    let tools = default_registry(
-        &RegistryOptions {
-            diagnostic_tools: true,
-        },
-        &caps,
-    );
-    let agent = Agent::new(
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-        store,
-        tools,
-        caps,
-    )
-    .unwrap();
-    (dir, agent, actor)
+    let h = TestHost::offline().user("spec").build().await;
+    (h.dir, h.agent, h.actor)
 }
 
 #[tokio::test]
@@ -86,15 +64,19 @@ async fn small_tool_outputs_snapshot() {
 /// `session_search`: the generated schema, and one output per mode through the real call path.
 #[tokio::test]
 async fn session_search_spec_and_outputs_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("spec").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let history = mpa_history::History::new(mpa_history::HistoryConfig::new(dir.path()));
+    let h = TestHost::offline()
+        .user("spec")
+        .diagnostic_tools(false)
+        .caps(|d| Capabilities {
+            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+                d,
+            ))),
+            ..Capabilities::default()
+        })
+        .build()
+        .await;
+    let (agent, actor) = (&h.agent, &h.actor);
+    let history = agent.services().caps.history.clone().unwrap();
     let meta = |id: &str| mpa_history::SessionMeta {
         session_id: id.into(),
         source: "web".into(),
@@ -129,22 +111,10 @@ async fn session_search_spec_and_outputs_snapshot() {
         )
         .await
         .unwrap();
-    let caps = Capabilities {
-        history: Some(history),
-        ..Capabilities::default()
-    };
-    let tools = default_registry(&RegistryOptions::default(), &caps);
     insta::assert_json_snapshot!(
         "session_search_spec",
-        tools.get("session_search").unwrap().spec
+        agent.services().tools.get("session_search").unwrap().spec
     );
-    let agent = Agent::new(
-        AgentConfig::new(mpa_model::ModelConfig::default()),
-        store,
-        tools,
-        caps,
-    )
-    .unwrap();
     let mut outputs = Vec::new();
     for args in [
         json!({"query": "docker networking"}),
@@ -158,7 +128,7 @@ async fn session_search_spec_and_outputs_snapshot() {
         json!({"query": "x", "user": "someone-else"}),
     ] {
         let (out, outcome) = agent
-            .run_tool(&actor, "current", "session_search", args.clone())
+            .run_tool(actor, "current", "session_search", args.clone())
             .await
             .unwrap();
         let content: Value = serde_json::from_str(&out.content).unwrap();

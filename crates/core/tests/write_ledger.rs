@@ -10,11 +10,10 @@
     reason = "a test's panic is its failure report"
 )]
 
-use mpa_core::moviepilot::identity::{MintingResolver, MoviePilotUser};
-use mpa_core::moviepilot::{AuthMode, MoviePilotConfig};
+use crate::common::host::{Gateway, demo_world, linked, open_host};
+use mpa_core::Host;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use mpa_core::{AgentConfig, Host, HostConfig, MoviePilotHostConfig};
-use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault, StateFile, WorldState};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Event, Message, Outcome, Role, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -34,45 +33,26 @@ struct Env {
     bob: Actor,
 }
 
-fn world() -> WorldState {
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/worlds/demo.json");
-    StateFile::load(std::path::Path::new(demo)).unwrap().state
-}
-
 async fn env() -> Env {
-    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), world())
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
         .await
         .unwrap();
     let mock = MockModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let resolver = MintingResolver::new(SECRET, |a: &Actor| match a.user_name.as_str() {
-        "admin" => Some(MoviePilotUser {
-            id: "1".into(),
-            name: "admin".into(),
-        }),
-        "alice" => Some(MoviePilotUser {
-            id: "2".into(),
-            name: "alice".into(),
-        }),
-        _ => None,
-    });
-    let mut cfg = HostConfig::new(
-        dir.path().join("data"),
-        AgentConfig::new(mpa_model::ModelConfig {
-            base_url: mock.base_url.clone(),
-            model: "gpt-4o".into(),
-            ..Default::default()
-        }),
-    );
-    cfg.moviepilot = Some(MoviePilotHostConfig {
-        config: MoviePilotConfig {
-            url: fake.url(),
-            secret_key: Some(SECRET.into()),
-            auth: AuthMode::Local,
-        },
-        identity: Some(Arc::new(resolver)),
-    });
-    let host = Host::open(cfg).await.unwrap();
+    let model = mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "gpt-4o".into(),
+        ..Default::default()
+    };
+    let gateway = Gateway {
+        url: fake.url(),
+        secret: SECRET.into(),
+        identity: Some(linked(
+            SECRET,
+            &[("admin", ("1", "admin")), ("alice", ("2", "alice"))],
+        )),
+    };
+    let host = open_host(dir.path(), model, Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();
@@ -381,28 +361,17 @@ impl TypedTool for Notes {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_call_id_with_changed_arguments_is_failed_and_not_executed() {
     let mock = MockModelServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = mpa_store::Store::open_in(dir.path()).unwrap();
-    let user = store.ensure_local_user("kim").await.unwrap();
-    let kim = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
     let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut tools = mpa_core::default_registry(
-        &mpa_core::RegistryOptions::default(),
-        &mpa_core::Capabilities::default(),
-    );
-    tools.register(mpa_core::tools::typed(Notes(Arc::clone(&notes))));
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        ..Default::default()
-    });
-    // One call at a time, so which of two clashing calls comes first is fixed.
-    cfg.max_parallel_tools = 1;
-    let agent = mpa_core::Agent::new(cfg, store, tools, mpa_core::Capabilities::default()).unwrap();
+    let h = crate::common::host::TestHost::builder(&mock, "gpt-4o")
+        .model(|m| m.max_retries = mpa_model::ModelConfig::default().max_retries)
+        .user("kim")
+        .diagnostic_tools(false)
+        .tool(mpa_core::tools::typed(Notes(Arc::clone(&notes))))
+        // One call at a time, so which of two clashing calls comes first is fixed.
+        .config(|c| c.max_parallel_tools = 1)
+        .build()
+        .await;
+    let (agent, kim) = (h.agent.clone(), h.actor.clone());
     let turn = |text: &'static str| {
         let (agent, kim) = (agent.clone(), kim.clone());
         async move {

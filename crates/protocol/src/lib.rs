@@ -562,12 +562,19 @@ pub enum Event {
         budget: Box<RequestBudget>,
     },
     Error {
+        /// What kind of failure this is (front ends may style it); `code` stays the stable
+        /// machine-readable detail.
+        #[serde(default)]
+        kind: ErrorKind,
         code: String,
         message: String,
     },
     TurnEnded {
         status: TurnStatus,
         final_text: String,
+        /// Set when a host gate ended the turn on purpose (e.g. it asked the user to confirm).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        halt: Option<TurnHalt>,
     },
     /// A result for the user's eyes only (a confirmed secret read): shown, never stored in the
     /// chat, the display history or the evidence, never sent to the model.
@@ -579,6 +586,59 @@ pub enum Event {
     Compacted {
         summary: String,
     },
+    /// An event of a nested agent (a subagent, a kernel's tool call, …) started by a tool of this
+    /// turn. Front ends keep these off the user's stream unless they mean to show them.
+    Nested {
+        agent_id: String,
+        origin: AgentOrigin,
+        event: Box<Event>,
+    },
+}
+
+/// The broad kind of an [`Event::Error`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The model provider failed or refused the request.
+    Model,
+    /// A host limit ended the turn (model calls, input budget, output length, empty answers).
+    Limit,
+    /// The conversation does not fit the model's context window.
+    Context,
+    /// The session cannot take the turn (queue full, shutting down).
+    Session,
+    /// The session's saved state could not be read; the turn runs with what was kept.
+    StateLost,
+    #[default]
+    Internal,
+}
+
+/// Why a host gate ended a turn on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnHalt {
+    pub code: String,
+    pub message: String,
+}
+
+/// Who runs an agent loop or makes a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentOrigin {
+    /// A user's turn.
+    Turn,
+    /// The background learning review.
+    Review,
+    /// `mpagent tool`: one call outside any turn.
+    Direct,
+    Subagent,
+    /// A Python kernel's tool RPC.
+    Kernel,
+    /// An external MCP client.
+    Mcp,
+    /// The OpenAI-compatible endpoint.
+    Api,
+    Channel,
+    Scheduled,
 }
 
 #[cfg(test)]

@@ -236,8 +236,10 @@ async fn collect(
     while let Some(ev) = events.recv().await {
         match ev {
             Event::Usage { usage: u } => usage.add(&u),
-            Event::Error { code, message } => error = Some((code, message)),
-            Event::TurnEnded { status, final_text } => return (status, final_text, usage, error),
+            Event::Error { code, message, .. } => error = Some((code, message)),
+            Event::TurnEnded {
+                status, final_text, ..
+            } => return (status, final_text, usage, error),
             _ => {}
         }
     }
@@ -279,7 +281,7 @@ async fn stream_chunks(
                     return;
                 }
             }
-            Event::Error { code, message } => error = Some((code, message)),
+            Event::Error { code, message, .. } => error = Some((code, message)),
             Event::TurnEnded { status: s, .. } => {
                 status = s;
                 break;

@@ -58,7 +58,7 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         } => json!({"type": "tool", "tool_id": tool_id, "name": name,
                     "status": tool_status(*outcome), "outcome": outcome.as_str(),
                     "message": redact(message), "assistant_message_id": assistant_message_id}),
-        Event::Error { code, message } => {
+        Event::Error { code, message, .. } => {
             json!({"type": "error", "code": code, "message": message})
         }
         Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
@@ -73,7 +73,9 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         | Event::Reasoning { .. }
         | Event::PlanUpdated { .. }
         | Event::Usage { .. }
-        | Event::Budget { .. } => return None,
+        | Event::Budget { .. }
+        // A nested agent's events (a subagent's) are not the user's stream.
+        | Event::Nested { .. } => return None,
     })
 }
 
@@ -199,6 +201,7 @@ mod tests {
         etx.send(Event::TurnEnded {
             status: TurnStatus::Completed,
             final_text: String::new(),
+            halt: None,
         })
         .unwrap();
         task.await.unwrap();

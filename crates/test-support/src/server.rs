@@ -35,6 +35,9 @@ struct Shared {
     recorded: Mutex<Recorded>,
     /// Number of chat requests received, for [`MockModelServer::wait_for_requests`].
     count: watch::Sender<usize>,
+    /// Streamed replies the client hung up on before their end, for
+    /// [`MockModelServer::wait_for_hangups`].
+    hangups: watch::Sender<usize>,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ impl MockModelServer {
         let shared = Arc::new(Shared {
             recorded: Mutex::new(Recorded::default()),
             count,
+            hangups: watch::Sender::new(0),
         });
         let (ready_tx, ready_rx) = oneshot::channel();
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
@@ -160,6 +164,20 @@ impl MockModelServer {
     /// Number of chat requests received so far.
     pub fn request_count(&self) -> usize {
         *self.shared.count.borrow()
+    }
+
+    /// Streamed replies whose client hung up before the reply ended (a cancelled model call).
+    pub fn hangups(&self) -> usize {
+        *self.shared.hangups.borrow()
+    }
+
+    /// Waits until the clients of at least `n` streamed replies hung up before those replies
+    /// ended; false on timeout.
+    pub async fn wait_for_hangups(&self, n: usize, timeout: Duration) -> bool {
+        let mut rx = self.shared.hangups.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|c| *c >= n))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Waits until at least `n` chat requests have arrived; false on timeout.
@@ -283,7 +301,7 @@ async fn handle(
             body: crate::reply::Body::Forward { base_url },
             ..
         }) => forward(&base_url, body).await,
-        Some(reply) => respond(reply, streamed),
+        Some(reply) => respond(reply, streamed, &shared),
         None => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &serde_json::json!({"error": {
@@ -343,7 +361,7 @@ fn json_response(status: StatusCode, body: &str) -> Response {
     resp
 }
 
-fn respond(reply: MockReply, streamed: bool) -> Response {
+fn respond(reply: MockReply, streamed: bool, shared: &Arc<Shared>) -> Response {
     let json = (!streamed).then(|| reply.json_body()).flatten();
     let mut resp = match &reply.body {
         Body::Script { .. } if let Some(json) = &json => json_response(StatusCode::OK, json),
@@ -374,6 +392,10 @@ fn respond(reply: MockReply, streamed: bool) -> Response {
                 delay: reply.chunk_delay,
                 cut: reply.cut,
                 finished: false,
+                hangup: Hangup {
+                    shared: Arc::clone(shared),
+                    ended: false,
+                },
             };
             let stream = futures_util::stream::unfold(play, Playback::next);
             let mut resp = Response::new(HttpBody::from_stream(stream));
@@ -405,11 +427,27 @@ struct Playback {
     delay: Option<Duration>,
     cut: Option<Cut>,
     finished: bool,
+    hangup: Hangup,
+}
+
+/// Counts a reply dropped before its end: hyper drops the body when the client hangs up.
+struct Hangup {
+    shared: Arc<Shared>,
+    ended: bool,
+}
+
+impl Drop for Hangup {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.shared.hangups.send_modify(|n| *n += 1);
+        }
+    }
 }
 
 impl Playback {
     async fn next(mut self) -> Option<(Result<Bytes, std::io::Error>, Self)> {
         if self.finished {
+            self.hangup.ended = true;
             return None;
         }
         match self.cut {
@@ -430,7 +468,10 @@ impl Playback {
             }
             _ => {}
         }
-        let frame = self.frames.pop_front()?;
+        let Some(frame) = self.frames.pop_front() else {
+            self.hangup.ended = true;
+            return None;
+        };
         if self.sent > 0
             && let Some(d) = self.delay
         {

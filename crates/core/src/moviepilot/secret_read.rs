@@ -8,15 +8,15 @@
 //! ask the user (the OpenAI-compatible endpoint) answer "this entry point cannot confirm".
 
 use crate::services::Services;
+use crate::tools::gate::{Admission, Batch, Gate, Halt};
 use crate::tools::invoke::invoke;
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext, ToolOutput, moviepilot_api};
-use mpa_protocol::{Actor, ToolCall, UserId};
+use mpa_protocol::{Actor, ToolCall, TurnStatus, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// How long a question waits for its answer (`SECRET_CONFIRMATION_TTL`).
 pub const CONFIRMATION_TTL: Duration = Duration::from_secs(5 * 60);
@@ -42,10 +42,14 @@ pub struct PendingSecretRead {
 
 /// Whether `call` asks MoviePilot for secret values.
 pub fn requests_secrets(call: &ToolCall) -> bool {
-    call.name == moviepilot_api::NAME
-        && serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .is_some_and(|v| shows_secrets(&v["query"]))
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .is_some_and(|v| asks_secrets(&call.name, &v))
+}
+
+/// Whether a call of `tool` with these parsed arguments asks MoviePilot for secret values.
+fn asks_secrets(tool: &str, args: &Value) -> bool {
+    tool == moviepilot_api::NAME && shows_secrets(&args["query"])
 }
 
 /// A query's `show_secrets` is set (`true`, or the text "true" the validation also accepts).
@@ -76,25 +80,74 @@ pub fn paused(interactive: bool) -> ToolOutput {
     }
 }
 
+/// The secret read of a session: the question waiting in the loop, and the one-shot permission
+/// of a confirmed call (a slot of the session's state).
+#[derive(Debug, Default)]
+pub struct SecretReadState {
+    /// Asked during the current turn; the turn moves it into the persisted state when it ends.
+    pub pending: Option<PendingSecretRead>,
+    /// Set by the host for the one confirmed secret read; consumed by that call.
+    pub confirmed: bool,
+}
+
 /// Records the question for `call` (one at a time; a newer question replaces an older one). The
 /// turn moves it into the session's persisted state when it ends.
-pub fn ask(state: &Arc<Mutex<SessionState>>, call: &ToolCall, actor: &Actor, channel: &str) {
-    if let Ok(mut s) = state.lock() {
-        s.pending_secret_read = Some(PendingSecretRead {
-            arguments: call.arguments.clone(),
-            user_id: actor.user_id.clone(),
-            channel: channel.to_string(),
-            asked_at: chrono::Utc::now().timestamp(),
-        });
-    }
+pub fn ask(state: &SessionState, call: &ToolCall, actor: &Actor, channel: &str) {
+    let pending = PendingSecretRead {
+        arguments: call.arguments.clone(),
+        user_id: actor.user_id.clone(),
+        channel: channel.to_string(),
+        asked_at: chrono::Utc::now().timestamp(),
+    };
+    state.with(|s: &mut SecretReadState| s.pending = Some(pending));
+}
+
+/// The question asked during this turn, if any (taken).
+pub fn take_asked(state: &SessionState) -> Option<PendingSecretRead> {
+    state.with(|s: &mut SecretReadState| s.pending.take())
 }
 
 /// The one-shot permission a confirmed call consumes: `true` once after [`answer`] set it.
-pub fn take_confirmed(state: &Arc<Mutex<SessionState>>) -> bool {
-    state
-        .lock()
-        .map(|mut s| std::mem::take(&mut s.secret_read_confirmed))
-        .unwrap_or(false)
+pub fn take_confirmed(state: &Arc<SessionState>) -> bool {
+    state.with(|s: &mut SecretReadState| std::mem::take(&mut s.confirmed))
+}
+
+/// Spec §11.4 as a gate: in a user's turn, when an administrator's response holds a call asking
+/// for secret values, none of that response's calls runs. Where a person can answer, the host
+/// asks and the turn ends with the question; elsewhere the model is told it cannot be confirmed.
+/// (Settings are administrators' operations: anyone else is refused by the policy.)
+pub struct SecretReadGate;
+
+impl Gate for SecretReadGate {
+    fn name(&self) -> &'static str {
+        "secret_read_confirmation"
+    }
+
+    fn admit(&self, batch: &Batch<'_>, admission: &mut Admission) {
+        if batch.origin != Origin::Turn || !batch.actor.is_admin {
+            return;
+        }
+        let Some(secret) = batch.calls.iter().find(|c| {
+            c.args
+                .as_ref()
+                .is_some_and(|a| asks_secrets(&c.call.name, a))
+        }) else {
+            return;
+        };
+        let interactive = interactive(batch.channel);
+        for i in 0..batch.calls.len() {
+            admission.answer(i, paused(interactive));
+        }
+        if interactive {
+            ask(batch.session, secret.call, batch.actor, batch.channel);
+            admission.halt(Halt {
+                code: "secret_read_confirmation_required".into(),
+                message: "the host asked the user to confirm showing secret values".into(),
+                status: TurnStatus::Completed,
+                reply: Some(QUESTION.to_string()),
+            });
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,12 +180,12 @@ pub struct Answer {
 /// host's answer; `None` otherwise (the text is an ordinary message — and from that user, it
 /// drops the question: a later `确认` answers nothing).
 pub async fn answer(
-    services: &Services,
+    services: &Arc<Services>,
     actor: &Actor,
     session_id: &str,
     channel: &str,
     pending: &mut Option<PendingSecretRead>,
-    state: &Arc<Mutex<SessionState>>,
+    state: &Arc<SessionState>,
     text: &str,
 ) -> Option<Answer> {
     let pending = match pending {
@@ -162,19 +215,14 @@ pub async fn answer(
         name: moviepilot_api::NAME.to_string(),
         arguments: pending.arguments,
     };
-    let ctx = ToolContext {
-        actor: actor.clone(),
-        session_id: session_id.to_string(),
-        channel: channel.to_string(),
-        call_id: call.id.clone(),
-        request_id: uuid::Uuid::new_v4().simple().to_string(),
-        cancel: CancellationToken::new(),
-        session: Arc::clone(state),
-        review: None,
-    };
-    if let Ok(mut s) = state.lock() {
-        s.secret_read_confirmed = true;
-    }
+    let mut ctx = ToolContext::detached(actor.clone(), session_id, &call.id);
+    ctx.channel = channel.to_string();
+    ctx.request_id = uuid::Uuid::new_v4().simple().to_string();
+    ctx.session = Arc::clone(state);
+    ctx.agent = crate::handle::AgentHandle::new(services, Origin::Turn, &ctx.request_id);
+    state.with(|s: &mut SecretReadState| s.confirmed = true);
+    // The user's answer to the batch gate's question admits this one call: it passes the
+    // per-call gates only (admitting it again would pause it again).
     let invoked = invoke(services.invoker(), ctx, Origin::Turn, &call, 1).await;
     // Consumed by the call; cleared here too if the call never got that far (policy refusal).
     take_confirmed(state);

@@ -6,23 +6,28 @@ pub mod data;
 pub mod recovery;
 
 use crate::error::{CoreError, Result};
-use crate::review::RunningReview;
+use crate::review::{ReviewState, RunningReview};
 use crate::services::Services;
+use crate::sync::lock;
 use crate::turn::{StopCause, TurnInput, run_turn};
-pub use data::{PersistedState, SessionData};
+pub use data::{PersistedState, SessionData, StateLost};
 use mpa_protocol::{Actor, Event, Op, UserId};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// What the actor's queue carries: a client's [`Op`], who sent it, and where this op's events go.
+/// What the actor's queue carries: a client's turn, who sent it, and where its events go.
 struct Submission {
-    actor: Option<Actor>,
+    actor: Actor,
     op: Op,
-    events: Option<mpsc::UnboundedSender<Event>>,
+    events: mpsc::UnboundedSender<Event>,
 }
+
+/// The live sessions of an agent, by id; an actor removes its own entry when it ends.
+pub(crate) type LiveSessions = Mutex<HashMap<String, SessionHandle>>;
 
 struct Shared {
     session_id: String,
@@ -30,10 +35,13 @@ struct Shared {
     processing: AtomicBool,
     /// Set by shutdown: queued turns are answered without running, new ones are refused.
     closing: AtomicBool,
+    /// A close was requested: the actor takes no new turns, finishes the queued ones and ends.
+    /// Goes around the queue, so a full queue can never drop it.
+    close: Notify,
     current: Mutex<Option<CancellationToken>>,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
-    /// True while a background review runs.
-    reviewing: tokio::sync::watch::Sender<bool>,
+    /// The background review: running, or how the last one ended.
+    review: tokio::sync::watch::Sender<ReviewState>,
     /// True once the actor has ended (its last snapshot written, its terminals closed).
     finished: tokio::sync::watch::Sender<bool>,
 }
@@ -44,19 +52,25 @@ pub struct SessionHandle {
     shared: Arc<Shared>,
 }
 
-pub(crate) fn spawn_session(services: Arc<Services>, data: SessionData) -> SessionHandle {
+pub(crate) fn spawn_session(
+    services: Arc<Services>,
+    data: SessionData,
+    live: Weak<LiveSessions>,
+) -> SessionHandle {
     let (tx, rx) = mpsc::channel(services.cfg.queue_capacity.max(1));
     let shared = Arc::new(Shared {
         session_id: data.session_id.clone(),
         owner: data.owner.clone(),
         processing: AtomicBool::new(false),
         closing: AtomicBool::new(false),
+        close: Notify::new(),
         current: Mutex::new(None),
         task: tokio::sync::Mutex::new(None),
-        reviewing: tokio::sync::watch::Sender::new(false),
+        review: tokio::sync::watch::Sender::new(ReviewState::Idle),
         finished: tokio::sync::watch::Sender::new(false),
     });
-    let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared)));
+    data.open_capabilities(&services.capabilities);
+    let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared), live));
     if let Ok(mut slot) = shared.task.try_lock() {
         *slot = Some(task);
     }
@@ -68,12 +82,22 @@ async fn actor_loop(
     mut data: SessionData,
     mut rx: mpsc::Receiver<Submission>,
     shared: Arc<Shared>,
+    live: Weak<LiveSessions>,
 ) {
     let mut review: Option<RunningReview> = None;
     let mut closed_by_request = false;
     let idle = services.cfg.session_idle;
     loop {
-        let cmd = match tokio::time::timeout(idle, rx.recv()).await {
+        let next = tokio::select! {
+            next = tokio::time::timeout(idle, rx.recv()) => next,
+            () = shared.close.notified(), if !closed_by_request => {
+                // No new turns; the queued ones still run, then `recv` ends the loop.
+                closed_by_request = true;
+                rx.close();
+                continue;
+            }
+        };
+        let cmd = match next {
             Ok(Some(cmd)) => cmd,
             Ok(None) => break,
             Err(_) => {
@@ -86,44 +110,40 @@ async fn actor_loop(
                 continue;
             }
         };
-        let (actor, text, images, client_context, events) = match cmd.op {
-            Op::UserInput {
-                text,
-                images,
-                client_context,
-            } => match (cmd.actor, cmd.events) {
-                (Some(actor), Some(events)) => (actor, text, images, client_context, events),
-                _ => continue,
-            },
-            // A stop never waits in the queue (see `SessionHandle::send`).
-            Op::Stop => continue,
-            Op::Close => {
-                closed_by_request = true;
-                break;
-            }
+        let Submission { actor, op, events } = cmd;
+        let Op::UserInput {
+            text,
+            images,
+            client_context,
+        } = op
+        else {
+            // Stop and close never wait in the queue (see `SessionHandle::send`).
+            continue;
         };
         if shared.closing.load(Ordering::SeqCst) {
             let _ = events.send(Event::Error {
+                kind: mpa_protocol::ErrorKind::Session,
                 code: CoreError::SessionClosed.code().into(),
                 message: "the host is shutting down; this message was not processed".into(),
             });
             let _ = events.send(Event::TurnEnded {
                 status: mpa_protocol::TurnStatus::Stopped,
                 final_text: String::new(),
+                halt: None,
             });
             continue;
         }
         let cancel = CancellationToken::new();
-        if let Ok(mut cur) = shared.current.lock() {
-            *cur = Some(cancel.clone());
-        }
+        *lock(&shared.current) = Some(cancel.clone());
         shared.processing.store(true, Ordering::SeqCst);
         // Self-improvement never blocks a user-facing turn: cancel, wait at most 2 s.
         if let Some(r) = review.take() {
-            if !r.is_finished() {
-                r.cancel().await;
-            }
-            shared.reviewing.send_replace(false);
+            let ended = if r.is_finished() {
+                ReviewState::Finished
+            } else {
+                r.cancel().await
+            };
+            shared.review.send_replace(ended);
         }
         let input = TurnInput {
             actor: actor.clone(),
@@ -143,47 +163,41 @@ async fn actor_loop(
         recovery::annotate(&services.store, &actor, &mut data).await;
         let outcome = run_turn(&services, &mut data, input, &events, cancel, stop_cause).await;
         if let Some(start) = outcome.review {
-            let reviewing = shared.reviewing.clone();
-            reviewing.send_replace(true);
+            let state = shared.review.clone();
+            state.send_replace(ReviewState::Running);
             review = Some(crate::review::spawn(
                 Arc::clone(&services),
                 actor,
                 data.session_id.clone(),
                 start,
                 Box::new(move || {
-                    reviewing.send_replace(false);
+                    state.send_replace(ReviewState::Finished);
                 }),
             ));
         }
         shared.processing.store(false, Ordering::SeqCst);
-        if let Ok(mut cur) = shared.current.lock() {
-            *cur = None;
-        }
+        *lock(&shared.current) = None;
     }
     if let Some(r) = review.take() {
-        r.cancel().await;
-        shared.reviewing.send_replace(false);
+        let ended = r.cancel().await;
+        shared.review.send_replace(ended);
     }
-    // The terminal scope belongs to the conversation: an actor reclaimed for idleness leaves it
-    // running (the next actor finds it again); a requested close — the chat is deleted, or the
-    // host shuts down — seals it and terminates only what it owns.
-    if closed_by_request && let Some(exec) = &services.caps.exec {
-        // The owner's scope, found by owner and label even when this actor never used it, plus
-        // one an admin opened in this session (tools run as the admin there).
-        let mut scopes = vec![exec.open_scope(mpa_exec::ScopeOwner {
-            user_key: mpa_protocol::UserKey::for_user(&data.owner),
-            label: crate::tools::execute_command::scope_label(&data.session_id),
-        })];
-        if let Some(s) = data.tools.lock().ok().and_then(|mut s| s.exec_scope.take())
-            && !scopes.contains(&s)
-        {
-            scopes.push(s);
+    // What belongs to the conversation (its terminal scope) outlives an actor reclaimed for
+    // idleness (the next actor finds it again); a requested close — the chat is deleted, or the
+    // host shuts down — lets every capability close the session's part.
+    if closed_by_request {
+        for c in services.capabilities.iter() {
+            c.close_session(data.info(), &data.state).await;
         }
-        for scope in scopes {
-            let report = exec.close_scope(&scope).await;
-            if !report.is_complete() {
-                tracing::warn!(session = %data.session_id, "terminal scope did not fully close");
-            }
+    }
+    // The agent forgets this actor now, not when someone next looks the session up.
+    if let Some(live) = live.upgrade() {
+        let mut map = lock(&live);
+        if map
+            .get(&shared.session_id)
+            .is_some_and(|h| Arc::ptr_eq(&h.shared, &shared))
+        {
+            map.remove(&shared.session_id);
         }
     }
     shared.finished.send_replace(true);
@@ -204,7 +218,8 @@ impl SessionHandle {
 
     /// Sends a client's op: `UserInput` queues a turn (the receiver gets exactly that turn's
     /// events, ending with `TurnEnded`; dropping it does not stop the turn), `Stop` goes around
-    /// the queue to the running turn, `Close` ends the actor after the queued turns.
+    /// the queue to the running turn, `Close` goes around it too and ends the actor after the
+    /// queued turns (a full queue never drops it).
     pub fn send(&self, actor: &Actor, op: Op) -> Result<Option<mpsc::UnboundedReceiver<Event>>> {
         match op {
             Op::Stop => {
@@ -212,11 +227,7 @@ impl SessionHandle {
                 Ok(None)
             }
             Op::Close => {
-                let _ = self.tx.try_send(Submission {
-                    actor: None,
-                    op: Op::Close,
-                    events: None,
-                });
+                self.shared.close.notify_one();
                 Ok(None)
             }
             op @ Op::UserInput { .. } => {
@@ -225,9 +236,9 @@ impl SessionHandle {
                 }
                 let (etx, erx) = mpsc::unbounded_channel();
                 let sub = Submission {
-                    actor: Some(actor.clone()),
+                    actor: actor.clone(),
                     op,
-                    events: Some(etx),
+                    events: etx,
                 };
                 match self.tx.try_send(sub) {
                     Ok(()) => Ok(Some(erx)),
@@ -261,25 +272,27 @@ impl SessionHandle {
     /// Stops the running turn: its model call is cancelled and no further tool call is dispatched.
     /// Returns whether a turn was running.
     pub fn stop(&self) -> bool {
-        match self.shared.current.lock() {
-            Ok(cur) => match cur.as_ref() {
-                Some(token) => {
-                    token.cancel();
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
+        match lock(&self.shared.current).as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
         }
+    }
+
+    /// The background review: running, or how the last one ended.
+    pub fn review_state(&self) -> ReviewState {
+        *self.shared.review.borrow()
     }
 
     /// Waits until no turn is running and no background review is running (or `limit` passes);
     /// returns whether the session became idle.
     pub async fn wait_idle(&self, limit: std::time::Duration) -> bool {
-        let mut rx = self.shared.reviewing.subscribe();
+        let mut rx = self.shared.review.subscribe();
         tokio::time::timeout(limit, async {
             loop {
-                if !self.is_processing() && !*rx.borrow_and_update() {
+                if !self.is_processing() && *rx.borrow_and_update() != ReviewState::Running {
                     return;
                 }
                 tokio::select! {
@@ -324,17 +337,14 @@ impl SessionHandle {
 
     /// Lets queued turns finish, then ends the actor and waits for it.
     pub async fn close(&self) {
-        let _ = self
-            .tx
-            .send(Submission {
-                actor: None,
-                op: Op::Close,
-                events: None,
-            })
-            .await;
+        self.shared.close.notify_one();
         let task = self.shared.task.lock().await.take();
-        if let Some(t) = task {
-            let _ = t.await;
+        match task {
+            Some(t) => {
+                let _ = t.await;
+            }
+            // Another caller holds the task: wait for the actor's end instead.
+            None => self.finished().await,
         }
     }
 }

@@ -71,25 +71,28 @@ impl TypedTool for ExecuteCommand {
             return permission_denied();
         }
         let action = args.action();
-        let Some(scope) = self.scope_of(&ctx) else {
-            return ToolOutput::failure("terminal_unavailable", "terminal scope is unavailable");
-        };
+        let scope = self.scope_of(&ctx);
         self.dispatch(&scope, action, args)
             .await
             .unwrap_or_else(|err| exec_failure(action, &err))
     }
 }
 
+/// The session's terminal scope, opened on first use (a slot of the session state): it belongs
+/// to the conversation, not to the actor, and closes with it (`capability::Terminals`).
+#[derive(Debug, Default)]
+pub struct TerminalScope(pub Option<ScopeId>);
+
 impl ExecuteCommand {
     /// The conversation's live scope (the same one after the actor was reloaded), recorded in
     /// the session state so the host can close it with the conversation.
-    fn scope_of(&self, ctx: &ToolContext) -> Option<ScopeId> {
+    fn scope_of(&self, ctx: &ToolContext) -> ScopeId {
         let scope = self.processes.open_scope(ScopeOwner {
             user_key: ctx.actor.user_key(),
             label: scope_label(&ctx.session_id),
         });
-        ctx.session.lock().ok()?.exec_scope = Some(scope.clone());
-        Some(scope)
+        ctx.session.put(TerminalScope(Some(scope.clone())));
+        scope
     }
 
     async fn dispatch(

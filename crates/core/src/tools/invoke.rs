@@ -1,15 +1,20 @@
-//! The one way a tool runs. A turn's tool stage, the background review and `mpagent tool` all call
-//! [`invoke`], so lookup, argument parsing, policy, timeout, panic capture, outcome and the result
-//! cap are applied identically everywhere.
+//! The one way a tool runs. A turn's tool stage, the background review, `mpagent tool`, a
+//! confirmed secret read and tools calling tools through their agent handle all call [`invoke`]
+//! (or [`invoke_one`]), so lookup, argument parsing, the gate chain, the ledger, timeout, panic
+//! capture, outcome and the result cap are applied identically everywhere.
 //!
-//! Order: lookup → parse the arguments object → prepare (typed arguments, per-call effect) →
-//! policy → ledger claim for writes (or the answer from an existing record) → run under the
-//! timeout on its own task → ledger finish with the receipt → cap (unless the tool sizes its own
-//! results), keeping the whole of a capped result in the session's result store.
+//! Order: ([`invoke_one`]: the batch gates on a batch of one) → lookup in the registry as of now
+//! → parse the arguments object → prepare (typed arguments, per-call effect) → the gates' per-call
+//! checks → ledger claim for writes (or the answer from an existing record) → run under the
+//! timeout on its own task → ledger finish with the receipt → the gates observe the output → cap
+//! (unless the tool sizes its own results), keeping the whole of a capped result in the session's
+//! result store.
 
-use super::policy::{CallFacts, Decision, Origin, decide};
-use super::read_tool_result::{MAX_RESULT_BYTES, NotKept};
-use super::{PreparedCall, ToolContext, ToolOutput, ToolRegistry, ledger};
+use super::gate::{Batch, BatchCall, CallFacts, Gates, Halt, Verdict};
+use super::policy::Origin;
+use super::read_tool_result::{MAX_RESULT_BYTES, NotKept, ResultStore};
+use super::registry::Tools;
+use super::{PreparedCall, ToolContext, ToolOutput, ledger};
 use crate::result_cap::{Archive, over_cap, preview};
 use mpa_protocol::{Outcome, ToolCall};
 use std::time::Duration;
@@ -17,29 +22,35 @@ use std::time::Duration;
 /// What the call path needs from the host.
 #[derive(Clone, Copy)]
 pub struct Invoker<'a> {
-    pub registry: &'a ToolRegistry,
+    pub tools: &'a Tools,
+    pub gates: &'a Gates,
     /// Per call; `None` = unlimited (`LLM_TOOL_TIMEOUT=0`).
     pub timeout: Option<Duration>,
     /// The invocation ledger; without one, writes run unrecorded (tests of single tools).
     pub ledger: Option<&'a mpa_store::Store>,
     /// The result cap in characters ([`DEFAULT_TOOL_RESULT_MAX_CHARS`], smaller for a small
     /// context window: see [`crate::result_cap::cap_for_window`]).
+    ///
+    /// [`DEFAULT_TOOL_RESULT_MAX_CHARS`]: crate::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS
     pub max_result_chars: usize,
 }
 
-/// A finished call: what the model reads, and the full result when that is a capped preview (the
-/// evidence store keeps the whole of it).
+/// A finished call: what the model reads, the full result when that is a capped preview (the
+/// evidence store keeps the whole of it), and a gate's halt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Invoked {
     pub output: ToolOutput,
     pub full_content: Option<String>,
+    /// A gate ends the turn after this call's batch.
+    pub halt: Option<Halt>,
 }
 
 impl Invoked {
-    fn uncapped(output: ToolOutput) -> Self {
+    pub fn uncapped(output: ToolOutput) -> Self {
         Self {
             output,
             full_content: None,
+            halt: None,
         }
     }
 }
@@ -53,19 +64,76 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn parse_args(raw: &str) -> Result<serde_json::Value, String> {
+/// Why a call's arguments are not an arguments object.
+#[derive(Debug)]
+pub enum ArgsError {
+    NotObject,
+    Invalid(serde_json::Error),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::NotObject => f.write_str("tool arguments must be a JSON object"),
+            ArgsError::Invalid(e) => write!(f, "tool arguments are not valid JSON: {e}"),
+        }
+    }
+}
+
+/// The arguments object of a call (empty text is an empty object).
+pub fn parse_args(raw: &str) -> Result<serde_json::Value, ArgsError> {
     if raw.trim().is_empty() {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(v @ serde_json::Value::Object(_)) => Ok(v),
-        Ok(_) => Err("tool arguments must be a JSON object".into()),
-        Err(e) => Err(format!("tool arguments are not valid JSON: {e}")),
+        Ok(_) => Err(ArgsError::NotObject),
+        Err(e) => Err(ArgsError::Invalid(e)),
     }
 }
 
-/// Runs one call. `same_tool_in_response` counts the calls of this tool in the model response
-/// (1 outside a turn).
+/// One call on its own (a direct call, a tool's call through its agent handle): the batch gates
+/// see a batch of one, then [`invoke`].
+pub async fn invoke_one(
+    inv: Invoker<'_>,
+    ctx: ToolContext,
+    origin: Origin,
+    call: &ToolCall,
+) -> Invoked {
+    let meta = inv
+        .tools
+        .view_for(&ctx.session)
+        .get(&call.name)
+        .map(|t| t.meta);
+    let calls = [BatchCall {
+        call,
+        args: parse_args(&call.arguments).ok(),
+        cut_off: false,
+        meta,
+    }];
+    let admission = inv.gates.admit(&Batch {
+        actor: &ctx.actor,
+        origin,
+        channel: &ctx.channel,
+        calls: &calls,
+        session: &ctx.session,
+        turn: &ctx.turn,
+    });
+    if let Some(Some(answer)) = admission.answers.into_iter().next() {
+        return Invoked {
+            halt: admission.halt,
+            ..Invoked::uncapped(answer)
+        };
+    }
+    let mut done = invoke(inv, ctx, origin, call, 1).await;
+    if done.halt.is_none() {
+        done.halt = admission.halt;
+    }
+    done
+}
+
+/// Runs one admitted call. `same_tool_in_response` counts the calls of this tool in the model
+/// response (1 outside a turn).
 pub async fn invoke(
     inv: Invoker<'_>,
     ctx: ToolContext,
@@ -73,8 +141,11 @@ pub async fn invoke(
     call: &ToolCall,
     same_tool_in_response: usize,
 ) -> Invoked {
-    let Some(tool) = inv.registry.get(&call.name) else {
-        let known: Vec<&str> = inv.registry.names().collect();
+    // The registry as of now: a set removed since the model saw its tool answers `unknown_tool`;
+    // a call already running keeps its tool.
+    let view = inv.tools.view_for(&ctx.session);
+    let Some(tool) = view.get(&call.name) else {
+        let known: Vec<&str> = view.names().collect();
         return Invoked::uncapped(ToolOutput::failure(
             "unknown_tool",
             format!(
@@ -92,7 +163,7 @@ pub async fn invoke(
     });
     let raw_args = args.as_ref().ok().cloned();
     let prepared = args.and_then(|args| tool.tool.prepare(args));
-    // The policy answers first: a refused caller never learns how its arguments were wrong.
+    // The gates answer first: a refused caller never learns how its arguments were wrong.
     let (effect, requires_admin) = prepared
         .as_ref()
         .map(|p| (p.effect(), p.requires_admin()))
@@ -100,14 +171,26 @@ pub async fn invoke(
     let facts = CallFacts {
         actor: &ctx.actor,
         origin,
+        channel: &ctx.channel,
         tool: &call.name,
+        call_id: &call.id,
         meta: &tool.meta,
         effect,
         requires_admin,
+        args: raw_args.as_ref(),
         same_tool_in_response,
+        session: &ctx.session,
+        turn: &ctx.turn,
     };
-    if let Decision::Deny(out) = decide(&facts) {
-        return Invoked::uncapped(out);
+    match inv.gates.check(&facts) {
+        Verdict::Allow => {}
+        Verdict::Answer(out) => return Invoked::uncapped(out),
+        Verdict::Halt { output, halt } => {
+            return Invoked {
+                halt: Some(halt),
+                ..Invoked::uncapped(output)
+            };
+        }
     }
     let prepared = match prepared {
         Ok(p) => p,
@@ -122,14 +205,13 @@ pub async fn invoke(
         // A call its tool could not canonicalise is refused by that tool before any request.
         && !(prepared.shares_identity() && prepared.canonical_digest().is_none())
     {
-        let raw = raw_args.unwrap_or(serde_json::Value::Null);
+        let raw = raw_args.clone().unwrap_or(serde_json::Value::Null);
         let id = ledger::identity(&ctx, &call.name, &call.id, &raw, prepared.as_ref());
         match ledger::claim(store, &id, check.as_deref(), &ctx).await {
             Ok(h) => held = Some(h),
             Err(answer) => return Invoked::uncapped(answer),
         }
     }
-    let (session, actor) = (std::sync::Arc::clone(&ctx.session), ctx.actor.clone());
     let output = run_bounded(
         inv.timeout,
         &call.name,
@@ -138,28 +220,27 @@ pub async fn invoke(
         held.is_some(),
     )
     .await;
-    let output = match held {
+    let mut output = match held {
         Some(h) => h.finish(output, check.as_deref(), &ctx).await,
         None => output,
     };
-    if tool.meta.self_capped {
-        return Invoked::uncapped(output);
-    }
-    if !over_cap(&output.content, inv.max_result_chars) {
-        return Invoked::uncapped(output);
+    let halt = inv.gates.observe(&facts, &mut output);
+    if tool.meta.self_capped || !over_cap(&output.content, inv.max_result_chars) {
+        return Invoked {
+            halt,
+            ..Invoked::uncapped(output)
+        };
     }
     // The whole result stays in the session's memory so the model can read on without running
     // the tool again; the preview says what actually happened to it.
-    let kept = match session.lock() {
-        Ok(mut st) => Some(st.results.put(&actor, &call.name, &output.content)),
-        Err(_) => None,
-    };
+    let kept = ctx
+        .session
+        .with(|st: &mut ResultStore| st.put(&ctx.actor, &call.name, &output.content));
     let archive = match &kept {
-        Some(Ok(id)) => Archive::Kept { result_id: id },
-        Some(Err(NotKept::TooLarge)) => Archive::TooLarge {
+        Ok(id) => Archive::Kept { result_id: id },
+        Err(NotKept::TooLarge) => Archive::TooLarge {
             limit_bytes: MAX_RESULT_BYTES,
         },
-        None => Archive::Unavailable,
     };
     let shown = preview(
         &call.name,
@@ -173,6 +254,7 @@ pub async fn invoke(
     Invoked {
         output: capped,
         full_content: Some(full),
+        halt,
     }
 }
 

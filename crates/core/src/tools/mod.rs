@@ -4,13 +4,16 @@
 //! the handler's own [`Outcome`]. The type-erased [`Tool`] trait lets built-in and (later) external
 //! tools share one registry and one call path ([`invoke`]).
 //!
-//! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in
-//! [`crate::default_registry`], and accept the schema snapshot it adds (`cargo insta review`).
+//! Adding a tool: write `tools/<name>.rs` with a [`TypedTool`] impl, register it in its
+//! capability's `tools` ([`crate::capability`]), and accept the schema snapshot it adds
+//! (`cargo insta review`). A tool known only by its JSON schema (an external server's) is a
+//! [`JsonTool`]; both go through the one call path ([`invoke`]) and its gates ([`gate`]).
 
 pub mod answer;
 pub mod args;
 pub mod diagnostic;
 pub mod execute_command;
+pub mod gate;
 pub mod get_tool_execution;
 pub mod invoke;
 pub mod ledger;
@@ -18,6 +21,7 @@ pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;
 pub mod read_tool_result;
+pub mod registry;
 pub mod search_memory;
 pub mod search_tools;
 pub mod session_search;
@@ -27,14 +31,13 @@ pub mod skills_list;
 pub mod terminal_sessions;
 pub mod update_plan;
 
-use crate::plan::Plan;
 use async_trait::async_trait;
 use mpa_protocol::{Actor, EffectClass, Outcome, ToolSpec};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// When the background learning review may run a tool.
@@ -107,22 +110,10 @@ impl ToolMeta {
     }
 }
 
-/// Session state a tool may read or change (owned by the session actor).
-#[derive(Debug, Default)]
-pub struct SessionState {
-    pub plan: Option<Plan>,
-    /// The session's terminal scope, opened on first use; it belongs to the conversation, not to
-    /// the actor (see `crate::terminals`).
-    pub exec_scope: Option<mpa_exec::ScopeId>,
-    /// Whole results over the cap, for `read_tool_result` (memory only).
-    pub results: read_tool_result::ResultStore,
-    /// This user request's tool discovery (`LLM_MAX_TOOLS > 0`).
-    pub discovery: search_tools::Discovery,
-    /// A secret read waiting for the user's `确认` / `取消` (spec runtime.md §11.4).
-    pub pending_secret_read: Option<crate::moviepilot::secret_read::PendingSecretRead>,
-    /// Set by the host for the one confirmed secret read; consumed by that call.
-    pub secret_read_confirmed: bool,
-}
+/// Session state a tool may read or change (owned by the session actor): one typed slot per
+/// concern — the plan ([`crate::plan::PlanState`]), the terminal scope, the result store, the
+/// discovery state, a pending secret read — each defined next to the code that uses it.
+pub type SessionState = crate::sync::Slots;
 
 /// Everything a tool call may know about its caller. Built by the host, never from tool JSON.
 #[derive(Clone)]
@@ -137,12 +128,33 @@ pub struct ToolContext {
     /// One explicit user request (a turn): identical MoviePilot writes inside it are one write.
     pub request_id: String,
     pub cancel: CancellationToken,
-    pub session: Arc<Mutex<SessionState>>,
+    pub session: Arc<SessionState>,
+    /// State of this agent loop's run (a turn, a review, a nested loop): gates count here.
+    pub turn: Arc<crate::sync::Slots>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
     pub review: Option<mpa_protocol::ReviewToken>,
+    /// The calling agent: its services, tools and event stream (see [`crate::handle`]).
+    pub agent: crate::handle::AgentHandle,
 }
 
 impl ToolContext {
+    /// A context outside any session (tests of single tools, `mpagent tool` before a session
+    /// exists): fresh state, no agent behind it.
+    pub fn detached(actor: Actor, session_id: &str, call_id: &str) -> Self {
+        Self {
+            actor,
+            session_id: session_id.to_string(),
+            channel: "test".into(),
+            call_id: call_id.to_string(),
+            request_id: format!("request-{call_id}"),
+            cancel: CancellationToken::new(),
+            session: Arc::new(SessionState::new()),
+            turn: Arc::new(crate::sync::Slots::new()),
+            review: None,
+            agent: crate::handle::AgentHandle::detached(),
+        }
+    }
+
     /// Who writes: the foreground turn, or a background review with its cancel flag. Decided by
     /// the host (the review sets [`ToolContext::review`]), never by tool arguments.
     pub fn write_origin(&self) -> mpa_protocol::WriteOrigin {
@@ -160,6 +172,9 @@ pub struct ToolOutput {
     pub content: String,
     pub outcome: Outcome,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
+    /// never parses a result to learn it.
+    pub error: Option<Box<str>>,
 }
 
 impl ToolOutput {
@@ -174,6 +189,7 @@ impl ToolOutput {
             content,
             outcome,
             metadata: serde_json::Map::new(),
+            error: None,
         }
     }
 
@@ -190,6 +206,13 @@ impl ToolOutput {
             &serde_json::json!({"success": false, "error": code, "message": message.into()}),
             Outcome::Failed,
         )
+        .with_error(code)
+    }
+
+    /// Records the stable error code of this result (see [`ToolOutput::error`]).
+    pub fn with_error(mut self, code: &str) -> Self {
+        self.error = Some(code.into());
+        self
     }
 
     /// The effect may or may not have happened: `{success:false, execution_outcome:"unknown", …}`.
@@ -199,6 +222,7 @@ impl ToolOutput {
                 "error": code, "message": message.into()}),
             Outcome::Unknown,
         )
+        .with_error(code)
     }
 
     /// A result whose outcome the host cannot know from a type: text from an external tool,
@@ -209,6 +233,7 @@ impl ToolOutput {
             content,
             outcome,
             metadata: serde_json::Map::new(),
+            error: None,
         }
     }
 }
@@ -534,5 +559,17 @@ impl ToolRegistry {
             .filter(|t| policy::visible(actor, &t.meta))
             .map(|t| t.spec.clone())
             .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<RegisteredTool> {
+        self.tools.remove(name)
     }
 }

@@ -1,35 +1,46 @@
-//! The one policy function: for every call, from who acts, where the call comes from, the tool's
-//! metadata and the call's effect, it decides whether the call may run. Later rules (the MoviePilot
-//! gateway's roles, read-only subagents, the write ledger) are added here, nowhere else.
+//! Who may call what: admin-only tools and calls, the background review's whitelist, read-only
+//! origins, once-per-response tools. A gate of the call-gate chain ([`super::gate`]); the rules
+//! are [`decide`], applied per call in this order.
 
+use super::gate::{CallFacts, Gate, Verdict};
 use super::{ReviewUse, ToolMeta, ToolOutput};
-use mpa_protocol::{Actor, EffectClass};
+use mpa_protocol::{Actor, AgentOrigin};
 
-/// Where a call comes from.
+/// Where a call comes from (who runs the agent loop, or who calls the tool directly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
-    /// A model response inside a user's turn.
+    /// A model response inside a user's turn (from any front end: the page, the CLI, the
+    /// OpenAI-compatible endpoint; the session's channel tells them apart).
     Turn,
     /// `mpagent tool`: one call outside any turn, with the same rules as a turn.
     Direct,
     /// The background learning review: only tools whose [`ReviewUse`] allows it.
     Review { memory_due: bool },
     /// A read-only subagent: reads only.
-    ReadOnly,
+    Subagent,
+    /// A Python kernel's tool RPC: reads only.
+    Kernel,
+    /// An external MCP client: the rules of a direct call.
+    Mcp,
 }
 
-/// What the policy decides from.
-#[derive(Debug, Clone, Copy)]
-pub struct CallFacts<'a> {
-    pub actor: &'a Actor,
-    pub origin: Origin,
-    pub tool: &'a str,
-    pub meta: &'a ToolMeta,
-    pub effect: EffectClass,
-    /// This call needs an administrator (the tool's own flag, or e.g. an admin-only operation).
-    pub requires_admin: bool,
-    /// How many calls of this same tool the model response holds (1 outside a turn).
-    pub same_tool_in_response: usize,
+impl Origin {
+    /// The origin events and front ends know.
+    pub fn agent_origin(self) -> AgentOrigin {
+        match self {
+            Origin::Turn => AgentOrigin::Turn,
+            Origin::Direct => AgentOrigin::Direct,
+            Origin::Review { .. } => AgentOrigin::Review,
+            Origin::Subagent => AgentOrigin::Subagent,
+            Origin::Kernel => AgentOrigin::Kernel,
+            Origin::Mcp => AgentOrigin::Mcp,
+        }
+    }
+
+    /// Origins that may only read.
+    pub fn is_read_only(self) -> bool {
+        matches!(self, Origin::Subagent | Origin::Kernel)
+    }
 }
 
 /// Allowed, or refused with the tool message the model reads instead (nothing runs).
@@ -37,6 +48,22 @@ pub struct CallFacts<'a> {
 pub enum Decision {
     Allow,
     Deny(ToolOutput),
+}
+
+/// The policy as a gate.
+pub struct Policy;
+
+impl Gate for Policy {
+    fn name(&self) -> &'static str {
+        "policy"
+    }
+
+    fn check(&self, call: &CallFacts<'_>) -> Verdict {
+        match decide(call) {
+            Decision::Allow => Verdict::Allow,
+            Decision::Deny(out) => Verdict::Answer(out),
+        }
+    }
 }
 
 pub const REVIEW_DENIED: &str = "cannot execute this tool here; use skills_list/skill_view to read, \
@@ -71,7 +98,7 @@ pub fn decide(f: &CallFacts<'_>) -> Decision {
                 ));
             }
         }
-        Origin::ReadOnly if !f.effect.is_read() => {
+        o if o.is_read_only() && !f.effect.is_read() => {
             return Decision::Deny(ToolOutput::failure(
                 "read_only_scope",
                 format!(
@@ -80,7 +107,7 @@ pub fn decide(f: &CallFacts<'_>) -> Decision {
                 ),
             ));
         }
-        Origin::Turn | Origin::Direct | Origin::ReadOnly => {}
+        _ => {}
     }
     if f.meta.once_per_response && f.same_tool_in_response > 1 {
         return Decision::Deny(ToolOutput::failure(
@@ -97,7 +124,7 @@ pub fn decide(f: &CallFacts<'_>) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpa_protocol::{Outcome, UserId};
+    use mpa_protocol::{EffectClass, Outcome, UserId};
 
     fn actor(is_admin: bool) -> Actor {
         Actor {
@@ -108,20 +135,27 @@ mod tests {
     }
 
     fn decide_for(actor: &Actor, origin: Origin, meta: ToolMeta, n: usize) -> Option<String> {
+        let (session, turn) = (crate::sync::Slots::new(), crate::sync::Slots::new());
         let facts = CallFacts {
             actor,
             origin,
+            channel: "test",
             tool: "t",
+            call_id: "c",
             meta: &meta,
             effect: meta.effect,
             requires_admin: false,
+            args: None,
             same_tool_in_response: n,
+            session: &session,
+            turn: &turn,
         };
         match decide(&facts) {
             Decision::Allow => None,
             Decision::Deny(out) => {
                 assert_eq!(out.outcome, Outcome::Failed);
                 let v: serde_json::Value = serde_json::from_str(&out.content).unwrap();
+                assert_eq!(out.error.as_deref(), v["error"].as_str());
                 Some(v["error"].as_str().unwrap().to_string())
             }
         }
@@ -166,11 +200,11 @@ mod tests {
             Some("multiple_t")
         );
         assert_eq!(
-            decide_for(&actor(true), Origin::ReadOnly, memory, 1).as_deref(),
+            decide_for(&actor(true), Origin::Subagent, memory, 1).as_deref(),
             Some("read_only_scope")
         );
         assert_eq!(
-            decide_for(&actor(true), Origin::ReadOnly, ToolMeta::read(), 1),
+            decide_for(&actor(true), Origin::Subagent, ToolMeta::read(), 1),
             None
         );
     }

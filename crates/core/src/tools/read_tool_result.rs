@@ -346,21 +346,17 @@ impl TypedTool for ReadToolResult {
         if args.result_id.len() != 32 {
             return unavailable();
         }
-        let Ok(st) = ctx.session.lock() else {
-            return unavailable();
-        };
+        let results = ctx.session.slot::<ResultStore>();
+        let st = crate::sync::lock(&results);
         let id = args.result_id.as_str();
         let answer = match args.pattern.as_deref().filter(|p| !p.is_empty()) {
-            Some(pattern) => st
-                .results
-                .grep(&ctx.actor, id, pattern, offset, limit)
-                .map(|m| {
-                    serde_json::json!({"success": true, "result_id": id, "tool_name": m.tool_name,
+            Some(pattern) => st.grep(&ctx.actor, id, pattern, offset, limit).map(|m| {
+                serde_json::json!({"success": true, "result_id": id, "tool_name": m.tool_name,
                         "pattern": pattern, "offset": offset, "total_chars": m.total_chars,
                         "match_count": m.lines.len(), "matches": m.lines,
                         "next_offset": m.next_offset})
-                }),
-            None => st.results.page(&ctx.actor, id, offset, limit).map(|p| {
+            }),
+            None => st.page(&ctx.actor, id, offset, limit).map(|p| {
                 serde_json::json!({"success": true, "result_id": id, "tool_name": p.tool_name,
                     "offset": offset, "next_offset": p.next_offset, "total_chars": p.total_chars,
                     "content": p.content})

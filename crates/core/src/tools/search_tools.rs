@@ -7,7 +7,8 @@
 //!
 //! Discovery state ([`Discovery`]) lives in the session state for one user request.
 
-use super::{ToolContext, ToolMeta, ToolOutput, ToolRegistry, TypedTool};
+use super::registry::ToolView;
+use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use mpa_protocol::{Actor, Outcome, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -208,8 +209,8 @@ impl Entry {
 
 /// The caller's authorised catalogue: every tool it may see, the gateway's operations under
 /// `moviepilot_api`.
-pub fn catalogue_for(registry: &ToolRegistry, actor: &Actor) -> Vec<Entry> {
-    registry
+pub fn catalogue_for(tools: &ToolView, actor: &Actor) -> Vec<Entry> {
+    tools
         .iter()
         .filter(|t| super::policy::visible(actor, &t.meta))
         .map(|t| {
@@ -273,22 +274,24 @@ pub fn select(catalogue: &[Entry], text: &str, n: usize) -> Vec<String> {
 /// The tools a user request starts with, and its discovery state: every visible tool but
 /// `search_tools` when `max_tools` is 0; else the always-on internal tools (with `search_tools`)
 /// plus the `max_tools` most relevant others for the request's text.
+/// Every tool but `search_tools` (offered only with discovery on).
+pub fn without_discovery(all: Vec<ToolSpec>) -> Vec<ToolSpec> {
+    all.into_iter()
+        .filter(|s| s.name != SearchTools::NAME)
+        .collect()
+}
+
 pub fn first_call(
-    registry: &ToolRegistry,
+    tools: &ToolView,
     actor: &Actor,
     text: &str,
     max_tools: u32,
     all: &[ToolSpec],
 ) -> (Vec<ToolSpec>, Discovery) {
     if max_tools == 0 {
-        let specs = all
-            .iter()
-            .filter(|s| s.name != SearchTools::NAME)
-            .cloned()
-            .collect();
-        return (specs, Discovery::default());
+        return (without_discovery(all.to_vec()), Discovery::default());
     }
-    let catalogue = catalogue_for(registry, actor);
+    let catalogue = catalogue_for(tools, actor);
     let mut baseline = select(&catalogue, text, max_tools as usize);
     baseline.extend(
         catalogue
@@ -429,13 +432,8 @@ impl TypedTool for SearchTools {
                 format!("search must be 1-160 characters and limit 1-{MAX_RESULTS}"),
             );
         }
-        let Ok(mut st) = ctx.session.lock() else {
-            return ToolOutput::failure(
-                "discovery_unavailable",
-                "tool discovery state is unavailable",
-            );
-        };
-        let d = &mut st.discovery;
+        let discovery = ctx.session.slot::<Discovery>();
+        let mut d = crate::sync::lock(&discovery);
         if !d.enabled {
             return ToolOutput::failure(
                 "discovery_disabled",

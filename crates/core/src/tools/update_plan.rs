@@ -40,12 +40,7 @@ impl TypedTool for UpdatePlan {
             }
         };
         let json = plan.to_json();
-        match ctx.session.lock() {
-            Ok(mut st) => st.plan = Some(plan),
-            Err(_) => {
-                return ToolOutput::failure("plan_unavailable", "plan state is unavailable");
-            }
-        }
+        ctx.session.put(crate::plan::PlanState(Some(plan)));
         ToolOutput::result(&PlanUpdated {
             success: true,
             message: "plan updated; step statuses are model claims, not verified facts",

@@ -2,19 +2,19 @@
 //! user message (images only when the model accepts them), and the session's system prompt —
 //! built once, at the session's first turn, then frozen (with the memory snapshot taken then).
 
-use crate::plan::Plan;
+use crate::plan::{Plan, PlanState};
 use crate::prompt::{PromptLayers, system_prompt};
 use crate::services::Services;
 use crate::session::SessionData;
 use mpa_protocol::{Actor, ContentPart, ImageUrl, Message};
 
 pub fn restore_plan(data: &SessionData) {
-    if let Ok(mut st) = data.tools.lock()
-        && st.plan.is_none()
-    {
-        // An existing in-session plan is never overwritten by an older snapshot.
-        st.plan = Plan::restore_from(data.transcript.messages());
-    }
+    data.state.with(|p: &mut PlanState| {
+        if p.0.is_none() {
+            // An existing in-session plan is never overwritten by an older snapshot.
+            p.0 = Plan::restore_from(data.transcript.messages());
+        }
+    });
 }
 
 pub fn user_message(services: &Services, text: &str, images: &[String]) -> Message {
@@ -67,41 +67,32 @@ pub fn adopt_client_context(data: &mut SessionData, ctx: mpa_protocol::ClientCon
 }
 
 /// The session's system message: frozen at its first turn and persisted with the chat, so every
-/// model call of the session — and its background review — starts with the same bytes.
+/// model call of the session — and its background review — starts with the same bytes. Every
+/// capability hears of the turn first; at the first turn their prompt blocks are frozen in.
 pub async fn system_message(services: &Services, actor: &Actor, data: &mut SessionData) -> Message {
-    let memory = services.caps.memory.clone();
-    let skills = services.caps.skills.clone();
-    let frozen = data.persisted.system_prompt.clone();
+    let capabilities = std::sync::Arc::clone(&services.capabilities);
+    let frozen = data.persisted.system_prompt.is_some();
     let actor2 = actor.clone();
-    let blocks = tokio::task::spawn_blocking(move || {
-        let mut blocks = Vec::new();
-        if let Some(m) = &memory {
-            m.begin_user_turn(&actor2);
-            if frozen.is_none() {
-                blocks.push(m.snapshot(&actor2).render());
-            }
+    let extra = tokio::task::spawn_blocking(move || {
+        for c in capabilities.iter() {
+            c.begin_turn(&actor2);
         }
-        if frozen.is_none()
-            && let Some(b) = skills.as_ref().map(|s| s.prompt_block(&actor2))
-            && !b.is_empty()
-        {
-            blocks.push(b);
+        if frozen {
+            return Vec::new();
         }
-        blocks
+        capabilities
+            .iter()
+            .flat_map(|c| c.prompt_blocks(&actor2))
+            .collect()
     })
     .await
-    .unwrap_or_default();
+    .unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "capability prompt blocks not built");
+        Vec::new()
+    });
     if let Some(p) = &data.persisted.system_prompt {
         return Message::system(p.clone());
     }
-    let mut extra = blocks;
-    if services.caps.moviepilot.is_some() {
-        extra.push(crate::moviepilot::rules::BUSINESS_RULES.to_string());
-    }
-    if services.caps.history.is_some() {
-        extra.push(crate::tools::session_search::RECALL_RULES.to_string());
-    }
-
     let prompt = system_prompt(&PromptLayers {
         actor,
         started: data.created_at,

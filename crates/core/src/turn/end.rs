@@ -7,7 +7,7 @@
 //! power loss) thus leaves the conversation up to its last completed step, and the next turn sees
 //! it; a turn that ends normally overwrites it with the real snapshot.
 
-use crate::plan::PLAN_METADATA_KEY;
+use crate::plan::{PLAN_METADATA_KEY, PlanState};
 use crate::redaction::redact;
 use crate::review::ReviewCounters;
 use crate::services::Services;
@@ -18,7 +18,7 @@ use crate::turn::StopCause;
 use chrono::{DateTime, Utc};
 use mpa_protocol::{Content, ContentPart, Message, Outcome, Role, ToolCall, TurnStatus, UserId};
 use mpa_store::{Chat, Store, TurnJournal};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub const INTERRUPTION_KEY: &str = "moviepilot_interruption";
 /// Marks the notice of a snapshot written mid-turn (the turn never reached its end); the next
@@ -69,11 +69,8 @@ fn notice(text: String, recovery: bool) -> Message {
     m
 }
 
-fn current_plan(tools: &Mutex<SessionState>) -> Option<serde_json::Value> {
-    tools
-        .lock()
-        .ok()
-        .and_then(|s| s.plan.as_ref().map(|p| p.to_json()))
+fn current_plan(state: &SessionState) -> Option<serde_json::Value> {
+    PlanState::of(state).map(|p| p.to_json())
 }
 
 /// The plan snapshot goes on the last AI/tool message of the turn.
@@ -130,7 +127,8 @@ pub async fn finish(
     if let Some(text) = text {
         data.transcript.push(notice(text, false));
     }
-    let plan = current_plan(&data.tools);
+    let plan = current_plan(&data.state);
+    data.save_capabilities(&services.capabilities);
     attach_plan(data.transcript.tail_mut(turn_start), plan);
     for m in data.transcript.tail_mut(turn_start) {
         redact_message(m);
@@ -164,7 +162,7 @@ pub struct Checkpoint {
     pub created_at: DateTime<Utc>,
     /// The session state at loop start; the review counters are taken fresh at each write.
     pub persisted: PersistedState,
-    pub tools: Arc<Mutex<SessionState>>,
+    pub state: Arc<SessionState>,
     pub turn_start: usize,
     /// The turn start the store's full snapshot was last written for (`usize::MAX`: not yet in
     /// this turn; [`BASE_STALE`]: a compaction changed it): while it equals `turn_start`, a step
@@ -185,7 +183,7 @@ impl Checkpoint {
             title: data.title.clone(),
             created_at: data.created_at,
             persisted: data.persisted.clone(),
-            tools: Arc::clone(&data.tools),
+            state: Arc::clone(&data.state),
             turn_start,
             base_saved: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
@@ -265,7 +263,7 @@ pub async fn checkpoint(
     transcript: &Transcript,
 ) {
     let start = cp.turn_start.min(transcript.len());
-    let tail = recovery_tail(transcript, start, current_plan(&cp.tools));
+    let tail = recovery_tail(transcript, start, current_plan(&cp.state));
     let journal = TurnJournal {
         display: display_lines(&tail),
         messages: tail,

@@ -2,9 +2,10 @@
 //! each stage is a module that takes what it needs and returns what it produces:
 //!
 //! 1. [`begin`]: restore the plan, build the user message, the session's frozen system message;
-//!    [`host_command`]s are answered here and skip the model entirely;
-//! 2. [`steps`]: the model ⇄ tools loop ([`request`] → [`model_call`] → [`tool_calls`]), with
-//!    evidence [`capture`] flushed after every step;
+//!    a pending secret-read question and [`host_command`]s are answered here and skip the model;
+//! 2. [`steps`]: the model ⇄ tools loop, itself a sequence of named stages
+//!    (`prepare_request` → `call_model` → `settle_answer` → `gate_calls` → `run_tools` →
+//!    `after_step`), with evidence [`capture`] flushed after every step;
 //! 3. [`end`]: interruption notice, plan snapshot, redaction, the chat snapshot; then the
 //!    background review when its counters are due.
 
@@ -12,12 +13,19 @@ pub mod begin;
 pub mod capture;
 pub mod compact;
 pub mod end;
+pub mod error;
 pub mod host_command;
 pub mod model_call;
+pub mod outbound;
 pub mod request;
+pub mod settle;
 pub mod steps;
 pub mod tool_calls;
 
+pub use crate::handle::EventSink;
+pub use error::TurnError;
+
+use crate::handle::AgentHandle;
 use crate::review::{Due, ReviewStart};
 use crate::services::Services;
 use crate::session::SessionData;
@@ -25,7 +33,8 @@ use crate::tools::policy::Origin;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
 use mpa_protocol::{Actor, Event, ToolCall, TurnStatus};
-use steps::{Limits, LoopSetup, StepHooks};
+use std::sync::Arc;
+use steps::{Limits, LoopSetup, Offer, StepHooks};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tool_calls::ToolStage;
@@ -43,26 +52,6 @@ pub struct TurnInput {
 pub enum StopCause {
     User,
     Shutdown,
-}
-
-/// Sends a turn's events; a consumer that went away is ignored (the turn keeps running). The
-/// background review has none.
-pub struct EventSink<'a>(Option<&'a mpsc::UnboundedSender<Event>>);
-
-impl<'a> EventSink<'a> {
-    pub fn new(tx: &'a mpsc::UnboundedSender<Event>) -> Self {
-        Self(Some(tx))
-    }
-
-    pub fn none() -> Self {
-        Self(None)
-    }
-
-    pub fn emit(&self, e: Event) {
-        if let Some(tx) = self.0 {
-            let _ = tx.send(e);
-        }
-    }
 }
 
 pub struct TurnOutcome {
@@ -96,7 +85,8 @@ impl TurnHooks<'_> {
 #[async_trait]
 impl StepHooks for TurnHooks<'_> {
     fn on_tool_calls(&mut self, calls: &[ToolCall]) {
-        self.review.on_tool_response(&self.services.tools, calls);
+        self.review
+            .on_tool_response(&self.services.tools.view(), calls);
     }
 
     fn on_model_answer(
@@ -141,14 +131,14 @@ impl StepHooks for TurnHooks<'_> {
 }
 
 pub async fn run_turn(
-    services: &Services,
+    services: &Arc<Services>,
     data: &mut SessionData,
     input: TurnInput,
     events: &mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
     stop_cause: impl Fn() -> StopCause,
 ) -> TurnOutcome {
-    let sink = EventSink::new(events);
+    let sink = EventSink::new(events.clone());
     let actor = input.actor;
     begin::restore_plan(data);
     if let Some(ctx) = input.client_context {
@@ -162,6 +152,10 @@ pub async fn run_turn(
         session_id: data.session_id.clone(),
         assistant_message_id: uuid::Uuid::new_v4().simple().to_string(),
     });
+    // The saved state this session was loaded with could not all be read: said once, here.
+    if let Some(lost) = data.state_lost.take() {
+        sink.emit(lost.to_event());
+    }
 
     let mut memory_due = false;
     let mut system = None;
@@ -171,7 +165,7 @@ pub async fn run_turn(
         &data.session_id,
         &data.channel,
         &mut data.persisted.pending_secret_read,
-        &data.tools,
+        &data.state,
         &input.text,
     )
     .await;
@@ -190,13 +184,9 @@ pub async fn run_turn(
                 content: reply.clone(),
             });
             host_command::record(&mut data.transcript, &reply);
-            steps::LoopEnd {
-                status: TurnStatus::Completed,
-                final_text: reply,
-                error: None,
-                model_calls: 0,
-                usage: Default::default(),
-            }
+            let mut end = steps::LoopEnd::new(TurnStatus::Completed);
+            end.final_text = reply;
+            end
         }
         None => {
             let memory_interval = if services.caps.memory.is_some() {
@@ -210,23 +200,23 @@ pub async fn run_turn(
                 .review
                 .on_user_turn(memory_interval, prior_turns);
             let sys = begin::system_message(services, &actor, data).await;
-            let all_specs = services.tools.specs_for(&actor);
+            let view = services.tools.view_for(&data.state);
+            let all_specs = view.specs_for(&actor);
             // Discovery state lives for one user request.
             let (specs, discovery) = crate::tools::search_tools::first_call(
-                &services.tools,
+                &view,
                 &actor,
                 &input.text,
                 services.cfg.max_tools,
                 &all_specs,
             );
             let discovering = discovery.enabled;
-            if let Ok(mut st) = data.tools.lock() {
-                st.discovery = discovery;
-            }
+            data.state.put(discovery);
             let acting_note = begin::acting_note(&actor, data);
+            data.save_capabilities(&services.capabilities);
             let request_id = uuid::Uuid::new_v4().simple().to_string();
             let setup = LoopSetup {
-                model: &services.model,
+                services,
                 tools: ToolStage {
                     invoker: services.invoker(),
                     origin: Origin::Turn,
@@ -235,12 +225,17 @@ pub async fn run_turn(
                     session_id: &data.session_id,
                     channel: &data.channel,
                     request_id: &request_id,
-                    state: &data.tools,
+                    state: &data.state,
                     review: None,
+                    handle: AgentHandle::new(services, Origin::Turn, &request_id)
+                        .with_events(sink.clone()),
                 },
                 system: &sys,
-                specs: &specs,
-                catalogue: discovering.then_some(all_specs.as_slice()),
+                offer: Offer {
+                    specs,
+                    catalogue: discovering.then_some(all_specs),
+                    follow: Some(view.generation()),
+                },
                 limits: Limits {
                     max_model_calls: services.cfg.max_iterations,
                     input_token_budget: None,
@@ -262,41 +257,35 @@ pub async fn run_turn(
             };
             // The request is kept even if the process dies during the first model call.
             hooks.checkpoint(&data.transcript).await;
-            let end = steps::run(&setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            let end = steps::run(setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
             system = Some(sys);
             end
         }
     };
     // A question the host asked during the loop is kept with the session.
-    if let Some(p) = data
-        .tools
-        .lock()
-        .ok()
-        .and_then(|mut s| s.pending_secret_read.take())
-    {
+    if let Some(p) = crate::moviepilot::secret_read::take_asked(&data.state) {
         data.persisted.pending_secret_read = Some(p);
     }
-    if let Some((code, message)) = &end.error {
-        sink.emit(Event::Error {
-            code: code.clone(),
-            message: message.clone(),
-        });
+    if let Some(error) = &end.error {
+        sink.emit(error.to_event());
     }
     let cause = stop_cause();
     // A compaction during the turn moved this turn's first message.
     let turn_start = data.transcript.rebase(turn_start, compactions_before);
+    let error_text = end.error.as_ref().map(TurnError::message);
     end::finish(
         services,
         data,
         turn_start,
         end.status,
-        end.error.as_ref().map(|e| e.1.as_str()),
+        error_text.as_deref(),
         cause,
     )
     .await;
     sink.emit(Event::TurnEnded {
         status: end.status,
         final_text: end.final_text,
+        halt: end.halt.as_ref().map(crate::tools::gate::Halt::to_event),
     });
     // Reviews follow only completed model turns whose reply was delivered and saved; a stopped
     // or failed turn keeps its counters, so its work still counts towards the next review.

@@ -2,28 +2,22 @@
 //! what was received before a stop or a broken stream is kept for the transcript, marked as such;
 //! errors keep their stable code.
 
-use super::EventSink;
+use crate::handle::EventSink;
 use mpa_model::{ChatRequest, Completion, ModelClient, ModelError, StreamEvent};
 use mpa_protocol::Event;
 use tokio_util::sync::CancellationToken;
 
 pub enum ModelCallEnd {
     Answer(Completion),
-    Stopped {
-        partial: String,
-    },
-    Failed {
-        partial: String,
-        code: String,
-        message: String,
-    },
+    Stopped { partial: String },
+    Failed { partial: String, error: ModelError },
 }
 
 pub async fn call(
     model: &ModelClient,
     req: &ChatRequest<'_>,
     cancel: &CancellationToken,
-    sink: &EventSink<'_>,
+    sink: &EventSink,
 ) -> ModelCallEnd {
     let mut partial = String::new();
     let mut on_event = |ev: StreamEvent| match ev {
@@ -41,11 +35,7 @@ pub async fn call(
             ModelCallEnd::Answer(c)
         }
         Err(ModelError::Cancelled) => ModelCallEnd::Stopped { partial },
-        Err(e) => ModelCallEnd::Failed {
-            partial,
-            code: e.code().to_string(),
-            message: e.to_string(),
-        },
+        Err(error) => ModelCallEnd::Failed { partial, error },
     }
 }
 

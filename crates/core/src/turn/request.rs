@@ -1,14 +1,12 @@
 //! Request assembly: the session's frozen system prompt, the transcript (borrowed, never copied),
 //! and — last, so the prompt prefix stays byte-identical for provider caches — what changes from
-//! call to call: the current plan, appended to an outbound copy of the final message.
+//! call to call: the outbound contributors' blocks (acting note, plan, tool availability, …),
+//! appended to an outbound copy of the final message, and a host continuation after it.
 //!
-//! Slots for later stages, in request order: steering messages are appended to the transcript
-//! before assembly (never between a tool call and its result); a proposed compaction sends its
-//! `prefix` (summary + the task's first user message) in place of the transcript's compacted
-//! part — the transcript itself changes only once the call succeeded; vision projection adds a
-//! temporary observation message after the transcript (outbound only).
+//! A proposed compaction sends its `prefix` (summary + the task's first user message) in place
+//! of the transcript's compacted part — the transcript itself changes only once the call
+//! succeeded.
 
-use crate::plan::{Plan, current_plan_block};
 use mpa_model::ChatRequest;
 use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
 
@@ -25,23 +23,15 @@ pub struct Tail {
 }
 
 impl Tail {
-    /// `notice`: the tool-discovery availability block, when there is one.
-    pub fn new(
-        transcript: &[Message],
-        plan: Option<&Plan>,
-        acting_note: Option<&str>,
-        notice: Option<&str>,
-    ) -> Self {
+    /// `blocks` are appended, in order and separated by blank lines, to the outbound copy of the
+    /// transcript's final message.
+    pub fn new<S: AsRef<str>>(transcript: &[Message], blocks: &[S]) -> Self {
         let mut extra = String::new();
-        let plan_block = plan.map(current_plan_block);
-        for block in [acting_note, plan_block.as_deref(), notice]
-            .into_iter()
-            .flatten()
-        {
+        for block in blocks {
             if !extra.is_empty() {
                 extra.push_str("\n\n");
             }
-            extra.push_str(block);
+            extra.push_str(block.as_ref());
         }
         let (last, appendix) = match (transcript.last(), extra.is_empty()) {
             (Some(m), false) => {
@@ -73,7 +63,7 @@ impl Tail {
         self.appendix.as_deref()
     }
 
-    /// Asks the model to continue (after an empty answer); sent once, never saved.
+    /// A host note after the transcript (asking to continue); sent once, never saved.
     pub fn continuation(&mut self, text: &str) {
         self.continuation = Some(Message::user(text));
     }

@@ -3,15 +3,17 @@
 //! timeout. Every call gets exactly one result message, in call order; after a stop, calls without
 //! a result are answered "result unknown: interrupted".
 
-use super::EventSink;
+use crate::handle::{AgentHandle, EventSink};
 use crate::plan::PLAN_METADATA_KEY;
+use crate::sync::Slots;
+use crate::tools::gate::Halt;
 use crate::tools::invoke::{Invoked, Invoker, interrupted, invoke, summary_line};
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use mpa_protocol::{Actor, Event, Message, Outcome, ReviewToken, ToolCall};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -25,15 +27,27 @@ pub struct ToolStage<'a> {
     pub channel: &'a str,
     /// This user request's id (identical MoviePilot writes inside it are one write).
     pub request_id: &'a str,
-    pub state: &'a Arc<Mutex<SessionState>>,
+    pub state: &'a Arc<SessionState>,
     pub review: Option<&'a ReviewToken>,
+    /// The calling agent, handed to every call.
+    pub handle: AgentHandle,
 }
 
 pub struct ToolResults {
-    /// One result message per call, in call order, each with its full content when the message
-    /// holds a capped preview.
-    pub results: Vec<(Message, Option<String>)>,
+    /// One result per call, in call order.
+    pub results: Vec<Invoked>,
     pub stopped: bool,
+    /// The first halt a gate decided for one of the calls.
+    pub halt: Option<Halt>,
+}
+
+/// The tool message for a call's result, with the full content when the message holds a capped
+/// preview.
+pub fn message_of(call: &ToolCall, invoked: Invoked) -> (Message, Option<String>) {
+    let out = invoked.output;
+    let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
+    m.metadata = out.metadata;
+    (m, invoked.full_content)
 }
 
 fn args_summary(call: &ToolCall) -> String {
@@ -46,8 +60,9 @@ fn args_summary(call: &ToolCall) -> String {
 
 pub async fn run(
     stage: &ToolStage<'_>,
+    turn: &Arc<Slots>,
     calls: &[ToolCall],
-    sink: &EventSink<'_>,
+    sink: &EventSink,
     cancel: &CancellationToken,
 ) -> ToolResults {
     let mut slots: Vec<Option<Invoked>> = vec![None; calls.len()];
@@ -63,7 +78,9 @@ pub async fn run(
             request_id: stage.request_id.to_string(),
             cancel: cancel.child_token(),
             session: Arc::clone(stage.state),
+            turn: Arc::clone(turn),
             review: stage.review.cloned(),
+            agent: stage.handle.clone(),
         };
         let limit = Arc::clone(&limit);
         waiting.push(async move {
@@ -115,11 +132,12 @@ pub async fn run(
     // Dropping the pending futures aborts their tasks.
     drop(executing);
     drop(waiting);
+    let halt = slots.iter().flatten().find_map(|r| r.halt.clone());
     let results = calls
         .iter()
         .enumerate()
         .map(|(i, call)| {
-            let invoked = slots[i].take().unwrap_or_else(|| {
+            slots[i].take().unwrap_or_else(|| {
                 let out = interrupted(started[i]);
                 sink.emit(Event::ToolFinished {
                     tool_id: call.id.clone(),
@@ -127,16 +145,13 @@ pub async fn run(
                     outcome: Outcome::Unknown,
                     message: summary_line(&out.content),
                 });
-                Invoked {
-                    output: out,
-                    full_content: None,
-                }
-            });
-            let out = invoked.output;
-            let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
-            m.metadata = out.metadata;
-            (m, invoked.full_content)
+                Invoked::uncapped(out)
+            })
         })
         .collect();
-    ToolResults { results, stopped }
+    ToolResults {
+        results,
+        stopped,
+        halt,
+    }
 }

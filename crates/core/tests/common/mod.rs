@@ -3,23 +3,25 @@
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 #![allow(dead_code, reason = "each test binary uses a part of it")]
 
+pub mod host;
+
+use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
 use mpa_core::tools::policy::Origin;
-use mpa_core::tools::{SessionState, ToolContext, ToolOutput, ToolRegistry};
+use mpa_core::tools::registry::Tools;
+use mpa_core::tools::{ToolContext, ToolOutput};
 use mpa_core::{Capabilities, RegistryOptions, default_registry};
 use mpa_learning::{Memory, MemoryConfig, ReviewToken, Skills, WriteOrigin};
 use mpa_protocol::{Actor, ToolCall, UserId};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 pub struct LearningEnv {
     _dir: tempfile::TempDir,
     pub data: PathBuf,
     pub memory: Memory,
     pub skills: Skills,
-    registry: ToolRegistry,
+    registry: Tools,
 }
 
 pub fn actor(id: &str, admin: bool) -> Actor {
@@ -65,7 +67,7 @@ impl LearningEnv {
             skills: Some(skills.clone()),
             ..Capabilities::default()
         };
-        let registry = default_registry(&RegistryOptions::default(), &caps);
+        let registry = default_registry(&RegistryOptions::default(), &caps).into();
         LearningEnv {
             _dir: dir,
             data,
@@ -91,23 +93,18 @@ impl LearningEnv {
             Some(_) => Origin::Review { memory_due: true },
             None => Origin::Turn,
         };
-        let ctx = ToolContext {
-            actor: actor.clone(),
-            session_id: "learning-test".into(),
-            channel: "test".into(),
-            call_id: "call-1".into(),
-            request_id: "request-1".into(),
-            cancel: CancellationToken::new(),
-            session: Arc::new(Mutex::new(SessionState::default())),
-            review,
-        };
+        let mut ctx = ToolContext::detached(actor.clone(), "learning-test", "call-1");
+        ctx.request_id = "request-1".into();
+        ctx.review = review;
         let call = ToolCall {
             id: "call-1".into(),
             name: tool.into(),
             arguments: args.to_string(),
         };
+        let gates = Gates::standard();
         let inv = Invoker {
-            registry: &self.registry,
+            tools: &self.registry,
+            gates: &gates,
             timeout: None,
             ledger: None,
             max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -129,6 +126,6 @@ impl LearningEnv {
 
     /// The tool's spec as the model sees it (name, description, parameters).
     pub fn spec(&self, tool: &str) -> Value {
-        serde_json::to_value(&self.registry.get(tool).unwrap().spec).unwrap()
+        serde_json::to_value(self.registry.get(tool).unwrap().spec).unwrap()
     }
 }

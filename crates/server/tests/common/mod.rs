@@ -8,7 +8,7 @@
 )]
 
 use futures_util::StreamExt;
-use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
 use mpa_store::Store;
 use mpa_test_support::MockModelServer;
@@ -77,15 +77,15 @@ impl Env {
                 dir.path(),
             )));
         }
-        let registry = default_registry(
-            &RegistryOptions {
-                diagnostic_tools: true,
-            },
-            &caps,
-        );
         let mut agent_cfg = AgentConfig::new(model);
         configure_agent(&mut agent_cfg);
-        let agent = Agent::new(agent_cfg, store.clone(), registry, caps).unwrap();
+        let agent = Agent::builder(agent_cfg, store.clone())
+            .caps(caps)
+            .options(RegistryOptions {
+                diagnostic_tools: true,
+            })
+            .build()
+            .unwrap();
         let accounts = agent.accounts().clone();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.admin_token = Some(ADMIN_TOKEN.into());

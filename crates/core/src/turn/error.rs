@@ -1,0 +1,116 @@
+//! Why an agent loop ended without a final answer: typed, with the stable code front ends and
+//! logs key on ([`TurnError::code`]) and the text the user reads ([`TurnError::message`]).
+
+use super::compact::CompactError;
+use mpa_model::ModelError;
+use mpa_protocol::ErrorKind;
+
+const CONTEXT_EXCEEDED_HELP: &str = "The conversation no longer fits the model's context window: start \
+a new session, or raise the model server's context size (and LLM_MAX_CONTEXT_TOKENS)";
+
+const EMPTY_ANSWER_FAILED: &str = "the model returned an empty answer twice (no text and no tool call); \
+nothing was done after that — try again, or use a more capable model";
+
+const OUTPUT_TRUNCATED: &str = "the answer was cut off by the model's output limit \
+(LLM_MAX_OUTPUT_TOKENS); ask to continue, or raise the limit";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnError {
+    /// The model call failed (its own code: `model_auth_failed`, `model_context_exceeded`, …).
+    Model(ModelError),
+    /// `LLM_MAX_ITERATIONS` model calls without a final answer.
+    IterationLimit { max_model_calls: u32 },
+    /// The loop's input-token budget is spent (the background review's).
+    InputBudget { budget: u64 },
+    /// Two empty answers in a row.
+    EmptyAnswer,
+    /// The final answer was cut off by the output limit (the turn is `partial`).
+    OutputTruncated,
+    /// The request is over the window and compaction could not make it fit.
+    Compaction(CompactError),
+}
+
+impl TurnError {
+    /// The stable machine-readable code (the wire `code` of [`mpa_protocol::Event::Error`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            TurnError::Model(e) => e.code(),
+            TurnError::IterationLimit { .. } => "iteration_limit",
+            TurnError::InputBudget { .. } => "input_budget",
+            TurnError::EmptyAnswer => "model_empty_answer",
+            TurnError::OutputTruncated => "output_truncated",
+            TurnError::Compaction(e) => e.code(),
+        }
+    }
+
+    /// What the user reads.
+    pub fn message(&self) -> String {
+        match self {
+            TurnError::Model(e @ ModelError::ContextLengthExceeded { .. }) => {
+                format!("{e}. {CONTEXT_EXCEEDED_HELP}")
+            }
+            TurnError::Model(e) => e.to_string(),
+            TurnError::IterationLimit { max_model_calls } => format!(
+                "the turn reached LLM_MAX_ITERATIONS ({max_model_calls}) model calls without a final answer; the work may be incomplete"
+            ),
+            TurnError::InputBudget { budget } => {
+                format!("the input-token budget ({budget}) is used up")
+            }
+            TurnError::EmptyAnswer => EMPTY_ANSWER_FAILED.to_string(),
+            TurnError::OutputTruncated => OUTPUT_TRUNCATED.to_string(),
+            TurnError::Compaction(e) => e.message().to_string(),
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TurnError::Model(ModelError::ContextLengthExceeded { .. })
+            | TurnError::Compaction(_) => ErrorKind::Context,
+            TurnError::Model(_) => ErrorKind::Model,
+            TurnError::IterationLimit { .. }
+            | TurnError::InputBudget { .. }
+            | TurnError::EmptyAnswer
+            | TurnError::OutputTruncated => ErrorKind::Limit,
+        }
+    }
+
+    /// The event front ends show.
+    pub fn to_event(&self) -> mpa_protocol::Event {
+        mpa_protocol::Event::Error {
+            kind: self.kind(),
+            code: self.code().to_string(),
+            message: self.message(),
+        }
+    }
+}
+
+impl std::fmt::Display for TurnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_stay_the_wire_codes() {
+        let exceeded = TurnError::Model(ModelError::ContextLengthExceeded {
+            status: Some(400),
+            message: "too long".into(),
+        });
+        assert_eq!(exceeded.code(), "model_context_exceeded");
+        assert!(exceeded.message().ends_with("(and LLM_MAX_CONTEXT_TOKENS)"));
+        assert_eq!(exceeded.kind(), ErrorKind::Context);
+        assert_eq!(
+            TurnError::IterationLimit { max_model_calls: 3 }.code(),
+            "iteration_limit"
+        );
+        assert_eq!(TurnError::EmptyAnswer.kind(), ErrorKind::Limit);
+        assert_eq!(
+            TurnError::Compaction(CompactError::StillOver).code(),
+            "context_still_over_window"
+        );
+    }
+}
