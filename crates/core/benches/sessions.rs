@@ -15,7 +15,7 @@
     reason = "a bench's panic is its failure report"
 )]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use mpa_core::{Agent, AgentConfig, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
@@ -150,8 +150,7 @@ fn main() {
             ))),
             ..Capabilities::default()
         };
-        let tools = default_registry(&RegistryOptions::default(), &caps);
-        let agent = Agent::new(cfg, store, tools, caps).unwrap();
+        let agent = Agent::builder(cfg, store).caps(caps).build().unwrap();
         // Warm: the tokenizer's vocabulary and every lazy table load once per process.
         turn(agent.clone(), actor.clone(), "warm-up".into()).await;
         agent.close_session("warm-up").await;

@@ -23,4 +23,5 @@ mod tool_memory;
 mod tool_moviepilot_api;
 mod tool_skills;
 mod tool_specs;
+mod tool_visibility;
 mod write_ledger;

@@ -6,9 +6,9 @@
 //! redacted, so a key saved by an older version stops there too.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use mpa_core::{Agent, AgentConfig, Capabilities, RegistryOptions, default_registry};
+use crate::common::host::TestHost;
+use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
-use mpa_store::Store;
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -18,47 +18,37 @@ const OPENAI_KEY: &str = "sk-proj-Q3vT9xLmN4pR7sK2wY8zA1bC5dE6fG0h";
 const OLD_TOKEN: &str = "ghp_R2d2C3poBb8Yoda4LukeLeia5HanSolo77";
 
 struct Env {
-    _dir: tempfile::TempDir,
     data: PathBuf,
     agent: Agent,
     actor: Actor,
+    _host: TestHost,
 }
 
 async fn env(mock: &MockModelServer) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let store = Store::open_in(&data).unwrap();
-    let user = store.ensure_local_user("mei").await.unwrap();
-    let actor = Actor {
-        user_id: user.id,
-        user_name: user.name,
-        is_admin: false,
-    };
-    let mut cfg = AgentConfig::new(mpa_model::ModelConfig {
-        base_url: mock.base_url.clone(),
-        model: "gpt-4o".into(),
-        max_retries: 0,
-        ..Default::default()
-    });
-    cfg.memory_review_interval = 0;
-    cfg.skill_review_interval = 0;
-    let caps = Capabilities {
-        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-            data.clone(),
-        ))),
-        skills: Some(mpa_learning::Skills::new(data.clone())),
-        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-            &data,
-        ))),
-        ..Capabilities::default()
-    };
-    let tools = default_registry(&RegistryOptions::default(), &caps);
-    let agent = Agent::new(cfg, store, tools, caps).unwrap();
+    let host = TestHost::builder(mock, "gpt-4o")
+        .user("mei")
+        .diagnostic_tools(false)
+        .config(|c| {
+            c.memory_review_interval = 0;
+            c.skill_review_interval = 0;
+        })
+        .caps(|data| Capabilities {
+            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
+                data.to_path_buf(),
+            ))),
+            skills: Some(mpa_learning::Skills::new(data.to_path_buf())),
+            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+                data,
+            ))),
+            ..Capabilities::default()
+        })
+        .build()
+        .await;
     Env {
-        _dir: dir,
-        data,
-        agent,
-        actor,
+        data: host.data.clone(),
+        agent: host.agent.clone(),
+        actor: host.actor.clone(),
+        _host: host,
     }
 }
 
