@@ -2,6 +2,7 @@
 //! own, and linking dominated the build (one binary, one link). Tests that need a process
 //! of their own stay separate targets (see Cargo.toml).
 
+mod adopted_context;
 mod bad_input;
 mod common;
 mod compacted_display;

@@ -255,6 +255,12 @@ pub async fn run_turn(
                 usage: &mut data.persisted.usage,
                 services,
             };
+            // What is in the transcript before the first model call — the user's message and
+            // what a stateless client sent along with it — is evidence from the start, so the
+            // first request can already be compacted (compaction never cuts past the evidence).
+            if let Some(target) = &hooks.capture {
+                capture::flush(target, &mut data.transcript).await;
+            }
             // The request is kept even if the process dies during the first model call.
             hooks.checkpoint(&data.transcript).await;
             let end = steps::run(setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
