@@ -1,10 +1,10 @@
 //! Regression (issue 24, item 5): `/v1/chat/completions` with `X-Session-Id` and 20,000 earlier
 //! messages answered 502 `context_uncompressible`, and so did every later turn of that session:
 //! the adopted messages were never captured as evidence, and compaction may only cut up to the
-//! evidence watermark. Adopted messages are now evidence (marked as the client's) the moment they
-//! are taken in, so a first request larger than the window is compacted, not rejected. (Here
+//! evidence watermark. Adopted messages are now evidence (in the session, whose source is the
+//! client's channel, `openai`) before the first model call, so a first request larger than the
+//! window is compacted, not rejected. (Here
 //! 2,000 earlier messages against a 16 K window: the same first request, about twice the window.)
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common;
 
