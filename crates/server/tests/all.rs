@@ -11,4 +11,5 @@ mod login_limits;
 mod message_limits;
 mod session_ids;
 mod slow_clients;
+mod storage_failures;
 mod web_tool_lines;

@@ -104,6 +104,13 @@ async fn actor_loop(
                 if review.as_ref().is_some_and(|r| !r.is_finished()) {
                     continue;
                 }
+                // A turn whose snapshot failed lives only here: retire once it is saved.
+                if data.unsaved {
+                    data.unsaved = crate::turn::end::save(&services, &data).await.is_err();
+                    if data.unsaved {
+                        continue;
+                    }
+                }
                 // Idle: refuse new work and finish what is already queued; the session is
                 // loaded again from its snapshot on next use.
                 rx.close();
@@ -181,6 +188,10 @@ async fn actor_loop(
     if let Some(r) = review.take() {
         let ended = r.cancel().await;
         shared.review.send_replace(ended);
+    }
+    // A last try for a turn that could not be saved (the host is closing the session).
+    if data.unsaved && crate::turn::end::save(&services, &data).await.is_err() {
+        tracing::error!(session = %shared.session_id, "the session ends with its last turn unsaved");
     }
     // What belongs to the conversation (its terminal scope) outlives an actor reclaimed for
     // idleness (the next actor finds it again); a requested close — the chat is deleted, or the
