@@ -72,7 +72,7 @@ impl Env {
     fn user_memory(&self) -> PathBuf {
         self.data
             .join("agent/memory/users")
-            .join(self.actor.user_key().as_str())
+            .join(mpa_redact::UserKey::for_user(&self.actor.user_id).as_str())
             .join("MEMORY.md")
     }
 }

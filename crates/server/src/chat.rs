@@ -249,15 +249,18 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-/// `{"status": "ok"|"degraded", "disk": {available_bytes, total_bytes, floor_bytes, low}}`:
-/// `degraded` while the data directory's disk is below its free-space floor (new turns are then
-/// refused with `storage_full`). Always 200: the process itself is healthy, and a restart would
-/// not free any space.
+/// `{"status": "ok"|"degraded", "disk": {available_bytes, total_bytes, floor_bytes, low},
+/// "moviepilot": ...}`: `degraded` while the data directory's disk is below its free-space floor
+/// (new turns are then refused with `storage_full`); `moviepilot` is what is known of the
+/// configured MoviePilot — whether its routes were read (`reconciled`, with how many operations it
+/// offers) or only the catalogue is used (`catalogue_only`, with why). Always 200: the process
+/// itself is healthy, and a restart would not free any space. No I/O beyond one statvfs.
 pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let disk = mpa_core::disk::status(state.agent.services());
     let low = disk.is_some_and(|d| d.low);
-    (
-        StatusCode::OK,
-        Json(json!({"status": if low { "degraded" } else { "ok" }, "disk": disk})),
-    )
+    let mut body = json!({"status": if low { "degraded" } else { "ok" }, "disk": disk});
+    if let Some(mp) = mpa_core::moviepilot::live::agent_health(&state.agent) {
+        body["moviepilot"] = serde_json::to_value(mp).unwrap_or(Value::Null);
+    }
+    (StatusCode::OK, Json(body))
 }
