@@ -6,7 +6,8 @@
 //! the runtime) do not count. The process RSS is printed beside it.
 //!
 //! What one session's stored form weighs (its messages and its session state, the frozen system
-//! prompt included) is printed too: the part of the live figure that is the conversation itself.
+//! prompt included) is printed too, and what that data weighs loaded: the part of the live figure
+//! that is the conversation itself (the rest is the actor — its task, queue, slots, token counts).
 //!
 //! Run: `cargo bench -p mpa-core --bench sessions`.
 #![expect(
@@ -95,10 +96,15 @@ async fn turn(agent: Agent, actor: Actor, session: String) {
         )
         .await
         .unwrap();
+    let mut error = None;
     while let Some(ev) = rx.recv().await {
-        if let Event::TurnEnded { status, .. } = ev {
-            assert_eq!(status, TurnStatus::Completed);
-            return;
+        match ev {
+            Event::Error { code, message, .. } => error = Some(format!("{code}: {message}")),
+            Event::TurnEnded { status, .. } => {
+                assert_eq!(status, TurnStatus::Completed, "{error:?}");
+                return;
+            }
+            _ => {}
         }
     }
     panic!("no TurnEnded");
@@ -172,16 +178,30 @@ fn main() {
         }
         mock.clear_requests();
         let (live, rss) = (live_kb(), rss_mb());
-        // Blocking-pool threads idle out after 10 s (their stacks go with them).
+        // Blocking-pool threads idle out after 10 s (their stacks go with them); the host gives
+        // the turns' freed memory back a second after they ended (`mpa_core::heap`).
         tokio::time::sleep(Duration::from_secs(12)).await;
         let rss_settled = rss_mb();
         // SAFETY: malloc_trim only returns free memory to the system.
         unsafe { libc::malloc_trim(0) };
         let rss_trimmed = rss_mb();
-        println!("RSS right after {rss:.1} MB, 12 s later {rss_settled:.1} MB, after malloc_trim {rss_trimmed:.1} MB");
+        println!(
+            "RSS right after {rss:.1} MB, 12 s later {rss_settled:.1} MB ({:.1} KB per session), \
+             after another malloc_trim {rss_trimmed:.1} MB",
+            (rss_settled - base_rss) * 1024.0 / n as f64,
+        );
         let chat = agent.chat_for(&actor, &ids[0]).await.unwrap();
         let messages = serde_json::to_string(&chat.agent_messages).unwrap().len();
         let state = chat.session_state.to_string().len();
+        // What the conversation itself weighs in memory: one session's data as the actor holds
+        // it (loaded from its snapshot; the token counts and tools' slots aside).
+        // A hundred copies, so what other tasks free meanwhile does not count.
+        let before_load = live_kb();
+        let loaded: Vec<_> = (0..100)
+            .map(|_| mpa_core::session::SessionData::from_chat(chat.clone()))
+            .collect();
+        let data_kb = (live_kb() - before_load) / 100.0;
+        drop(loaded);
         for id in &ids {
             agent.close_session(id).await;
         }
@@ -190,7 +210,7 @@ fn main() {
             "{n} idle live sessions ({model}, one turn each): live heap {:.1} KB per session \
              (with them {:.1} MB, closed {:.1} MB, before {:.1} MB); RSS {:.1} MB → {:.1} MB \
              ({:.1} KB per session); stored form of one: messages {messages} B, session state \
-             {state} B",
+             {state} B; its data in memory {data_kb:.1} KB",
             (live - closed) / n as f64,
             live / 1024.0,
             closed / 1024.0,

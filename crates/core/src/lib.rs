@@ -28,6 +28,7 @@ pub mod disk;
 pub mod error;
 pub mod eval;
 pub mod handle;
+pub mod heap;
 pub mod history;
 pub mod host;
 pub mod moviepilot;

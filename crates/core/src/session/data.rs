@@ -199,6 +199,12 @@ impl SessionData {
         }
     }
 
+    /// A turn ended: what only a running turn needs goes (the capped results' full contents are
+    /// captured by now; buffers grown during the turn are cut to what they hold).
+    pub fn release_turn_memory(&mut self) {
+        self.transcript.release_turn_memory();
+    }
+
     pub fn info(&self) -> SessionInfo<'_> {
         SessionInfo {
             session_id: &self.session_id,
