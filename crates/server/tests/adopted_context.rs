@@ -13,7 +13,7 @@ use mpa_test_support::MockReply;
 use serde_json::{Value, json};
 
 fn is_summariser(req: &Value) -> bool {
-    req["messages"][0]["content"] == mpa_core::prompt::SUMMARY_PROMPT
+    req["messages"][0]["content"] == mpa_core::SUMMARY_PROMPT
 }
 
 #[tokio::test(flavor = "multi_thread")]
