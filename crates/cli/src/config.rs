@@ -62,6 +62,16 @@ pub struct Config {
     #[arg(long, env = "LLM_TEMPERATURE", default_value_t = 0.3, global = true)]
     pub llm_temperature: f32,
 
+    /// Largest text of one message in KiB (a chat message, or each earlier message an
+    /// OpenAI-compatible client sends along); a larger one is refused before anything is stored.
+    #[arg(long, env = "MPA_MAX_MESSAGE_KB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=32_768), global = true)]
+    pub max_message_kb: u64,
+
+    /// Free space (MiB) the data directory's disk must keep: below it new turns are refused with
+    /// `storage_full` and `/healthz` reports the disk low (0 = not checked).
+    #[arg(long, env = "MPA_MIN_FREE_MB", default_value_t = 64, global = true)]
+    pub min_free_mb: u64,
+
     /// Whether images are sent to the model (true/false, 1/0, yes/no, on/off).
     #[arg(long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
     pub llm_support_image_input: bool,
@@ -173,6 +183,8 @@ impl Config {
         cfg.max_context_tokens_k = self.llm_max_context_tokens;
         cfg.max_tools = self.llm_max_tools;
         cfg.support_image_input = self.llm_support_image_input;
+        cfg.max_message_bytes =
+            usize::try_from(self.max_message_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
         cfg
     }
 }

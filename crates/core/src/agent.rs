@@ -331,7 +331,10 @@ impl Agent {
                 if !allowed(&chat.user_id) {
                     return Err(CoreError::SessionNotFound);
                 }
-                SessionData::from_chat(chat)
+                let mut data = SessionData::from_chat(chat);
+                // A chat stored before the message limits may hold a message no request can fit.
+                crate::admission::recover(&self.services, actor, data.transcript.tail_mut(0)).await;
+                data
             }
             // An admin continuing a chat that was deleted meanwhile must not create one.
             None if expect.is_some_and(|e| e != &actor.user_id) => {
@@ -405,6 +408,8 @@ impl Agent {
         expect: Option<&UserId>,
         op: mpa_protocol::Op,
     ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        // Judged before the session is even loaded: a refused message leaves no trace.
+        crate::admission::admit(&self.services, actor, &op).await?;
         let handle = self
             .session_owned(actor, session_id, channel, expect)
             .await?;

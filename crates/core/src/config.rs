@@ -25,6 +25,12 @@ pub struct AgentConfig {
     pub skill_review_interval: u32,
     /// A session actor idle this long is reclaimed (reloaded from its snapshot on next use).
     pub session_idle: Duration,
+    /// Largest text of one message, in bytes (`MPA_MAX_MESSAGE_KB`): judged before anything is
+    /// stored (see [`crate::admission`]).
+    pub max_message_bytes: usize,
+    /// Free bytes the data directory's file system must keep for a new turn to be accepted
+    /// (`MPA_MIN_FREE_MB`; 0 = not checked). See [`crate::disk`].
+    pub min_free_bytes: u64,
 }
 
 impl AgentConfig {
@@ -41,6 +47,8 @@ impl AgentConfig {
             memory_review_interval: 10,
             skill_review_interval: 10,
             session_idle: Duration::from_secs(600),
+            max_message_bytes: crate::admission::DEFAULT_MAX_MESSAGE_BYTES,
+            min_free_bytes: crate::disk::DEFAULT_MIN_FREE_BYTES,
         }
     }
 }

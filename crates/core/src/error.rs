@@ -25,6 +25,22 @@ pub enum CoreError {
     ToolNameTaken(String),
     #[error("invalid session id {0:?}: use 1-128 letters, digits, ':', '.', '_' or '-'")]
     InvalidSessionId(String),
+    /// A message's text is over `MPA_MAX_MESSAGE_KB`; nothing of it was stored.
+    #[error(
+        "the message has {bytes} bytes of text, more than the {limit} accepted; nothing was stored — send long text as a file or in parts / 消息文本过长（{bytes} 字节，上限 {limit} 字节），未保存任何内容；请改用文件或分段发送"
+    )]
+    MessageTooLarge { bytes: usize, limit: usize },
+    /// A message that could not fit the model's context window even alone; nothing of it was
+    /// stored.
+    #[error(
+        "the message alone needs about {tokens} tokens, more than the {room} the model's context window ({window} tokens) leaves beside the system prompt and tools; nothing was stored — shorten it / 该消息本身约需 {tokens} 个 token，超过模型上下文窗口（{window}）在系统提示与工具之外可用的 {room} 个，未保存任何内容；请缩短后再发送"
+    )]
+    MessageOverWindow { tokens: u64, room: u64, window: u64 },
+    /// The data directory's disk is below the free-space floor: a new turn could not be saved.
+    #[error(
+        "the host's disk is almost full ({available} bytes free, {floor} needed); nothing was accepted — free some space and try again / 主机磁盘空间不足（剩余 {available} 字节，至少需要 {floor} 字节），本条消息未被接受；请释放空间后重试"
+    )]
+    StorageFull { available: u64, floor: u64 },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("no such user: {0}")]
@@ -65,6 +81,9 @@ impl CoreError {
             CoreError::UnknownTool(_) => "unknown_tool",
             CoreError::ToolNameTaken(_) => "tool_name_taken",
             CoreError::InvalidSessionId(_) => "invalid_session_id",
+            CoreError::MessageTooLarge { .. } => "message_too_large",
+            CoreError::MessageOverWindow { .. } => "message_exceeds_context_window",
+            CoreError::StorageFull { .. } => "storage_full",
             CoreError::Config(_) => "invalid_configuration",
             CoreError::WeakPassword { .. } => "weak_password",
             CoreError::InvalidCredentials => "invalid_credentials",

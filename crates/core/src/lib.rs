@@ -19,12 +19,15 @@
 //! "nothing happened"; the chat snapshot is written at the end of every turn, stopped or not.
 
 pub mod accounts;
+pub(crate) mod admission;
 pub(crate) mod agent;
 pub mod capability;
 pub(crate) mod config;
+pub mod disk;
 pub(crate) mod error;
 pub mod eval;
 pub mod handle;
+pub(crate) mod heap;
 pub mod history;
 pub(crate) mod host;
 pub mod moviepilot;

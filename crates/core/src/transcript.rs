@@ -189,9 +189,32 @@ impl Transcript {
             })
     }
 
+    /// Between turns: a streamed answer's text and the message list grew in steps during the
+    /// turn, and the map of full contents is empty once they are captured — keep only what is
+    /// held.
+    pub fn release_turn_memory(&mut self) {
+        self.messages.iter_mut().for_each(shrink);
+        self.messages.shrink_to_fit();
+        self.full.shrink_to_fit();
+        self.compactions.shrink_to_fit();
+        self.archive.shrink_to_fit();
+    }
+
     pub fn into_messages(self) -> Vec<Message> {
         self.messages
     }
+}
+
+/// Cuts a message's buffers to what they hold (a no-op for one already cut).
+fn shrink(m: &mut Message) {
+    match &mut m.content {
+        mpa_protocol::Content::Text(t) => t.shrink_to_fit(),
+        mpa_protocol::Content::Parts(parts) => parts.shrink_to_fit(),
+    }
+    for c in &mut m.tool_calls {
+        c.arguments.shrink_to_fit();
+    }
+    m.tool_calls.shrink_to_fit();
 }
 
 fn is_archived(line: &serde_json::Value) -> bool {

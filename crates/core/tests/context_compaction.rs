@@ -579,3 +579,38 @@ async fn a_providers_context_length_error_compacts_and_retries_once() {
     assert_eq!(code.as_deref(), Some("model_context_exceeded"));
     assert_eq!(mock2.request_count(), 1);
 }
+
+/// Regression (issue 24, item 8): a compaction in a chat's first turn made its title "[Summary
+/// of the earlier conversation…" — the title was taken from the first user-role message, and
+/// after the compaction that is the host's summary. Titles come only from what the user wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_never_becomes_the_chat_title() {
+    let mock = MockModelServer::start().await;
+    let calls = AtomicUsize::new(0);
+    mock.set_responder(move |req: &Value| {
+        if is_summariser(req) {
+            return MockReply::text("Task: read pages of 20; nothing deleted.");
+        }
+        let msgs = req["messages"].as_array().unwrap();
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        if msgs.last().unwrap()["role"] == "user" && n > 0 || n >= 16 {
+            return MockReply::text("all pages read");
+        }
+        let id = format!("page{n}");
+        MockReply::tool_calls(&[(id.as_str(), "list_subscriptions", json!({"page": n}))])
+    });
+    let env = env(&mock, 16).await;
+    let (status, events) = env.turn("first", "订阅列表 please read every page").await;
+    assert_eq!(status, TurnStatus::Completed, "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Compacted { .. })),
+        "the first turn compacted"
+    );
+    let chat = env.agent.chat_for(&env.actor, "first").await.unwrap();
+    assert_eq!(chat.title, "订阅列表 please read every page");
+    // Later turns keep it.
+    let (status, _) = env.turn("first", "and again").await;
+    assert_eq!(status, TurnStatus::Completed);
+    let chat = env.agent.chat_for(&env.actor, "first").await.unwrap();
+    assert_eq!(chat.title, "订阅列表 please read every page");
+}

@@ -281,3 +281,57 @@ async fn a_result_too_large_to_keep_says_so() {
     assert!(full.is_none());
     assert!(small.is_string());
 }
+
+/// Regression (issue 24, item 8): a 200 KB `pattern` came back whole in the answer (`"pattern":
+/// …`), an uncapped result that overflowed the window. A pattern is at most 200 characters; a
+/// longer one is refused naming only its length, and nothing of it is echoed.
+#[tokio::test]
+async fn read_tool_result_never_echoes_a_long_pattern() {
+    let env = Env::new();
+    let (me, s) = (actor("u1"), session());
+    let (preview, _, _) = env
+        .call(&me, &s, "big_result", json!({"size": 70_000}))
+        .await;
+    let id = preview["result_id"].as_str().unwrap().to_string();
+    let huge = "订阅ab".repeat(50_000);
+    let (refused, _, outcome) = env
+        .call(
+            &me,
+            &s,
+            "read_tool_result",
+            json!({"result_id": id, "pattern": huge}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(refused["error"], "invalid_arguments", "{refused}");
+    let text = refused.to_string();
+    assert!(text.len() < 1_000, "a short answer: {} bytes", text.len());
+    assert!(
+        !text.contains("订阅ab订阅ab"),
+        "the pattern is not echoed: {text}"
+    );
+    assert!(text.contains("200"), "{text}");
+    // 200 characters are still a search, echoed as sent.
+    let edge = format!("第12345条{}", " ".repeat(193));
+    let (found, _, _) = env
+        .call(
+            &me,
+            &s,
+            "read_tool_result",
+            json!({"result_id": id, "pattern": "第1234条"}),
+        )
+        .await;
+    assert_eq!(found["success"], true, "{found}");
+    assert_eq!(found["pattern"], "第1234条");
+    let (edge_answer, _, _) = env
+        .call(
+            &me,
+            &s,
+            "read_tool_result",
+            json!({"result_id": id, "pattern": edge}),
+        )
+        .await;
+    assert_eq!(edge.chars().count(), 200);
+    assert_eq!(edge_answer["success"], true, "{edge_answer}");
+    assert_eq!(edge_answer["match_count"], 0);
+}

@@ -33,7 +33,9 @@
 //!   - [`Skills::prompt_block`] — the `<personal_skills>` system-prompt block.
 //!   - [`Skills::recover_on_start`] — rolls back interrupted batches, cleans quarantine dirs.
 //! - [`patch_matcher::apply`] / [`patch_matcher::ratio`] (== difflib `SequenceMatcher.ratio`).
-//! - [`threat::scan`] / [`threat::first_block`] — the shared scanner (spec §1.10).
+//! - [`threat::scan`] / [`threat::first_block`] — the shared scanner (spec §1.10), which also
+//!   refuses credentials ([`threat::credential`], `mpa-redact`'s rules); [`threat::shown`] is how
+//!   stored text may be shown to a model.
 //! - [`WriteOrigin`] / [`ReviewToken`]: foreground vs background-review writes; the caller (the
 //!   host) decides it, never the model.
 //! - [`Error`] / [`Result`]: the crate's one error type.
@@ -46,6 +48,9 @@
 //! - a memory file that would not round-trip (external edits) is backed up and never rewritten;
 //! - poisoned memory entries are masked in the snapshot and in every echoed entry list, never on
 //!   disk;
+//! - no memory or skill write stores a credential (refused, with a message naming its kind); a
+//!   credential already on disk is redacted wherever memory or skills show text to a model (the
+//!   prompt snapshot, echoed entries, search hits, skill views, the skills index);
 //! - a background review only touches skills it created (`created_by: agent`) that are not
 //!   pinned, only after viewing their exact current content, and deletes only by archiving;
 //! - a skill batch is planned fully in memory, then committed under the user's lock with a

@@ -2,6 +2,12 @@
 //!
 //! Shared by memory and skills (and, later, context files). Pure: no I/O.
 //!
+//! Credentials: what memory and skills hold reaches every later session's system prompt, so a
+//! write that carries one (an API key, a token, a password — whatever `mpa-redact`, the redactor
+//! of captured evidence, would replace) is refused ([`first_block`] → [`Finding::Credential`]),
+//! and everything shown to a model from those files goes through [`shown`], so a credential an
+//! older version saved stops at the file.
+//!
 //! Algorithm (spec learning-guardrails §1.10): truncate to [`SCAN_WINDOW`] chars; report
 //! invisible / bidi code points on the raw text; NFKC-normalise (folds full-width forms);
 //! run the case-insensitive pattern catalogue of the requested scope. Every pattern runs in
@@ -241,6 +247,8 @@ pub enum Finding {
     Pattern(&'static str),
     /// The catalogue failed to compile: scanning fails closed.
     ScannerUnavailable,
+    /// Credentials of these kinds (`api_key`, `token`, `password`, …), as the redactor names them.
+    Credential(Vec<String>),
 }
 
 impl Finding {
@@ -249,6 +257,7 @@ impl Finding {
             Finding::Invisible(c) => format!("invisible_unicode_U+{:04X}", *c as u32),
             Finding::Pattern(id) => (*id).to_string(),
             Finding::ScannerUnavailable => "scanner_unavailable".to_string(),
+            Finding::Credential(_) => "credential".to_string(),
         }
     }
 
@@ -265,6 +274,10 @@ impl Finding {
             Finding::ScannerUnavailable => {
                 "Blocked: the threat scanner is unavailable, so nothing can be written.".to_string()
             }
+            Finding::Credential(kinds) => format!(
+                "Blocked: content contains a credential ({}). Credentials are never saved in memory or skills: they would reach every later session's system prompt. Save what matters without the value (for example \"the user's OpenAI key is set in MoviePilot's settings\") and tell the user the value itself was not stored.",
+                kinds.join(", ")
+            ),
         }
     }
 }
@@ -331,9 +344,46 @@ fn has_real_secret(cat: &Catalogue, text: &[u8]) -> bool {
     })
 }
 
-/// The first finding under the strict scope (what memory and skill writes use).
+/// The first finding under the strict scope, else a credential (what memory and skill writes
+/// use).
 pub fn first_block(text: &str) -> Option<Finding> {
-    scan(text, ScanScope::Strict).into_iter().next()
+    scan(text, ScanScope::Strict)
+        .into_iter()
+        .next()
+        .or_else(|| credential(text))
+}
+
+/// The credentials in `text`, by kind: what the evidence redactor would replace.
+pub fn credential(text: &str) -> Option<Finding> {
+    let redacted = mpa_redact::redact(text);
+    // A match whose rule keeps the text (a sentence about passwords) is no credential.
+    if redacted == text {
+        return None;
+    }
+    // The markers the redactor added (a marker already in the text is not a credential).
+    let mut kinds: Vec<String> = markers(&redacted)
+        .filter(|k| !markers(text).any(|o| o == *k))
+        .map(str::to_owned)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    if kinds.is_empty() {
+        // Replaced, though every marker was there before: the redactor's own kinds are unknown.
+        kinds.push("secret".to_owned());
+    }
+    Some(Finding::Credential(kinds))
+}
+
+/// `kind` of every `[REDACTED:kind]` marker in `text`.
+fn markers(text: &str) -> impl Iterator<Item = &str> {
+    text.split("[REDACTED:")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(']').map(|(kind, _)| kind))
+}
+
+/// `text` as a model may be shown it: credentials replaced by `[REDACTED:<kind>]` markers.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    mpa_redact::redact(text)
 }
 
 /// Whether `text` is longer than the scan window (such entries are masked in snapshots).
@@ -413,6 +463,34 @@ mod tests {
                 "Blocked: content contains invisible unicode character U+202E (possible injection)."
                     .to_string()
             )
+        );
+    }
+
+    #[test]
+    fn credentials_block_writes_by_kind_and_are_hidden_when_shown() {
+        let f = first_block("User's OpenAI key: sk-proj-Q3vT9xLmN4pR7sK2wY8zA1bC");
+        assert_eq!(f, Some(Finding::Credential(vec!["api_key".into()])));
+        let msg = f.map(|f| f.block_message()).unwrap_or_default();
+        assert!(msg.contains("credential (api_key)"), "{msg}");
+        assert!(!msg.contains("sk-proj"), "{msg}");
+        assert_eq!(
+            first_block("NAS admin password=hunter2x, token: abcdefghijk12345").map(|f| f.id()),
+            Some("credential".into())
+        );
+        assert_eq!(
+            credential("password=hunter2x, token: abcdefghijk12345"),
+            Some(Finding::Credential(vec!["password".into(), "token".into()]))
+        );
+        for benign in [
+            "The password is required for the NAS share.",
+            "User prefers 1080p; max_tokens 4096 for summaries.",
+            "Keys were [REDACTED:api_key] in an old note.",
+        ] {
+            assert_eq!(first_block(benign), None, "{benign}");
+        }
+        assert_eq!(
+            shown("key sk-proj-Q3vT9xLmN4pR7sK2wY8zA1bC here"),
+            "key [REDACTED:api_key] here"
         );
     }
 

@@ -21,6 +21,8 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
+/// Idle connections to the model server kept for reuse after a turn.
+const IDLE_CONNECTIONS: usize = 16;
 
 /// A cheap-to-clone client for one configured model endpoint.
 #[derive(Clone)]
@@ -88,6 +90,10 @@ impl ModelClient {
             .map_err(|e| config_err(&e.to_string()))?;
         let http = reqwest::Client::builder()
             .connect_timeout(cfg.connect_timeout)
+            // A burst of concurrent turns opens a connection each; unbounded, every one of them
+            // (its buffers, and TLS state to a provider) would stay open for the pool's idle
+            // timeout after the burst. Keeping a few covers a steady load's reuse.
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .build()
             .map_err(|e| ModelError::Config {
                 message: format!(

@@ -11,7 +11,11 @@
 //!   and then idle, spread over loopback addresses below the per-address limit: host RSS and open
 //!   descriptors, then how long until the header read timeout has closed them all.
 //!
-//! Env: `MPA_BIN`, `MPA_BENCH_CONNS`, `MPA_BENCH_HEADER_TIMEOUT` (seconds, default 60 here so
+//! - huge messages (issue 24): three 31 MB `text`s on the stream API (under the 32 MiB body
+//!   limit): their answers, the host's peak RSS and how much the data directory grew.
+//!
+//! Env: `MPA_BENCH_PHASES` (comma list of `login`, `connections`, `huge`; default all),
+//! `MPA_BIN`, `MPA_BENCH_CONNS`, `MPA_BENCH_HEADER_TIMEOUT` (seconds, default 60 here so
 //! that opening all connections on a loaded machine finishes before the first ones time out; the
 //! host's default is 30).
 #![expect(
@@ -223,20 +227,90 @@ async fn connections(mock: &MockModelServer) {
     child.kill().await.unwrap();
 }
 
+/// Bytes of every file under `dir` (the databases with their WAL files).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                Ok(_) => e.metadata().map_or(0, |m| m.len()),
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
+async fn huge_messages(mock: &MockModelServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = start(dir.path(), mock, &[]).await;
+    let pid = child.id().unwrap();
+    let (idle, before) = (rss_kb(pid), dir_bytes(dir.path()));
+    let text = "a".repeat(31 * 1024 * 1024);
+    let body = serde_json::json!({"text": text, "session_id": "huge"}).to_string();
+    drop(text);
+    let c = reqwest::Client::new();
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let r = c
+            .post(format!("http://{addr}/api/v1/agent/stream"))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let answer = r.text().await.unwrap_or_default();
+        let code = serde_json::from_str::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{} bytes of SSE", answer.len()));
+        answers.push(format!("{status} {code}"));
+    }
+    // A turn that was accepted writes its snapshot when it ends; give it the time to.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!(
+        "3 × 31 MB text on /api/v1/agent/stream: {}; RSS idle {:.1} MB, peak {:.1} MB, after {:.1} MB; \
+         data dir grew {:.1} MB",
+        answers.join(", "),
+        mb(idle),
+        mb(status_kb(pid, "VmHWM:")),
+        mb(rss_kb(pid)),
+        (dir_bytes(dir.path()).saturating_sub(before)) as f64 / 1_048_576.0,
+    );
+    child.kill().await.unwrap();
+}
+
 #[tokio::main]
 async fn main() {
     let mock = MockModelServer::start().await;
     println!("binary: {}", bin().display());
+    let phases =
+        std::env::var("MPA_BENCH_PHASES").unwrap_or_else(|_| "login,connections,huge".into());
+    let run = |p: &str| phases.split(',').any(|x| x.trim() == p);
+    if run("login") {
+        logins(&mock).await;
+    }
+    if run("connections") {
+        connections(&mock).await;
+    }
+    if run("huge") {
+        huge_messages(&mock).await;
+    }
+}
+
+async fn logins(mock: &MockModelServer) {
     let own_address = |i: usize| IpAddr::V4(Ipv4Addr::new(127, 0, 1, 1 + i as u8));
     parallel(
         "200 parallel unknown-user logins, each from its own address",
-        &mock,
+        mock,
         |i| (own_address(i), format!("nobody{i}"), "some-password".into()),
     )
     .await;
     parallel(
         "200 parallel guesses at one account from one address",
-        &mock,
+        mock,
         |i| {
             (
                 IpAddr::V4(Ipv4Addr::new(127, 0, 2, 1)),
@@ -246,6 +320,5 @@ async fn main() {
         },
     )
     .await;
-    sequential_logins(&mock).await;
-    connections(&mock).await;
+    sequential_logins(mock).await;
 }

@@ -6,7 +6,8 @@
 //! The one way into another user's chat is the web page's explicit admin continuation: a login
 //! admin names the owner (`user_id` in the stream body, `?user_id=` on the other routes) of an
 //! existing chat; it keeps its owner and tools run as the admin. The static `MPA_ADMIN_TOKEN`
-//! never gets it (its `user_id` is ignored), and a non-admin naming anyone else gets 404.
+//! never gets it (its `user_id` is ignored, and its `?all=true` list is its own sessions), and a
+//! non-admin naming anyone else gets 404.
 
 use crate::auth::{ADMIN_TOKEN_USER_ID, Authed};
 use crate::error::ApiError;
@@ -49,8 +50,16 @@ pub struct OwnerQuery {
     pub user_id: Option<String>,
 }
 
+/// Whether the caller is an administrator who signed in. The static admin token is a protocol
+/// entry for automation: its admin rights cover tools, never other users' chats (seed agent.md,
+/// "protocol-entry admins get no cross-user history").
+fn is_login_admin(actor: &Actor) -> bool {
+    actor.is_admin && actor.user_id.0 != ADMIN_TOKEN_USER_ID
+}
+
 /// Where a web request looks its session id up: the caller's own sessions unless a login admin
-/// names another owner (the static admin token never does; see the module docs).
+/// names another owner (the static admin token never does; see the module docs). A non-admin
+/// naming an owner is refused by the core, like a missing chat.
 pub fn web_scope(actor: &Actor, user_id: Option<String>) -> SessionScope {
     match user_id.filter(|u| !u.is_empty()) {
         Some(u) if actor.user_id.0 != ADMIN_TOKEN_USER_ID => SessionScope::AdminContinue(UserId(u)),
@@ -139,7 +148,7 @@ pub struct ListQuery {
     pub page: Option<u32>,
     #[serde(default)]
     pub count: Option<u32>,
-    /// Admins only: everyone's sessions.
+    /// Login admins only: everyone's sessions (anyone else gets their own).
     #[serde(default)]
     pub all: Option<bool>,
 }
@@ -173,10 +182,8 @@ pub async fn list_sessions(
 ) -> Result<Json<Value>, ApiError> {
     let page = q.page.unwrap_or(1).max(1);
     let count = q.count.unwrap_or(30).clamp(1, 200);
-    let rows = state
-        .agent
-        .list_sessions(&actor, q.all.unwrap_or(false), page, count)
-        .await?;
+    let all = q.all.unwrap_or(false) && is_login_admin(&actor);
+    let rows = state.agent.list_sessions(&actor, all, page, count).await?;
     let sessions: Vec<Value> = rows
         .iter()
         .map(|c| summary_json(c, is_processing(&state, &c.session_id)))
@@ -242,13 +249,18 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-/// Always 200 while the host serves. `status` is `degraded` when a part reports trouble (the
-/// evidence history: a user's store that cannot be read). `moviepilot` says what is known of the
-/// configured MoviePilot: whether its routes were read (`reconciled`, with how many operations it
-/// offers) or only the catalogue is used (`catalogue_only`, with why). No I/O: the state the
-/// parts hold.
+/// `{"status": "ok"|"degraded", "disk": {available_bytes, total_bytes, floor_bytes, low},
+/// "history": ..., "moviepilot": ...}`. Always 200 while the host serves: the process itself is
+/// healthy, and a restart would not free space or mend a file. `degraded` while the data
+/// directory's disk is below its free-space floor (new turns are then refused with
+/// `storage_full`) or the evidence history reports trouble (a user's store that cannot be read).
+/// `moviepilot` is what is known of the configured MoviePilot — whether its routes were read
+/// (`reconciled`, with how many operations it offers) or only the catalogue is used
+/// (`catalogue_only`, with why). No I/O beyond one statvfs: the state the parts hold.
 pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
-    let mut body = json!({"status": "ok"});
+    let disk = mpa_core::disk::status(state.agent.services());
+    let low = disk.is_some_and(|d| d.low);
+    let mut body = json!({"status": if low { "degraded" } else { "ok" }, "disk": disk});
     if let Some(h) = mpa_core::history::health(&state.agent) {
         if h.status != "ok" {
             body["status"] = json!("degraded");

@@ -133,6 +133,10 @@ impl From<CoreError> for ApiError {
             CoreError::InvalidCredentials => StatusCode::UNAUTHORIZED,
             CoreError::AccountDisabled => StatusCode::FORBIDDEN,
             CoreError::SignInUnavailable(_) => StatusCode::BAD_GATEWAY,
+            CoreError::MessageTooLarge { .. } | CoreError::MessageOverWindow { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            CoreError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

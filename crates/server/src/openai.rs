@@ -171,7 +171,7 @@ pub async fn completions(
     } else {
         let (status, text, usage, error) = collect(events).await;
         match failure(status, !text.is_empty(), error) {
-            Some(body) => (StatusCode::BAD_GATEWAY, Json(body)).into_response(),
+            Some(body) => (failure_status(&body), Json(body)).into_response(),
             None => Json(json!({
                 "id": id,
                 "object": "chat.completion",
@@ -195,9 +195,11 @@ pub async fn completions(
 }
 
 /// A turn that did not complete and produced no text is an error, not an empty answer (the
-/// OpenAI clients raise on an `error` object, streamed or not).
+/// OpenAI clients raise on an `error` object, streamed or not). A turn that could not be saved
+/// is an error even with its text: the host never acknowledges what it did not store.
 fn failure(status: TurnStatus, answered: bool, error: Option<(String, String)>) -> Option<Value> {
-    if status == TurnStatus::Completed || answered {
+    let unsaved = error.as_ref().is_some_and(|(code, _)| is_storage(code));
+    if status == TurnStatus::Completed || (answered && !unsaved) {
         return None;
     }
     let (code, message) = error.unwrap_or((
@@ -205,6 +207,20 @@ fn failure(status: TurnStatus, answered: bool, error: Option<(String, String)>) 
         "the turn ended without an answer".into(),
     ));
     Some(json!({"error": {"code": code, "message": message, "type": "server_error"}}))
+}
+
+/// `storage_full` / `storage_error`: the turn's snapshot was not written.
+fn is_storage(code: &str) -> bool {
+    matches!(code, "storage_full" | "storage_error")
+}
+
+/// The HTTP status of a failed turn: the host's own storage, else the model behind it.
+fn failure_status(body: &Value) -> StatusCode {
+    match body["error"]["code"].as_str() {
+        Some("storage_full") => StatusCode::INSUFFICIENT_STORAGE,
+        Some("storage_error") => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_GATEWAY,
+    }
 }
 
 /// The turn's usage as OpenAI spells it; the host's own estimate (the provider reported none)

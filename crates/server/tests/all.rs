@@ -2,11 +2,14 @@
 //! own, and linking dominated the build (one binary, one link). Tests that need a process
 //! of their own stay separate targets (see Cargo.toml).
 
+mod adopted_context;
 mod bad_input;
 mod common;
 mod compacted_display;
 mod http;
 mod login_limits;
+mod message_limits;
 mod session_ids;
 mod slow_clients;
+mod storage_failures;
 mod web_tool_lines;

@@ -14,7 +14,9 @@ async fn health_page_and_request_ids() {
     let r = env.http.get(env.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.headers().contains_key("x-request-id"));
-    assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ok"}));
+    let health = r.json::<Value>().await.unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["disk"]["low"], false, "{health}");
     let r = env
         .http
         .get(env.url("/"))

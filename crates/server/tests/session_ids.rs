@@ -622,3 +622,67 @@ async fn a_client_id_of_128_characters_still_works() {
     );
     env.shutdown().await;
 }
+
+/// Regression (issue 24, item 6): `GET /api/v1/agent/sessions?all=true` with `MPA_ADMIN_TOKEN`
+/// listed every user's sessions — their titles (the start of their first message), ids and
+/// counts. The static token is a protocol entry: it sees only its own sessions, in the list as
+/// on every other route; a login admin's list still holds everyone's (the page's continuation).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_token_lists_only_its_own_sessions() {
+    let env = Env::start_full().await;
+    let alice = env.user("alice", "password-a", false).await;
+    let root = env.user("root", "password-r", true).await;
+    alices_chat(&env, &alice).await;
+    env.mock.push(MockReply::text("token's own"));
+    stream_turn(
+        &env,
+        ADMIN_TOKEN,
+        json!({"text": "automation check", "session_id": "t1"}),
+    )
+    .await;
+    env.wait_idle(ADMIN_TOKEN, "t1").await;
+
+    for path in [
+        "/api/v1/agent/sessions?all=true",
+        "/api/v1/agent/sessions",
+        "/api/v1/agent/sessions?all=true&page=1&count=200",
+    ] {
+        let (s, list) = env.get(ADMIN_TOKEN, path).await;
+        assert_eq!(s, StatusCode::OK, "{path}");
+        let rows = list["sessions"].as_array().unwrap();
+        let seen: Vec<(&Value, &Value)> = rows
+            .iter()
+            .map(|r| (&r["session_id"], &r["title"]))
+            .collect();
+        assert_eq!(
+            seen,
+            [(&json!("t1"), &json!("automation check"))],
+            "{path}: {list}"
+        );
+        assert!(
+            !list.to_string().contains("alice's private plan"),
+            "{path}: nothing of alice's: {list}"
+        );
+    }
+    // Her chat stays out of the token's reach on the detail route too (a missing id).
+    let missing = env
+        .get(ADMIN_TOKEN, "/api/v1/agent/sessions/never-used")
+        .await;
+    assert_eq!(
+        env.get(ADMIN_TOKEN, "/api/v1/agent/sessions/a1").await,
+        missing
+    );
+    // A login admin still lists everyone's (the web page's explicit continuation starts there).
+    let (_, all) = env.get(&root, "/api/v1/agent/sessions?all=true").await;
+    let ids: Vec<&Value> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["session_id"])
+        .collect();
+    assert!(
+        ids.contains(&&json!("a1")) && ids.contains(&&json!("t1")),
+        "{all}"
+    );
+    env.shutdown().await;
+}

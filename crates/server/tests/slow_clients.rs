@@ -61,7 +61,8 @@ async fn half_sent_headers_and_idle_keep_alive_connections_are_closed_by_the_hea
         .await
         .unwrap();
     let (status, _, body) = read_response(&mut r).await.unwrap();
-    assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#));
+    assert_eq!(status, 200);
+    assert!(body.starts_with(r#"{"status":"ok","#), "{body}");
     assert_eq!(
         until_closed(r.get_mut()).await,
         b"",

@@ -84,6 +84,20 @@ pub enum StoreError {
     Worker(String),
 }
 
+impl StoreError {
+    /// The write failed because the disk (or the file system's quota) is full: SQLite's
+    /// `SQLITE_FULL`, or `ENOSPC` from a file operation.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                e.code == rusqlite::ErrorCode::DiskFull
+            }
+            StoreError::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Read connections at most; more concurrent reads wait for one.

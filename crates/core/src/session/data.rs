@@ -157,6 +157,9 @@ pub struct SessionData {
     pub persisted: PersistedState,
     /// What of the saved state could not be read at load (told to the user at the next turn).
     pub state_lost: Option<StateLost>,
+    /// The last turn's snapshot could not be written: what is in memory is newer than the store.
+    /// The actor saves it before it retires and keeps running until it could.
+    pub unsaved: bool,
 }
 
 impl SessionData {
@@ -171,6 +174,7 @@ impl SessionData {
             state: Arc::new(SessionState::new()),
             persisted: PersistedState::default(),
             state_lost: None,
+            unsaved: false,
         }
     }
 
@@ -191,7 +195,14 @@ impl SessionData {
                 .with_display_archive(&chat.display_messages),
             // The plan is restored from the newest snapshot at the start of the next turn.
             state: Arc::new(SessionState::new()),
+            unsaved: false,
         }
+    }
+
+    /// A turn ended: what only a running turn needs goes (the capped results' full contents are
+    /// captured by now; buffers grown during the turn are cut to what they hold).
+    pub fn release_turn_memory(&mut self) {
+        self.transcript.release_turn_memory();
     }
 
     pub fn info(&self) -> SessionInfo<'_> {

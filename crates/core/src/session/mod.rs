@@ -19,7 +19,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// What the actor's queue carries: a client's turn, who sent it, and where its events go.
+/// What the actor's queue carries: a client's turn, who sent it, and where its events go. Boxed
+/// in the queue: its channel reserves a block of slots up front for every live session, and a
+/// pointer per slot is all an idle one should pay for.
 struct Submission {
     actor: Actor,
     op: Op,
@@ -48,7 +50,7 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct SessionHandle {
-    tx: mpsc::Sender<Submission>,
+    tx: mpsc::Sender<Box<Submission>>,
     shared: Arc<Shared>,
 }
 
@@ -80,7 +82,7 @@ pub(crate) fn spawn_session(
 async fn actor_loop(
     services: Arc<Services>,
     mut data: SessionData,
-    mut rx: mpsc::Receiver<Submission>,
+    mut rx: mpsc::Receiver<Box<Submission>>,
     shared: Arc<Shared>,
     live: Weak<LiveSessions>,
 ) {
@@ -104,13 +106,22 @@ async fn actor_loop(
                 if review.as_ref().is_some_and(|r| !r.is_finished()) {
                     continue;
                 }
+                // A turn whose snapshot failed lives only here: retire once it is saved.
+                if data.unsaved {
+                    data.unsaved = Box::pin(crate::turn::end::save(&services, &data))
+                        .await
+                        .is_err();
+                    if data.unsaved {
+                        continue;
+                    }
+                }
                 // Idle: refuse new work and finish what is already queued; the session is
                 // loaded again from its snapshot on next use.
                 rx.close();
                 continue;
             }
         };
-        let Submission { actor, op, events } = cmd;
+        let Submission { actor, op, events } = *cmd;
         let Op::UserInput {
             text,
             images,
@@ -141,7 +152,7 @@ async fn actor_loop(
             let ended = if r.is_finished() {
                 ReviewState::Finished
             } else {
-                r.cancel().await
+                Box::pin(r.cancel()).await
             };
             shared.review.send_replace(ended);
         }
@@ -159,9 +170,15 @@ async fn actor_loop(
                 StopCause::User
             }
         };
-        // A conversation recovered from a killed turn first learns which writes are unresolved.
-        recovery::annotate(&services.store, &actor, &mut data).await;
-        let outcome = run_turn(&services, &mut data, input, &events, cancel, stop_cause).await;
+        // The turn's state lives on the heap for the turn only: an idle actor keeps just its
+        // own loop (a few hundred bytes) instead of room for the deepest turn (several KB).
+        let outcome = Box::pin(async {
+            // A conversation recovered from a killed turn first learns which writes are
+            // unresolved.
+            recovery::annotate(&services.store, &actor, &mut data).await;
+            run_turn(&services, &mut data, input, &events, cancel, stop_cause).await
+        })
+        .await;
         if let Some(start) = outcome.review {
             let state = shared.review.clone();
             state.send_replace(ReviewState::Running);
@@ -177,10 +194,21 @@ async fn actor_loop(
         }
         shared.processing.store(false, Ordering::SeqCst);
         *lock(&shared.current) = None;
+        // Idle until the next turn: keep only what that turn needs, give the rest back.
+        data.release_turn_memory();
+        crate::heap::turn_ended();
     }
     if let Some(r) = review.take() {
-        let ended = r.cancel().await;
+        let ended = Box::pin(r.cancel()).await;
         shared.review.send_replace(ended);
+    }
+    // A last try for a turn that could not be saved (the host is closing the session).
+    if data.unsaved
+        && Box::pin(crate::turn::end::save(&services, &data))
+            .await
+            .is_err()
+    {
+        tracing::error!(session = %shared.session_id, "the session ends with its last turn unsaved");
     }
     // What belongs to the conversation (its terminal scope) outlives an actor reclaimed for
     // idleness (the next actor finds it again); a requested close — the chat is deleted, or the
@@ -235,11 +263,11 @@ impl SessionHandle {
                     return Err(CoreError::SessionClosed);
                 }
                 let (etx, erx) = mpsc::unbounded_channel();
-                let sub = Submission {
+                let sub = Box::new(Submission {
                     actor: actor.clone(),
                     op,
                     events: etx,
-                };
+                });
                 match self.tx.try_send(sub) {
                     Ok(()) => Ok(Some(erx)),
                     Err(mpsc::error::TrySendError::Full(_)) => Err(CoreError::QueueFull {

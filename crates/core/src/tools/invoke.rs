@@ -145,7 +145,8 @@ pub async fn invoke(
     // a call already running keeps its tool.
     let view = inv.tools.view_for(&ctx.session);
     let Some(tool) = view.get(&call.name) else {
-        let known: Vec<&str> = view.names().collect();
+        // Only what the caller may use: the answer must not advertise admin-only tools.
+        let known: Vec<&str> = view.names_for(&ctx.actor).collect();
         return Invoked::uncapped(ToolOutput::failure(
             "unknown_tool",
             format!(

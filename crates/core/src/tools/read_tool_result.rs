@@ -28,6 +28,9 @@ pub const MAX_LIMIT: usize = 16_000;
 const CHECKPOINT_STRIDE: usize = 2048;
 /// Longest line text a `pattern` match returns.
 const MATCH_LINE_CHARS: usize = 400;
+/// Longest `pattern`: the answer echoes it, and a longer one could never show in a returned
+/// line anyway (a 200 KB pattern once came back whole and overflowed the window).
+pub const MAX_PATTERN_CHARS: usize = 200;
 
 struct Entry {
     id: String,
@@ -281,8 +284,8 @@ pub struct ReadToolResultArgs {
     /// Characters to return, 1-16000. Default 4000.
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Instead of a page: the lines containing this text (case-insensitive), each with its
-    /// character offset, from `offset` on.
+    /// Instead of a page: the lines containing this text (case-insensitive, at most 200
+    /// characters), each with its character offset, from `offset` on.
     #[serde(default)]
     pub pattern: Option<String>,
 }
@@ -326,6 +329,21 @@ impl TypedTool for ReadToolResult {
             );
         }
         let offset = args.offset.unwrap_or(0);
+        if let Some(n) = args
+            .pattern
+            .as_deref()
+            .map(|p| p.chars().count())
+            .filter(|n| *n > MAX_PATTERN_CHARS)
+        {
+            // Never echoed: the answer names only its length.
+            return ToolOutput::failure(
+                "invalid_arguments",
+                format!(
+                    "pattern is {n} characters long; at most {MAX_PATTERN_CHARS} are allowed. \
+                     Search for a shorter, distinctive part of the line."
+                ),
+            );
+        }
         if args.result_id.len() != 32 {
             return unavailable();
         }

@@ -217,6 +217,13 @@ impl ToolView {
         self.iter().map(|t| t.spec.name.as_str())
     }
 
+    /// Names of the tools this actor may see (admin-only tools are hidden from non-admins).
+    pub fn names_for<'a>(&'a self, actor: &'a Actor) -> impl Iterator<Item = &'a str> {
+        self.iter()
+            .filter(move |t| policy::visible(actor, &t.meta))
+            .map(|t| t.spec.name.as_str())
+    }
+
     /// Specs of the tools this actor may see (admin-only tools are hidden from non-admins).
     pub fn specs_for(&self, actor: &Actor) -> Vec<ToolSpec> {
         self.iter()

@@ -103,6 +103,12 @@ pub fn is_summary(m: &Message) -> bool {
     m.metadata.get(SUMMARY_SOURCE_KEY).and_then(|v| v.as_str()) == Some(SUMMARY_SOURCE)
 }
 
+/// Whether a chat title was made from a summary message (by versions that took the first
+/// user-role message, summary or not).
+pub fn is_summary_title(title: &str) -> bool {
+    title == super::end::make_title(SUMMARY_HEADER)
+}
+
 /// The summary a summary message carries, without the header addressed to the model.
 pub fn summary_text(m: &Message) -> String {
     let text = m.text();

@@ -85,17 +85,24 @@ fn attach_plan(tail: &mut [Message], plan: Option<serde_json::Value>) {
     }
 }
 
+/// The chat's title: the one it has, else made from the first message the user wrote. A
+/// compaction summary has the user role but is the host's text, so it never names a chat (the
+/// copy of the first user message kept after it is the user's words and may). A title earlier
+/// versions made from a summary is made again.
 fn title_of(title: &str, messages: &[Message]) -> String {
-    if !title.is_empty() {
+    if !title.is_empty() && !super::compact::is_summary_title(title) {
         return title.to_string();
     }
     messages
         .iter()
-        .find(|m| m.role == Role::User)
+        .find(|m| m.role == Role::User && !super::compact::is_summary(m))
         .map(|first| make_title(&first.text()))
         .unwrap_or_default()
 }
 
+/// Closes the turn in `data` (notice, plan, redaction, title) and writes the chat snapshot. An
+/// error means the snapshot was not written: the turn stays in `data` only, and the caller must
+/// not acknowledge it ([`save`] writes it later).
 pub async fn finish(
     services: &Services,
     data: &mut SessionData,
@@ -103,7 +110,7 @@ pub async fn finish(
     status: TurnStatus,
     error: Option<&str>,
     cause: StopCause,
-) {
+) -> Result<(), mpa_store::StoreError> {
     let text = match status {
         TurnStatus::Stopped => Some(format!(
             "[The previous turn was stopped {}. Tool calls without a received result are marked \
@@ -130,6 +137,12 @@ pub async fn finish(
         redact_message(m);
     }
     data.title = title_of(&data.title, data.transcript.messages());
+    save(services, data).await
+}
+
+/// Writes the chat snapshot of `data` as it is in memory (after [`finish`], or again when an
+/// earlier write failed).
+pub async fn save(services: &Services, data: &SessionData) -> Result<(), mpa_store::StoreError> {
     let messages = data.transcript.messages();
     let chat = Chat {
         session_id: data.session_id.clone(),
@@ -143,9 +156,11 @@ pub async fn finish(
         created_at: data.created_at,
         updated_at: chrono::Utc::now(),
     };
-    if let Err(e) = services.store.save_chat(chat).await {
+    let saved = services.store.save_chat(chat).await;
+    if let Err(e) = &saved {
         tracing::error!(session = %data.session_id, error = %e, "chat snapshot not saved");
     }
+    saved
 }
 
 /// What a mid-turn snapshot needs besides the transcript, taken when the turn's model loop
@@ -249,15 +264,16 @@ pub fn recovery_messages(
 /// Writes the recovery snapshot of a running turn: only this turn's messages (the journal), on
 /// top of the chat's full snapshot from before the turn, so a step costs what the turn wrote and
 /// not what the chat holds. The first step of a turn (or the first after a compaction, which
-/// changes the messages before it) saves the messages before the turn once more as the base. A
-/// failure is logged; the turn goes on (the invocation ledger, not the snapshot, is the durable
-/// boundary of writes).
+/// changes the messages before it) saves the messages before the turn once more as the base — as
+/// does a step after an earlier write of the chat failed (the stored base is then shorter). A
+/// failure is returned: the turn must not go on unsaved (the invocation ledger stays the durable
+/// boundary of the writes already made).
 pub async fn checkpoint(
     store: &Store,
     cp: &Checkpoint,
     review: &ReviewCounters,
     transcript: &Transcript,
-) {
+) -> Result<(), mpa_store::StoreError> {
     let start = cp.turn_start.min(transcript.len());
     let tail = recovery_tail(transcript, start, current_plan(&cp.state));
     let journal = TurnJournal {
@@ -277,11 +293,11 @@ pub async fn checkpoint(
             .update_turn_journal(&cp.session_id, start, &journal, &state, now)
             .await
         {
-            Ok(true) => return,
+            Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(e) => {
                 tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
-                return;
+                return Err(e);
             }
         }
     }
@@ -304,11 +320,14 @@ pub async fn checkpoint(
         updated_at: now,
     };
     match store.save_chat_with_journal(chat, &journal).await {
-        Ok(()) => cp
-            .base_saved
-            .store(start, std::sync::atomic::Ordering::Release),
+        Ok(()) => {
+            cp.base_saved
+                .store(start, std::sync::atomic::Ordering::Release);
+            Ok(())
+        }
         Err(e) => {
             tracing::warn!(session = %cp.session_id, error = %e, "mid-turn snapshot not saved");
+            Err(e)
         }
     }
 }
@@ -459,6 +478,24 @@ mod tests {
         assert_eq!(last.metadata[PLAN_METADATA_KEY]["objective"], "x");
         // The live transcript is untouched.
         assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_title_made_from_a_summary_is_made_again_from_the_users_words() {
+        let mut summary = Message::user(
+            "[Summary of the earlier conversation / 较早对话的摘要. The messages it replaces…",
+        );
+        summary.metadata.insert(
+            crate::turn::compact::SUMMARY_SOURCE_KEY.into(),
+            crate::turn::compact::SUMMARY_SOURCE.into(),
+        );
+        let msgs = [summary.clone(), Message::user("find Dune")];
+        let broken = make_title(&summary.text());
+        assert_eq!(broken, "[Summary of the earlier conversation…");
+        assert_eq!(title_of(&broken, &msgs), "find Dune");
+        assert_eq!(title_of("", &msgs), "find Dune");
+        assert_eq!(title_of("kept", &msgs), "kept");
+        assert_eq!(title_of("", &msgs[..1]), "");
     }
 
     #[test]

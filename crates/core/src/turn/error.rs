@@ -28,6 +28,30 @@ pub enum TurnError {
     OutputTruncated,
     /// The request is over the window and compaction could not make it fit.
     Compaction(CompactError),
+    /// The turn's snapshot or journal could not be written (`full`: the disk is full): the turn
+    /// is not acknowledged; the session keeps it in memory and saves it with the next write.
+    Storage { full: bool, lang: Lang },
+}
+
+/// The language a message to the user is written in: the language of what the user wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// Chinese when the user's text has a CJK character, else English.
+    pub fn of(text: &str) -> Lang {
+        if text
+            .chars()
+            .any(|c| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF))
+        {
+            Lang::Zh
+        } else {
+            Lang::En
+        }
+    }
 }
 
 impl TurnError {
@@ -40,6 +64,8 @@ impl TurnError {
             TurnError::EmptyAnswer => "model_empty_answer",
             TurnError::OutputTruncated => "output_truncated",
             TurnError::Compaction(e) => e.code(),
+            TurnError::Storage { full: true, .. } => "storage_full",
+            TurnError::Storage { full: false, .. } => "storage_error",
         }
     }
 
@@ -59,6 +85,7 @@ impl TurnError {
             TurnError::EmptyAnswer => EMPTY_ANSWER_FAILED.to_string(),
             TurnError::OutputTruncated => OUTPUT_TRUNCATED.to_string(),
             TurnError::Compaction(e) => e.message().to_string(),
+            TurnError::Storage { full, lang } => storage_message(*full, *lang).to_string(),
         }
     }
 
@@ -71,6 +98,7 @@ impl TurnError {
             | TurnError::InputBudget { .. }
             | TurnError::EmptyAnswer
             | TurnError::OutputTruncated => ErrorKind::Limit,
+            TurnError::Storage { .. } => ErrorKind::Internal,
         }
     }
 
@@ -80,6 +108,23 @@ impl TurnError {
             kind: self.kind(),
             code: self.code().to_string(),
             message: self.message(),
+        }
+    }
+}
+
+fn storage_message(full: bool, lang: Lang) -> &'static str {
+    match (full, lang) {
+        (true, Lang::En) => {
+            "This turn was not saved: the host's disk is full. It is kept in memory and saved with your next message once space is freed; until then it would be lost if the host restarts."
+        }
+        (true, Lang::Zh) => {
+            "本轮对话未能保存：主机磁盘已满。本轮内容暂存在内存中，释放空间后会随下一条消息一起保存；在此之前主机重启会丢失它。"
+        }
+        (false, Lang::En) => {
+            "This turn was not saved (a storage error). It is kept in memory and saved with your next message; if this persists, check the host's data directory."
+        }
+        (false, Lang::Zh) => {
+            "本轮对话未能保存（存储错误）。本轮内容暂存在内存中，会随下一条消息一起保存；如果持续出现，请检查主机的数据目录。"
         }
     }
 }
@@ -112,5 +157,17 @@ mod tests {
             TurnError::Compaction(CompactError::StillOver).code(),
             "context_still_over_window"
         );
+        let full = TurnError::Storage {
+            full: true,
+            lang: Lang::of("帮我订阅沙丘"),
+        };
+        assert_eq!(full.code(), "storage_full");
+        assert!(full.message().contains("磁盘已满"));
+        let error = TurnError::Storage {
+            full: false,
+            lang: Lang::of("subscribe to Dune"),
+        };
+        assert_eq!(error.code(), "storage_error");
+        assert!(error.message().starts_with("This turn was not saved"));
     }
 }

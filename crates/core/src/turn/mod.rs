@@ -67,18 +67,31 @@ struct TurnHooks<'a> {
     review: &'a mut crate::review::ReviewCounters,
     usage: &'a mut model_call::UsageSnapshot,
     services: &'a Services,
+    /// The first snapshot write of the turn that failed (the loop ends at the next step).
+    unsaved: Option<TurnError>,
+    /// The user's language, for the storage error.
+    lang: error::Lang,
 }
 
 impl TurnHooks<'_> {
-    /// The chat snapshot as of now, in its recovery form (overwritten when the turn ends).
-    async fn checkpoint(&self, transcript: &Transcript) {
-        end::checkpoint(
+    /// The chat snapshot as of now, in its recovery form (overwritten when the turn ends). A
+    /// failure is kept: the turn ends failed before its next model call.
+    async fn checkpoint(&mut self, transcript: &Transcript) {
+        let saved = end::checkpoint(
             &self.services.store,
             &self.checkpoint,
             self.review,
             transcript,
         )
         .await;
+        if let Err(e) = saved
+            && self.unsaved.is_none()
+        {
+            self.unsaved = Some(TurnError::Storage {
+                full: e.is_disk_full(),
+                lang: self.lang,
+            });
+        }
     }
 }
 
@@ -127,6 +140,10 @@ impl StepHooks for TurnHooks<'_> {
         }
         // So does the chat: a process killed now leaves the conversation up to this step.
         self.checkpoint(transcript).await;
+    }
+
+    fn failure(&self) -> Option<TurnError> {
+        self.unsaved.clone()
     }
 }
 
@@ -254,10 +271,26 @@ pub async fn run_turn(
                 review: &mut data.persisted.review,
                 usage: &mut data.persisted.usage,
                 services,
+                unsaved: None,
+                lang: error::Lang::of(&input.text),
             };
-            // The request is kept even if the process dies during the first model call.
+            // What is in the transcript before the first model call — the user's message and
+            // what a stateless client sent along with it — is evidence from the start, so the
+            // first request can already be compacted (compaction never cuts past the evidence).
+            if let Some(target) = &hooks.capture {
+                capture::flush(target, &mut data.transcript).await;
+            }
+            // The request is kept even if the process dies during the first model call; a
+            // request that cannot be kept is not sent (the loop ends before its first call).
             hooks.checkpoint(&data.transcript).await;
-            let end = steps::run(setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            let mut end = steps::run(setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            // The last step's snapshot failed after the loop had its answer: not acknowledged.
+            if let Some(error) = hooks.unsaved.take()
+                && !matches!(end.error, Some(TurnError::Storage { .. }))
+            {
+                end.status = TurnStatus::Failed;
+                end.error = Some(error);
+            }
             system = Some(sys);
             end
         }
@@ -273,7 +306,7 @@ pub async fn run_turn(
     // A compaction during the turn moved this turn's first message.
     let turn_start = data.transcript.rebase(turn_start, compactions_before);
     let error_text = end.error.as_ref().map(TurnError::message);
-    end::finish(
+    let saved = end::finish(
         services,
         data,
         turn_start,
@@ -282,14 +315,28 @@ pub async fn run_turn(
         cause,
     )
     .await;
+    // Never acknowledge what was not stored: the turn stays in memory (saved with the session's
+    // next write, see `SessionData::unsaved`) and ends failed, saying why.
+    data.unsaved = saved.is_err();
+    let mut status = end.status;
+    if let Err(e) = saved {
+        status = TurnStatus::Failed;
+        if !matches!(end.error, Some(TurnError::Storage { .. })) {
+            let error = TurnError::Storage {
+                full: e.is_disk_full(),
+                lang: error::Lang::of(&input.text),
+            };
+            sink.emit(error.to_event());
+        }
+    }
     sink.emit(Event::TurnEnded {
-        status: end.status,
+        status,
         final_text: end.final_text,
         halt: end.halt.as_ref().map(crate::tools::gate::Halt::to_event),
     });
     // Reviews follow only completed model turns whose reply was delivered and saved; a stopped
     // or failed turn keeps its counters, so its work still counts towards the next review.
-    let review = match (end.status, system) {
+    let review = match (status, system) {
         (TurnStatus::Completed, Some(system)) => {
             let skill_interval = if services.caps.skills.is_some() {
                 services.cfg.skill_review_interval
@@ -309,8 +356,5 @@ pub async fn run_turn(
         }
         _ => None,
     };
-    TurnOutcome {
-        status: end.status,
-        review,
-    }
+    TurnOutcome { status, review }
 }

@@ -57,6 +57,11 @@ pub trait StepHooks: Send {
     fn evidence_watermark(&self, transcript: &Transcript) -> usize {
         transcript.len()
     }
+    /// Why the loop must not go on (its progress could not be saved); checked before each model
+    /// call.
+    fn failure(&self) -> Option<TurnError> {
+        None
+    }
 }
 
 /// Hooks that do nothing.
@@ -225,6 +230,11 @@ pub async fn prepare_request(
 ) -> ControlFlow<(), Prepared> {
     if cancel.is_cancelled() {
         st.finish(TurnStatus::Stopped, None);
+        return ControlFlow::Break(());
+    }
+    // A step whose snapshot could not be written is not built upon: the turn ends failed.
+    if let Some(error) = hooks.failure() {
+        st.finish(TurnStatus::Failed, Some(error));
         return ControlFlow::Break(());
     }
     if st.end.model_calls >= setup.limits.max_model_calls {

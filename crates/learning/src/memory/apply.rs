@@ -69,7 +69,11 @@ fn locate(list: &[String], old: &str) -> Located {
             if rest.iter().all(|&i| list[i] == list[*first]) {
                 Located::At(*first)
             } else {
-                Located::Ambiguous(hits.iter().map(|&i| preview(&list[i], 80)).collect())
+                Located::Ambiguous(
+                    hits.iter()
+                        .map(|&i| preview(&crate::threat::shown(&list[i]), 80))
+                        .collect(),
+                )
             }
         }
     }

@@ -58,7 +58,12 @@ impl Applied {
             entry_count: list.len(),
             usage: format!("{used}/{limit}"),
             message: ops.message,
-            previous_entries: ops.previous,
+            // The full entries a write replaced go back to the model: as it may be shown them.
+            previous_entries: ops
+                .previous
+                .into_iter()
+                .map(|e| e.map(|e| crate::threat::shown(&e).into_owned()))
+                .collect(),
             warning,
         }
     }

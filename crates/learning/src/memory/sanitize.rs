@@ -1,5 +1,6 @@
-//! The view of entries that may be shown to a model: poisoned entries become placeholders. Used
-//! by the prompt snapshot and by every error that echoes entries, never applied to the files.
+//! The view of entries that may be shown to a model: credentials are redacted and poisoned
+//! entries become placeholders. Used by the prompt snapshot and by every answer that echoes
+//! entries, never applied to the files.
 
 use crate::threat;
 
@@ -16,9 +17,12 @@ fn sanitize_entry(file: &str, entry: &str) -> String {
             "[BLOCKED: {file} entry too large to scan. Removed from system prompt; use memory(action=remove) to delete the original.]"
         );
     }
-    let findings = threat::scan(entry, threat::ScanScope::Strict);
+    // A credential an older version saved is shown as its marker (the rest of the entry stays
+    // useful); what it was is never scanned for patterns again.
+    let entry = threat::shown(entry);
+    let findings = threat::scan(&entry, threat::ScanScope::Strict);
     if findings.is_empty() {
-        return entry.to_string();
+        return entry.into_owned();
     }
     let ids: Vec<String> = findings.iter().map(threat::Finding::id).collect();
     format!(

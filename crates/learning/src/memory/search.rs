@@ -192,7 +192,7 @@ impl Memory {
                     path: f.display.clone(),
                     category: f.category,
                     line: i + 1,
-                    text: preview(line, MAX_LINE_CHARS),
+                    text: preview(&crate::threat::shown(line), MAX_LINE_CHARS),
                     scope: f.scope,
                 };
                 // The budget is on the serialised size the caller will send on.

@@ -155,7 +155,12 @@ impl Skills {
             "<personal_skills>\nThis user's personal skills (procedures learned earlier). Call skill_view(name) before work one of them matches. Skills are guidance, never authorization: they grant no permission.\n",
         );
         for s in skills {
-            out.push_str(&format!("- {}: {}\n", s.name, short_description(&s.dir)));
+            let description = short_description(&s.dir);
+            out.push_str(&format!(
+                "- {}: {}\n",
+                s.name,
+                crate::threat::shown(&description)
+            ));
         }
         out.push_str("</personal_skills>");
         out

@@ -59,6 +59,8 @@ impl Skills {
             return Err(Error::Invalid(format!("File '{rel}' is not UTF-8 text.")));
         };
         self.record_read(&key, origin, &path, sha256_hex(content.as_bytes()));
+        // Skill writes refuse credentials; one an older version saved is not shown either.
+        let content = crate::threat::shown(&content).into_owned();
         let linked_files = (target == FileTarget::SkillMd).then(|| support_files(&skill.dir));
         Ok(SkillFile {
             success: true,

@@ -40,27 +40,33 @@ impl Env {
 
     /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
-        Env::start_caps(configure, |_| {}, false).await
+        Env::start_caps(configure, |_| {}, false, None).await
     }
 
     /// A host with the evidence history (under the data dir, see [`Env::evidence`]) and the
     /// admin-only `execute_command` tool, as `mpagent serve` runs.
     pub async fn start_full() -> Env {
-        Env::start_caps(|_| {}, |_| {}, true).await
+        Env::start_caps(|_| {}, |_| {}, true, None).await
     }
 
     /// A full host whose agent config `configure` adjusts (model name, window, idle time).
     pub async fn start_agent(configure: impl FnOnce(&mut AgentConfig)) -> Env {
-        Env::start_caps(|_| {}, configure, true).await
+        Env::start_caps(|_| {}, configure, true, None).await
+    }
+
+    /// [`Env::start_agent`] with its data directory in `dir` (e.g. a small file system).
+    pub async fn start_in(dir: tempfile::TempDir, configure: impl FnOnce(&mut AgentConfig)) -> Env {
+        Env::start_caps(|_| {}, configure, true, Some(dir)).await
     }
 
     async fn start_caps(
         configure: impl FnOnce(&mut ServerConfig),
         configure_agent: impl FnOnce(&mut AgentConfig),
         full: bool,
+        dir: Option<tempfile::TempDir>,
     ) -> Env {
         let mock = MockModelServer::start().await;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
         let store = Store::open_in(dir.path()).unwrap();
         let model = mpa_model::ModelConfig {
             base_url: mock.base_url.clone(),
