@@ -54,6 +54,21 @@ fn prepare(
     ))
 }
 
+/// Credential words: a setting whose key holds one anywhere (`TRACKER_COOKIE_2`, `AUTH_SITE`,
+/// `COOKIECLOUD_KEY`) is never read back. Substrings, not whole words, so a compound
+/// (`APIKEY`, `PASSKEYS`) or a numbered variant stays sensitive; a key that merely looks like one
+/// (`KEYWORD`) stays `unknown` too, which costs a reconciliation, never a leak.
+const CREDENTIAL_WORDS: [&str; 11] = [
+    "cookie", "token", "key", "passkey", "password", "passwd", "pwd", "secret", "auth", "session",
+    "sign",
+];
+
+/// Whether a setting key may name a credential (then its value is never read back).
+fn credential_setting(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    CREDENTIAL_WORDS.iter().any(|w| k.contains(w))
+}
+
 /// A `config.system.update` that replaces one non-secret setting: the only write a read can
 /// verify (spec runtime.md §6.6). Merges and list edits stay `unknown`.
 fn setting_replace(args: &MoviePilotApiArgs) -> Option<(String, Value)> {
@@ -67,7 +82,7 @@ fn setting_replace(args: &MoviePilotApiArgs) -> Option<(String, Value)> {
         .unwrap_or("replace");
     let key = body.get("setting_key")?.as_str()?;
     let value = body.get("value")?;
-    let sensitive = mpa_gateway::is_secret_key(key) || {
+    let sensitive = credential_setting(key) || mpa_gateway::is_secret_key(key) || {
         let mut v = value.clone();
         mpa_gateway::redact_secrets(&mut v)
     };
@@ -512,5 +527,43 @@ impl TypedTool for MoviePilotApi {
             }
             Err(e) => gateway_failure(op, e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(key: &str, value: Value) -> MoviePilotApiArgs {
+        serde_json::from_value(json!({"operation_id": "config.system.update",
+            "body": {"setting_key": key, "value": value}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_credential_word_anywhere_in_the_key_means_no_read_back() {
+        // Before: only a credential word at the end counted, so `TRACKER_COOKIE_2` was read back.
+        for key in [
+            "TRACKER_COOKIE_2",
+            "COOKIECLOUD_KEY",
+            "SITE_AUTH_HEADER_X",
+            "PASSKEY_TRACKER_A",
+            "MTEAM_APIKEY_OLD",
+            "LOGIN_PWD_BACKUP",
+            "TOKEN_V2",
+            "SESSION_ID_WEB",
+            "SIGN_SECRET_ROTATE",
+        ] {
+            assert_eq!(setting_replace(&update(key, json!("x"))), None, "{key}");
+        }
+        assert_eq!(
+            setting_replace(&update("SUBSCRIBE_SEARCH_INTERVAL", json!(24))),
+            Some(("SUBSCRIBE_SEARCH_INTERVAL".to_string(), json!(24)))
+        );
+        // A value that carries a credential field stays unverified too.
+        assert_eq!(
+            setting_replace(&update("DOWNLOADER_CONF", json!({"password": "p"}))),
+            None
+        );
     }
 }
