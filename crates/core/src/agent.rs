@@ -514,6 +514,12 @@ impl Agent {
             tracing::error!(session = %session_id, error = %e, "evidence not deleted");
             return Err(CoreError::EvidenceUnavailable(e.to_string()));
         }
+        // Its settled receipts go with it; an open one (`running`/`unknown`) stays until
+        // verified, so a later look-up never reads a write that may have happened as missing.
+        self.services
+            .store
+            .ledger_delete_resolved(&owner.0, session_id)
+            .await?;
         self.services.store.delete_chat(session_id).await?;
         Ok(())
     }

@@ -34,6 +34,7 @@ pub mod plan;
 pub mod prompt;
 pub mod redaction;
 pub mod result_cap;
+pub mod retention;
 pub mod review;
 pub mod services;
 pub mod session;
