@@ -151,6 +151,7 @@ impl Config {
                 },
             },
             identity: None,
+            account_clock: None,
         })
     }
 

@@ -61,7 +61,32 @@ fn spawn_retention(agent: &mpa_core::Agent, ctx: &CliContext) {
     });
 }
 
+/// A configured secret key is tried once before the host serves anyone: a key MoviePilot refuses
+/// would otherwise show only as every call failing with 403.
+async fn check_secret_key(ctx: &CliContext) -> anyhow::Result<()> {
+    use mpa_core::moviepilot::doctor::KeyCheck;
+    let Some(key) = ctx
+        .config
+        .moviepilot_secret_key
+        .as_deref()
+        .filter(|k| !k.is_empty())
+    else {
+        return Ok(());
+    };
+    match ctx.host.check_moviepilot_key(key).await {
+        Some(KeyCheck::Rejected(why) | KeyCheck::Unusable(why)) => {
+            anyhow::bail!("MOVIEPILOT_SECRET_KEY cannot be used: {why}")
+        }
+        Some(KeyCheck::NotChecked(why) | KeyCheck::Unreachable(why)) => {
+            eprintln!("mpagent serve: warning: MOVIEPILOT_SECRET_KEY {why}");
+        }
+        Some(KeyCheck::Accepted(_)) | None => {}
+    }
+    Ok(())
+}
+
 pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    check_secret_key(ctx).await?;
     let agent = ctx.agent()?;
     spawn_retention(&agent, ctx);
     let mut cfg = mpa_server::ServerConfig::new(ctx.config.listen);

@@ -524,6 +524,22 @@ impl Agent {
         Ok(())
     }
 
+    /// Stops every running turn of `user`'s sessions, for as long as the agent lives (an
+    /// account that ended stops its turns; it holds no reference that keeps the agent alive).
+    pub fn turn_stopper(&self) -> impl Fn(&UserId) + Send + Sync + 'static {
+        let sessions = Arc::downgrade(&self.sessions);
+        move |user: &UserId| {
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            for h in lock(&sessions).values() {
+                if h.owner() == user {
+                    h.stop();
+                }
+            }
+        }
+    }
+
     /// Closes and forgets a live session (used before deleting a chat).
     pub async fn close_session(&self, session_id: &str) {
         let handle = lock(&self.sessions).remove(session_id);
