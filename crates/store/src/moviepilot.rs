@@ -241,6 +241,40 @@ impl Store {
     }
 }
 
+/// Sets or clears one account's link; a MoviePilot user linked elsewhere names that account.
+fn set_link(c: &rusqlite::Connection, id: &str, link: Option<&MoviePilotLink>) -> Result<()> {
+    let (mp_id, mp_name) = match link {
+        Some(l) => (Some(l.user_id.as_str()), Some(l.user_name.as_str())),
+        None => (None, None),
+    };
+    let changed = match c.execute(
+        "UPDATE users SET moviepilot_user_id = ?1, moviepilot_user_name = ?2, \
+         moviepilot_token = NULL WHERE id = ?3",
+        params![mp_id, mp_name, id],
+    ) {
+        Ok(n) => n,
+        Err(e) if is_unique_violation(&e) => {
+            let mp = mp_id.unwrap_or_default().to_string();
+            let account: Option<String> = c
+                .query_row(
+                    "SELECT name FROM users WHERE moviepilot_user_id = ?1",
+                    params![mp],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            return Err(StoreError::AlreadyLinked {
+                moviepilot_user: mp,
+                account: account.unwrap_or_else(|| "another account".into()),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if changed == 0 {
+        return Err(StoreError::NoSuchUser(id.to_string()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,38 +354,4 @@ mod tests {
             !format!("{:?}", sign_in("1", "a", false, "secret-token")).contains("secret-token")
         );
     }
-}
-
-/// Sets or clears one account's link; a MoviePilot user linked elsewhere names that account.
-fn set_link(c: &rusqlite::Connection, id: &str, link: Option<&MoviePilotLink>) -> Result<()> {
-    let (mp_id, mp_name) = match link {
-        Some(l) => (Some(l.user_id.as_str()), Some(l.user_name.as_str())),
-        None => (None, None),
-    };
-    let changed = match c.execute(
-        "UPDATE users SET moviepilot_user_id = ?1, moviepilot_user_name = ?2, \
-         moviepilot_token = NULL WHERE id = ?3",
-        params![mp_id, mp_name, id],
-    ) {
-        Ok(n) => n,
-        Err(e) if is_unique_violation(&e) => {
-            let mp = mp_id.unwrap_or_default().to_string();
-            let account: Option<String> = c
-                .query_row(
-                    "SELECT name FROM users WHERE moviepilot_user_id = ?1",
-                    params![mp],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            return Err(StoreError::AlreadyLinked {
-                moviepilot_user: mp,
-                account: account.unwrap_or_else(|| "another account".into()),
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if changed == 0 {
-        return Err(StoreError::NoSuchUser(id.to_string()));
-    }
-    Ok(())
 }
