@@ -256,6 +256,48 @@ async fn one_turn(
     }
 }
 
+/// What the REPL answers itself (`/help`, `/exit`, `/session`, an unknown `/word`); the host
+/// commands (`/memory …`, `/skills …`) go to the session, which answers them without the model.
+#[derive(Debug, PartialEq, Eq)]
+enum ReplInput<'a> {
+    Help,
+    Exit,
+    Session,
+    Unknown(&'a str),
+    /// A message for the agent (a host command included).
+    Message,
+}
+
+const REPL_HELP: &str = "\
+commands / 命令:
+  /help              this list / 本帮助
+  /exit, /quit       leave / 退出 (Ctrl-D too)
+  /session           the session id, to continue it with --session / 当前会话 id
+  /memory …          show or manage memory (answered by the host, not the model) / 记忆
+  /skills …          list or manage skills (answered by the host, not the model) / 技能
+Anything else is sent to the agent. Ctrl-C stops a running turn. / 其他输入发送给智能体。";
+
+impl<'a> ReplInput<'a> {
+    fn read(text: &'a str) -> ReplInput<'a> {
+        let word = text.split_whitespace().next().unwrap_or_default();
+        // `/movies/x is missing` is a message, not a command.
+        let Some(name) = word.strip_prefix('/').filter(|n| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        }) else {
+            return ReplInput::Message;
+        };
+        match name {
+            "help" | "?" => ReplInput::Help,
+            "exit" | "quit" => ReplInput::Exit,
+            "session" => ReplInput::Session,
+            "memory" | "skills" => ReplInput::Message,
+            _ => ReplInput::Unknown(word),
+        }
+    }
+}
+
 async fn repl(
     session: &mpa_core::SessionHandle,
     actor: &mpa_protocol::Actor,
@@ -277,8 +319,23 @@ async fn repl(
         if text.is_empty() {
             continue;
         }
-        if text == "/exit" || text == "/quit" {
-            return Ok(0);
+        match ReplInput::read(text) {
+            ReplInput::Exit => return Ok(0),
+            ReplInput::Help => {
+                println!("{REPL_HELP}");
+                continue;
+            }
+            ReplInput::Session => {
+                println!("session: {}", session.session_id());
+                continue;
+            }
+            ReplInput::Unknown(name) => {
+                println!(
+                    "unknown command {name}; /help lists the commands (nothing was sent) / 未知命令 {name}，输入 /help 查看命令"
+                );
+                continue;
+            }
+            ReplInput::Message => {}
         }
         one_turn(
             session,

@@ -9,14 +9,20 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Global options are listed once under these headings, after a subcommand's own options.
+const MODEL: &str = "Global options: model";
+const MOVIEPILOT: &str = "Global options: MoviePilot";
+const HOST: &str = "Global options: host";
+
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Data directory: main store (agent.db), per-user history, memory and skills.
-    #[arg(long, env = "MPA_DATA_DIR", default_value = "./data", global = true)]
+    #[arg(help_heading = HOST, long, env = "MPA_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
     /// Base URL of an OpenAI-compatible API (Ollama, vLLM, llama.cpp server, OpenAI, DeepSeek…).
     #[arg(
+        help_heading = MODEL,
         long,
         env = "LLM_BASE_URL",
         default_value = "http://127.0.0.1:11434/v1",
@@ -25,19 +31,20 @@ pub struct Config {
     pub llm_base_url: String,
 
     /// API key sent as a bearer token (never printed or logged).
-    #[arg(long, env = "LLM_API_KEY", hide_env_values = true, global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_API_KEY", hide_env_values = true, global = true)]
     pub llm_api_key: Option<String>,
 
     /// Model name as the endpoint knows it.
-    #[arg(long, env = "LLM_MODEL", default_value = "qwen2.5:7b", global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_MODEL", default_value = "qwen2.5:7b", global = true)]
     pub llm_model: String,
 
     /// Tools offered on the first model call (0 = all tools, no selection).
-    #[arg(long, env = "LLM_MAX_TOOLS", default_value_t = 0, global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_MAX_TOOLS", default_value_t = 0, global = true)]
     pub llm_max_tools: u32,
 
     /// Context window in K tokens, used when the model catalogue does not know the model.
     #[arg(
+        help_heading = MODEL,
         long,
         env = "LLM_MAX_CONTEXT_TOKENS",
         default_value_t = 128,
@@ -47,19 +54,19 @@ pub struct Config {
 
     /// Most tokens one model answer may have (`max_tokens`; 0 = send no limit). Default: the
     /// model catalogue's output limit, else 4096 — so a model that loops cannot stream for minutes.
-    #[arg(long, env = "LLM_MAX_OUTPUT_TOKENS", global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_MAX_OUTPUT_TOKENS", global = true)]
     pub llm_max_output_tokens: Option<u32>,
 
     /// Model calls per turn before the turn stops with an iteration-limit error.
-    #[arg(long, env = "LLM_MAX_ITERATIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_MAX_ITERATIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub llm_max_iterations: u32,
 
     /// Seconds one tool call may run before its outcome becomes `unknown` (0 = unlimited).
-    #[arg(long, env = "LLM_TOOL_TIMEOUT", default_value_t = 300, global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_TOOL_TIMEOUT", default_value_t = 300, global = true)]
     pub llm_tool_timeout: u64,
 
     /// Sampling temperature.
-    #[arg(long, env = "LLM_TEMPERATURE", default_value_t = 0.3, global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_TEMPERATURE", default_value_t = 0.3, global = true)]
     pub llm_temperature: f32,
 
     /// Largest text of one message in KiB (a chat message, or each earlier message an
@@ -73,15 +80,16 @@ pub struct Config {
     pub min_free_mb: u64,
 
     /// Whether images are sent to the model (true/false, 1/0, yes/no, on/off).
-    #[arg(long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
+    #[arg(help_heading = MODEL, long, env = "LLM_SUPPORT_IMAGE_INPUT", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
     pub llm_support_image_input: bool,
 
     /// Enable retention cleanup of chat evidence (true/false, 1/0, yes/no, on/off).
-    #[arg(long, env = "DATA_CLEANUP_ENABLE", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
+    #[arg(help_heading = HOST, long, env = "DATA_CLEANUP_ENABLE", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true)]
     pub data_cleanup_enable: bool,
 
     /// Keep chat evidence this many days after its last activity (0 = keep forever).
     #[arg(
+        help_heading = HOST,
         long,
         env = "DATA_CLEANUP_AGENT_CHAT_DAYS",
         default_value_t = 0,
@@ -90,12 +98,13 @@ pub struct Config {
     pub data_cleanup_agent_chat_days: u32,
 
     /// MoviePilot base URL: enables the `moviepilot_api` tool over MoviePilot's REST API.
-    #[arg(long, env = "MOVIEPILOT_URL", global = true)]
+    #[arg(help_heading = MOVIEPILOT, long, env = "MOVIEPILOT_URL", global = true)]
     pub moviepilot_url: Option<String>,
 
     /// MoviePilot's SECRET_KEY: the host mints short-lived tokens for the MoviePilot user linked
     /// to (or signed in as) each account (never printed or logged).
     #[arg(
+        help_heading = MOVIEPILOT,
         long,
         env = "MOVIEPILOT_SECRET_KEY",
         hide_env_values = true,
@@ -105,12 +114,13 @@ pub struct Config {
 
     /// How users sign in: `local` accounts (each may be linked to a MoviePilot user) or
     /// `moviepilot` accounts (checked against MoviePilot's own login).
-    #[arg(long, env = "MPA_AUTH", default_value = "local", value_parser = ["local", "moviepilot"], global = true)]
+    #[arg(help_heading = MOVIEPILOT, long, env = "MPA_AUTH", default_value = "local", value_parser = ["local", "moviepilot"], global = true)]
     pub auth: String,
 
     /// Seconds a conversation's terminals may stay unused before they are closed (0 = only when
     /// the conversation is deleted or the host stops).
     #[arg(
+        help_heading = HOST,
         long,
         env = "MPA_TERMINAL_IDLE_TTL",
         default_value_t = 86_400,
@@ -120,6 +130,7 @@ pub struct Config {
 
     /// Address `mpagent serve` listens on.
     #[arg(
+        help_heading = HOST,
         long,
         env = "MPA_LISTEN",
         default_value = "127.0.0.1:3001",
@@ -128,19 +139,19 @@ pub struct Config {
     pub listen: SocketAddr,
 
     /// Static bearer token with admin rights, for automation (never printed or logged).
-    #[arg(long, env = "MPA_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    #[arg(help_heading = HOST, long, env = "MPA_ADMIN_TOKEN", hide_env_values = true, global = true)]
     pub admin_token: Option<String>,
 
     /// Working directory for commands the agent runs (default: the directory mpagent started in).
-    #[arg(long, env = "MPA_WORKDIR", global = true)]
+    #[arg(help_heading = HOST, long, env = "MPA_WORKDIR", global = true)]
     pub workdir: Option<PathBuf>,
 
     /// Python virtual environment put first on PATH for commands (default: <workdir>/venv if present).
-    #[arg(long, env = "VENV_PATH", global = true)]
+    #[arg(help_heading = HOST, long, env = "VENV_PATH", global = true)]
     pub venv_path: Option<PathBuf>,
 
     /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
-    #[arg(long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true, hide_short_help = true)]
+    #[arg(help_heading = HOST, long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true, hide_short_help = true)]
     pub enable_test_tools: bool,
 }
 
@@ -161,6 +172,7 @@ impl Config {
                 },
             },
             identity: None,
+            account_clock: None,
         })
     }
 

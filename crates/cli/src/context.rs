@@ -19,6 +19,17 @@ impl CliContext {
                 "MPA_AUTH=moviepilot checks logins at MoviePilot: set MOVIEPILOT_URL too / MPA_AUTH=moviepilot 需要同时设置 MOVIEPILOT_URL"
             );
         }
+        if config.moviepilot().is_none()
+            && config
+                .moviepilot_secret_key
+                .as_deref()
+                .is_some_and(|k| !k.is_empty())
+        {
+            eprintln!(
+                "warning: MOVIEPILOT_SECRET_KEY is set but MOVIEPILOT_URL is not, so the key is not \
+                 used / 已设置 MOVIEPILOT_SECRET_KEY 但未设置 MOVIEPILOT_URL，密钥不会被使用"
+            );
+        }
         let data_dir = config.data_dir.clone();
         let workdir = match &config.workdir {
             Some(w) => w.clone(),

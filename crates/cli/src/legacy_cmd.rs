@@ -84,7 +84,10 @@ pub async fn import_moviepilot(
             // A MoviePilot name our store does not accept: its messages are skipped
             // (`unmapped_user`) instead of failing the whole import.
             Err(e) => {
-                eprintln!("warning: MoviePilot user {name:?} cannot be created locally: {e:#}");
+                eprintln!(
+                    "warning: MoviePilot user {name:?} cannot be created locally: {}",
+                    crate::error_text(&e)
+                );
                 unusable.push(name);
             }
         }

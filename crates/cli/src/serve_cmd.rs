@@ -44,31 +44,49 @@ async fn shutdown_signal() {
     eprintln!("mpagent serve: shutting down");
 }
 
-/// Hourly retention of chat evidence (`DATA_CLEANUP_ENABLE`, `DATA_CLEANUP_AGENT_CHAT_DAYS`; 0 days
-/// = keep forever), by each history store's own last activity. The first pass runs at start.
+/// Hourly retention (`DATA_CLEANUP_ENABLE`, `DATA_CLEANUP_AGENT_CHAT_DAYS`; 0 days = keep
+/// forever): chat evidence and settled write receipts. The first pass runs at start.
 fn spawn_retention(agent: &mpa_core::Agent, ctx: &CliContext) {
     let days = ctx.config.data_cleanup_agent_chat_days;
-    let Some(history) = agent.services().caps.history.clone() else {
-        return;
-    };
     if !ctx.config.data_cleanup_enable || days == 0 {
         return;
     }
+    let agent = agent.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
         loop {
             tick.tick().await;
-            for user in history.known_users() {
-                match history.cleanup(&user, days).await {
-                    Ok(report) => tracing::info!(?report, "history retention pass"),
-                    Err(e) => tracing::warn!(error = %e, "history retention pass failed"),
-                }
-            }
+            agent.retention_pass(days).await;
         }
     });
 }
 
+/// A configured secret key is tried once before the host serves anyone: a key MoviePilot refuses
+/// would otherwise show only as every call failing with 403.
+async fn check_secret_key(ctx: &CliContext) -> anyhow::Result<()> {
+    use mpa_core::moviepilot::doctor::KeyCheck;
+    let Some(key) = ctx
+        .config
+        .moviepilot_secret_key
+        .as_deref()
+        .filter(|k| !k.is_empty())
+    else {
+        return Ok(());
+    };
+    match ctx.host.check_moviepilot_key(key).await {
+        Some(KeyCheck::Rejected(why) | KeyCheck::Unusable(why)) => {
+            anyhow::bail!("MOVIEPILOT_SECRET_KEY cannot be used: {why}")
+        }
+        Some(KeyCheck::NotChecked(why) | KeyCheck::Unreachable(why)) => {
+            eprintln!("mpagent serve: warning: MOVIEPILOT_SECRET_KEY {why}");
+        }
+        Some(KeyCheck::Accepted(_)) | None => {}
+    }
+    Ok(())
+}
+
 pub async fn run(args: ServeArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
+    check_secret_key(ctx).await?;
     let agent = ctx.agent()?;
     spawn_retention(&agent, ctx);
     let mut cfg = mpa_server::ServerConfig::new(ctx.config.listen);

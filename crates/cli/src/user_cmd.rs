@@ -105,14 +105,19 @@ pub async fn run(args: UserArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
             {
                 bail!("--moviepilot-user takes MoviePilot's numeric user id, not {id:?}");
             }
-            let u = accounts.create(&name, admin, pw.as_deref()).await?;
-            if let Some(id) = &moviepilot_user
-                && let Err(e) = accounts.link_moviepilot(&name, Some((id, None))).await
-            {
-                // All or nothing: the account is not left behind unlinked.
-                accounts.delete(&name).await?;
-                bail!("user {name} not created: {e}");
-            }
+            // One transaction: a taken name or link creates nothing.
+            let created = match &moviepilot_user {
+                Some(id) => {
+                    accounts
+                        .create_linked(&name, admin, pw.as_deref(), id)
+                        .await
+                }
+                None => accounts.create(&name, admin, pw.as_deref()).await,
+            };
+            let u = match created {
+                Ok(u) => u,
+                Err(e) => bail!("user {name} not created: {e}"),
+            };
             println!(
                 "created user {} (id {}){}",
                 u.name,

@@ -794,3 +794,92 @@ async fn boolean_env_vars_accept_1_0_true_false_yes_no() {
     assert!(r.stderr.contains("maybe"), "{}", r.stderr);
     assert_eq!(mock.requests().len(), 0);
 }
+
+/// Every subcommand's `--help` mixed its own options into all 25 global ones; now its own come
+/// first and the global ones follow once, under their group headings.
+#[tokio::test]
+async fn subcommand_help_listed_globals_among_its_own_options_now_they_come_after_grouped() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .args(["user", "add", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("user add --help lacks {needle}: {text}"))
+    };
+    let globals = at("Global options");
+    for own in [
+        "--admin",
+        "--password-stdin",
+        "--no-password",
+        "--moviepilot-user",
+    ] {
+        assert!(
+            at(own) < globals,
+            "{own} is listed before the global options"
+        );
+    }
+    for (heading, flag) in [
+        ("Global options: model", "--llm-base-url"),
+        ("Global options: MoviePilot", "--moviepilot-url"),
+        ("Global options: host", "--data-dir"),
+    ] {
+        assert!(at(heading) < at(flag), "{flag} under {heading}");
+        assert_eq!(text.matches(flag).count(), 1, "{flag} once");
+    }
+}
+
+/// A data directory that cannot be created printed its OS error twice.
+#[tokio::test]
+async fn an_os_error_was_printed_twice_now_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpagent"))
+        .arg("--data-dir")
+        .arg(file.join("data"))
+        .args(["user", "list"])
+        .env_remove("MPA_DATA_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: cannot open the host"), "{err}");
+    assert_eq!(err.matches("(os error 20)").count(), 1, "{err}");
+}
+
+/// The REPL sent `/help` to the model; its own commands are answered locally now, and an
+/// unknown one is not sent either.
+#[tokio::test(flavor = "multi_thread")]
+async fn repl_slash_commands_went_to_the_model_now_they_are_answered_locally() {
+    let mock = MockModelServer::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = mpagent(tmp.path(), &mock);
+    cmd.arg("chat").stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"/help\n/frobnicate now\n/memory\n/session\n/exit\nnever sent\n")
+            .await
+            .unwrap();
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the REPL did not exit")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("/exit, /quit"), "{stdout}");
+    assert!(stdout.contains("unknown command /frobnicate"), "{stdout}");
+    let session = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("session: "))
+        .unwrap();
+    assert!(stdout.contains(&format!("session: {session}")), "{stdout}");
+    assert!(mock.requests().is_empty(), "the model was asked");
+}

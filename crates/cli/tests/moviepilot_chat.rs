@@ -576,3 +576,51 @@ async fn a_secret_read_waits_for_confirmation_and_its_values_reach_only_the_user
         "nothing more was sent"
     );
 }
+
+/// `user add dave --moviepilot-user 2` with user 2 linked to carol said "user name "MoviePilot
+/// user 2" is already taken" (and could leave dave behind); now it names the real conflict and
+/// creates nothing, and `user link` names it too.
+#[tokio::test(flavor = "multi_thread")]
+async fn user_add_with_a_linked_moviepilot_user_named_a_wrong_conflict_now_names_the_account() {
+    let e = Env::start().await;
+    e.linked_user("carol", false, "2").await;
+    let taken = e
+        .run(&[
+            "user",
+            "add",
+            "dave",
+            "--no-password",
+            "--moviepilot-user",
+            "2",
+        ])
+        .await;
+    assert_ne!(taken.code, 0, "{}", taken.stdout);
+    assert!(
+        taken
+            .stderr
+            .contains("user dave not created: MoviePilot user 2 is already linked to carol"),
+        "{}",
+        taken.stderr
+    );
+    assert_eq!(
+        taken.stderr.matches("already linked").count(),
+        1,
+        "said once: {}",
+        taken.stderr
+    );
+    let list = e.run(&["user", "list"]).await.stdout;
+    assert!(!list.contains("dave"), "{list}");
+
+    assert_eq!(
+        e.run(&["user", "add", "erin", "--no-password"]).await.code,
+        0
+    );
+    let r = e.run(&["user", "link", "erin", "2"]).await;
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("MoviePilot user 2 is already linked to carol"),
+        "{}",
+        r.stderr
+    );
+}

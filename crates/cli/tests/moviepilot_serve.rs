@@ -480,3 +480,128 @@ async fn healthz_says_what_is_known_of_moviepilot() {
         drop(srv.child);
     }
 }
+
+impl Serve {
+    /// `GET /api/v1/me` with `token`: status and body.
+    async fn me_status(&self, token: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}/api/v1/me", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// A user disabled in MoviePilot kept the agent for the life of the agent token (MoviePilot
+/// does not look at `is_active` for a signed token, and the host re-minted without asking). Now
+/// the re-mint asks first: the turn is stopped, the stream says why, the token is revoked and
+/// the next request is answered `moviepilot_account_disabled`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_disabled_in_moviepilot_kept_access_now_the_next_remint_ends_the_session() {
+    // MoviePilot's tokens expire at once for the host (it keeps a minute's margin), so every
+    // call is a re-mint.
+    let fake = fake(Duration::from_secs(2)).await;
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let srv = serve(&data, &mock, &fake, true).await;
+    let token = srv.token("alice", "alice-demo").await;
+    let list = json!({"operation_id": "subscription.list"});
+    push_calls(&mock, &[api_call("c1", list.clone())], "done");
+    srv.chat(&token, "我的订阅").await;
+    assert_eq!(tool_results(&mock)["c1"]["success"], true);
+
+    assert!(fake.set_user_active("alice", false));
+    let before = rest_calls(&fake).len();
+    push_calls(&mock, &[api_call("c2", list)], "never asked");
+    let frames = srv.chat(&token, "再看看订阅").await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["type"] == "error" && f["code"] == "moviepilot_account_disabled"),
+        "{frames:#?}"
+    );
+    assert_ne!(frames.last().unwrap()["status"], "completed", "{frames:#?}");
+    assert_eq!(rest_calls(&fake).len(), before, "nothing was sent as her");
+
+    let (status, v) = srv.me_status(&token).await;
+    assert_eq!(status, 401, "{v}");
+    assert_eq!(v["error"]["code"], "moviepilot_account_disabled", "{v}");
+    // MoviePilot itself refuses her sign-in now.
+    let (status, v) = srv.login("alice", "alice-demo").await;
+    assert_eq!(status, 403, "{v}");
+    // The admin is untouched.
+    let admin = srv.token("admin", "admin-demo").await;
+    assert_eq!(srv.me_status(&admin).await.0, 200);
+    drop(srv.child);
+}
+
+/// Without the key a MoviePilot token of a few seconds gave a 7-day agent session whose every
+/// call asked to sign in again; now the agent token ends with MoviePilot's.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_key_the_agent_token_outlived_moviepilots_now_it_ends_with_it() {
+    let fake = fake(Duration::from_secs(3)).await;
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = serve(&dir.path().join("data"), &mock, &fake, false).await;
+    let (status, v) = srv.login("alice", "alice-demo").await;
+    assert_eq!(status, 200, "{v}");
+    let expires = chrono::DateTime::parse_from_rfc3339(v["expires_at"].as_str().unwrap()).unwrap();
+    assert!(
+        expires <= chrono::Utc::now() + chrono::Duration::seconds(4),
+        "the agent token expires with MoviePilot's: {v}"
+    );
+    let token = v["token"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (status, _) = srv.me_status(token).await;
+        if status == 401 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the token never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(srv.child);
+}
+
+/// A wrong key went unnoticed until every call failed with 403 `token校验不通过`; now `serve`
+/// refuses to start and names the key. A key without a URL is said at start too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_secret_key_went_unnoticed_now_serve_refuses_to_start_naming_it() {
+    let fake = fake(Duration::from_secs(3600)).await;
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = common::mpagent(&dir.path().join("data"), &mock);
+    cmd.env("MPA_LISTEN", "127.0.0.1:0")
+        .env("MOVIEPILOT_URL", fake.url())
+        .env("MOVIEPILOT_SECRET_KEY", "not-the-key-moviepilot-uses")
+        .arg("serve");
+    let run = common::run(cmd).await;
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("MOVIEPILOT_SECRET_KEY")
+            && run.stderr.contains("not this MoviePilot's SECRET_KEY"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("listening on"), "{}", run.stderr);
+
+    let mut cmd = common::mpagent(&dir.path().join("data"), &mock);
+    cmd.env("MOVIEPILOT_SECRET_KEY", SECRET)
+        .args(["user", "list"]);
+    let run = common::run(cmd).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("warning: MOVIEPILOT_SECRET_KEY is set but MOVIEPILOT_URL is not"),
+        "{}",
+        run.stderr
+    );
+}

@@ -34,6 +34,7 @@ pub mod limiter;
 pub mod password;
 
 use crate::error::{CoreError, Result};
+use crate::moviepilot::standing::Standing;
 use chrono::{DateTime, Utc};
 use limiter::{LoginLimiter, LoginLimits};
 use mpa_gateway::{GatewayClient, GatewayError};
@@ -133,6 +134,8 @@ struct Inner {
     hash_wait: Duration,
     /// Set when logins are checked by MoviePilot (`MPA_AUTH=moviepilot`).
     moviepilot: OnceLock<GatewayClient>,
+    /// With MoviePilot sign-in: the users' standing there (see `moviepilot::standing`).
+    standing: OnceLock<Arc<Standing>>,
 }
 
 /// What is stored for a token: its SHA-256, so a leaked database grants no session.
@@ -169,6 +172,17 @@ fn limiter_name(name: &str) -> Option<&str> {
     mpa_store::users::valid_name(name).then_some(name)
 }
 
+/// A MoviePilot user id as given by an administrator: a decimal number.
+fn moviepilot_user_id(id: &str) -> Result<&str> {
+    let id = id.trim();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(CoreError::Config(format!(
+            "a MoviePilot user id is a decimal number (MoviePilot → 用户管理 shows it), not {id:?}"
+        )));
+    }
+    Ok(id)
+}
+
 /// The limiter key of a MoviePilot login name. MoviePilot allows names a local account cannot
 /// have (spaces, say), so any short name without control characters is checked there; the rest
 /// share one key, as above.
@@ -191,6 +205,7 @@ impl Accounts {
                 memory: Arc::default(),
                 hash_wait: cfg.hash_wait,
                 moviepilot: OnceLock::new(),
+                standing: OnceLock::new(),
             }),
         }
     }
@@ -204,6 +219,12 @@ impl Accounts {
     /// already set.
     pub fn sign_in_with_moviepilot(&self, client: GatewayClient) -> bool {
         self.inner.moviepilot.set(client).is_ok()
+    }
+
+    /// From now on a MoviePilot account's agent tokens follow its standing in MoviePilot:
+    /// checked while the user is active, revoked when it ends. Set once, at start.
+    pub fn follow_moviepilot_standing(&self, standing: Arc<Standing>) -> bool {
+        self.inner.standing.set(standing).is_ok()
     }
 
     /// Whether logins are checked by MoviePilot.
@@ -223,12 +244,7 @@ impl Accounts {
         let user = self.existing(name).await?;
         let link = match mp_user {
             Some((id, mp_name)) => {
-                let id = id.trim();
-                if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(CoreError::Config(format!(
-                        "a MoviePilot user id is a decimal number (MoviePilot → 用户管理 shows it), not {id:?}"
-                    )));
-                }
+                let id = moviepilot_user_id(id)?;
                 Some(mpa_store::MoviePilotLink {
                     user_id: id.to_string(),
                     user_name: mp_name.unwrap_or(&user.name).to_string(),
@@ -312,6 +328,30 @@ impl Accounts {
             None => None,
         };
         Ok(self.store().create_user(name, is_admin, hash).await?.into())
+    }
+
+    /// Creates an account linked to MoviePilot user `mp_user` (decimal id) at once: when the
+    /// name or the link is taken nothing is created, and the error names the real conflict.
+    pub async fn create_linked(
+        &self,
+        name: &str,
+        is_admin: bool,
+        password: Option<&str>,
+        mp_user: &str,
+    ) -> Result<Account> {
+        let link = mpa_store::MoviePilotLink {
+            user_id: moviepilot_user_id(mp_user)?.to_string(),
+            user_name: name.to_string(),
+        };
+        let hash = match password {
+            Some(p) => Some(self.hash_password(p).await?),
+            None => None,
+        };
+        Ok(self
+            .store()
+            .create_linked_user(name, is_admin, hash, link)
+            .await?
+            .into())
     }
 
     /// Every account, by name.
@@ -401,10 +441,19 @@ impl Accounts {
             tokio::time::sleep(self.inner.limiter.limits().slowdown).await;
         }
         if let Some(mp) = moviepilot {
-            let user = self
+            let (user, mp_expiry) = self
                 .check_at_moviepilot(&mp, name, password, attempt, client)
                 .await?;
-            return self.issue(user, ttl).await;
+            let standing = self.inner.standing.get();
+            if let Some(s) = standing {
+                s.mark_checked(&user.id);
+            }
+            // Without the key nothing can replace MoviePilot's token once it expires, so the
+            // agent's token ends with it.
+            let cap = mp_expiry
+                .filter(|_| !standing.is_some_and(|s| s.mints()))
+                .and_then(|exp| DateTime::<Utc>::from_timestamp(exp, 0));
+            return self.issue(user, ttl, cap).await;
         }
         let user = self.store().user_by_name(name).await?;
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
@@ -432,11 +481,12 @@ impl Accounts {
             }
         };
         attempt.succeeded();
-        self.issue(user, ttl).await
+        self.issue(user, ttl, None).await
     }
 
     /// Checks `name`/`password` at MoviePilot under a check permit and adopts the MoviePilot
-    /// user as the host account (see the module docs). Consumes the limiter attempt.
+    /// user as the host account (see the module docs), with the `exp` of MoviePilot's token.
+    /// Consumes the limiter attempt.
     async fn check_at_moviepilot(
         &self,
         mp: &GatewayClient,
@@ -444,7 +494,7 @@ impl Accounts {
         password: &str,
         attempt: limiter::Attempt,
         client: IpAddr,
-    ) -> Result<User> {
+    ) -> Result<(User, Option<i64>)> {
         let Ok(Ok(permit)) = tokio::time::timeout(
             self.inner.hash_wait,
             Arc::clone(&self.inner.hashing).acquire_owned(),
@@ -476,6 +526,7 @@ impl Accounts {
             }
         };
         attempt.succeeded();
+        let expiry = signed_in.expires_at;
         let user = self
             .store()
             .adopt_moviepilot_user(mpa_store::MoviePilotSignIn {
@@ -485,14 +536,22 @@ impl Accounts {
                 token: signed_in.token.expose().to_owned(),
             })
             .await?;
-        Ok(user)
+        Ok((user, expiry))
     }
 
-    /// Issues a login token for `user`, valid for `ttl`.
-    async fn issue(&self, user: User, ttl: Duration) -> Result<IssuedToken> {
+    /// Issues a login token for `user`, valid for `ttl` and never past `cap`.
+    async fn issue(
+        &self,
+        user: User,
+        ttl: Duration,
+        cap: Option<DateTime<Utc>>,
+    ) -> Result<IssuedToken> {
         let token = new_token();
         let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::days(7));
-        let expires_at = Utc::now() + ttl;
+        let expires_at = match cap {
+            Some(cap) => cap.min(Utc::now() + ttl),
+            None => Utc::now() + ttl,
+        };
         self.store()
             .insert_token(token_hash(&token), &user.id, expires_at)
             .await?;
@@ -504,13 +563,25 @@ impl Accounts {
         })
     }
 
-    /// The account a bearer token belongs to, if the token is known and unexpired.
+    /// The account a bearer token belongs to, if the token is known and unexpired. With
+    /// MoviePilot sign-in a request is also when the user's standing is due for a check; a token
+    /// revoked because the account ended is answered with why
+    /// ([`CoreError::MoviePilotAccountEnded`]).
     pub async fn authenticate(&self, token: &str) -> Result<Option<Account>> {
-        Ok(self
-            .store()
-            .token_user(token_hash(token))
-            .await?
-            .map(Account::from))
+        let hash = token_hash(token);
+        let standing = self.inner.standing.get();
+        let Some(user) = self.store().token_user(hash.clone()).await? else {
+            return match standing.and_then(|s| s.revoked(&hash)) {
+                Some(why) => Err(CoreError::MoviePilotAccountEnded(why)),
+                None => Ok(None),
+            };
+        };
+        if let Some(s) = standing
+            && let Err(why) = s.check(&user.id, false).await
+        {
+            return Err(CoreError::MoviePilotAccountEnded(why));
+        }
+        Ok(Some(Account::from(user)))
     }
 
     /// Revokes one token; `false` when it was not (or no longer) valid.

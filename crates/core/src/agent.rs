@@ -519,8 +519,30 @@ impl Agent {
             tracing::error!(session = %session_id, error = %e, "evidence not deleted");
             return Err(CoreError::EvidenceUnavailable(e.to_string()));
         }
+        // Its settled receipts go with it; an open one (`running`/`unknown`) stays until
+        // verified, so a later look-up never reads a write that may have happened as missing.
+        self.services
+            .store
+            .ledger_delete_resolved(&owner.0, session_id)
+            .await?;
         self.services.store.delete_chat(session_id).await?;
         Ok(())
+    }
+
+    /// Stops every running turn of `user`'s sessions, for as long as the agent lives (an
+    /// account that ended stops its turns; it holds no reference that keeps the agent alive).
+    pub fn turn_stopper(&self) -> impl Fn(&UserId) + Send + Sync + 'static {
+        let sessions = Arc::downgrade(&self.sessions);
+        move |user: &UserId| {
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            for h in lock(&sessions).values() {
+                if h.owner() == user {
+                    h.stop();
+                }
+            }
+        }
     }
 
     /// Closes and forgets a live session (used before deleting a chat).

@@ -58,6 +58,10 @@ pub enum CoreError {
     /// MoviePilot accepted the credentials but has disabled the account.
     #[error("this MoviePilot account is disabled / 该 MoviePilot 账户未启用")]
     AccountDisabled,
+    /// The user's MoviePilot account ended (disabled, deleted, or its sign-in refused): the
+    /// token presented was revoked with it.
+    #[error("{}", .0.message())]
+    MoviePilotAccountEnded(crate::moviepilot::standing::Ended),
     /// `MPA_AUTH=moviepilot` and MoviePilot's login could not be reached or read.
     #[error("cannot sign in with MoviePilot right now: {0} / 暂时无法通过 MoviePilot 登录")]
     SignInUnavailable(String),
@@ -68,6 +72,9 @@ impl CoreError {
     pub fn code(&self) -> &'static str {
         match self {
             CoreError::Store(mpa_store::StoreError::NameTaken(_)) => "user_name_taken",
+            CoreError::Store(mpa_store::StoreError::AlreadyLinked { .. }) => {
+                "moviepilot_user_linked"
+            }
             CoreError::Store(mpa_store::StoreError::InvalidName(_)) => "invalid_user_name",
             CoreError::Store(mpa_store::StoreError::NoSuchUser(_)) | CoreError::NoSuchUser(_) => {
                 "no_such_user"
@@ -92,6 +99,7 @@ impl CoreError {
             CoreError::PasswordHashing(_) => "internal_error",
             CoreError::AccountDisabled => "account_disabled",
             CoreError::SignInUnavailable(_) => "moviepilot_unavailable",
+            CoreError::MoviePilotAccountEnded(why) => why.code(),
         }
     }
 }

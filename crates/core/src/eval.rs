@@ -332,6 +332,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
             auth: AuthMode::Local,
         },
         identity: Some(Arc::new(resolver)),
+        account_clock: None,
     });
     let guard = task.guard;
     let host = Host::open_with_tools(cfg, |registry| {

@@ -7,6 +7,7 @@ use crate::capability::RegistryOptions;
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::moviepilot::identity::{AccountResolver, IdentityResolver, Unconfigured};
+use crate::moviepilot::standing::{Clock, Standing, SystemClock};
 use crate::moviepilot::{AuthMode, MoviePilotAccess, MoviePilotConfig};
 use crate::services::Capabilities;
 use mpa_protocol::{Actor, Durability};
@@ -44,6 +45,8 @@ pub struct HostConfig {
 pub struct MoviePilotHostConfig {
     pub config: MoviePilotConfig,
     pub identity: Option<Arc<dyn IdentityResolver>>,
+    /// The clock of the account-standing checks (`None`: the system's; tests move their own).
+    pub account_clock: Option<Arc<dyn Clock>>,
 }
 
 impl std::fmt::Debug for MoviePilotHostConfig {
@@ -177,8 +180,10 @@ impl Host {
         clock.mark("data_dir_claim");
         let mut caps = capabilities(&cfg);
         clock.mark("capabilities");
+        let mut standing = None;
         if let Some(mp) = &cfg.moviepilot {
-            let access = moviepilot_access(mp, &store)?;
+            let (access, follows) = moviepilot_access(mp, &store)?;
+            standing = follows;
             // Reads the server's routes and installs the operation guides for them.
             let skills_root = cfg.data_dir.join("agent/skills");
             crate::moviepilot::live::start(&access, skills_root, cfg.durability).await;
@@ -200,6 +205,10 @@ impl Host {
             agent
                 .accounts()
                 .sign_in_with_moviepilot(access.client.clone());
+            if let Some(standing) = standing {
+                standing.on_end(agent.turn_stopper());
+                agent.accounts().follow_moviepilot_standing(standing);
+            }
         }
         clock.mark("agent");
         Ok(Host {
@@ -228,6 +237,17 @@ impl Host {
         &self.data_dir
     }
 
+    /// Checks `MOVIEPILOT_SECRET_KEY` against the configured MoviePilot (one minted token, one
+    /// cheap read): `None` without a MoviePilot.
+    pub async fn check_moviepilot_key(
+        &self,
+        key: &str,
+    ) -> Option<crate::moviepilot::doctor::KeyCheck> {
+        let access = self.caps.moviepilot.as_ref()?;
+        let knowledge = access.client.server_knowledge().await;
+        Some(crate::moviepilot::doctor::verify_key(&access.client, key, &knowledge).await)
+    }
+
     /// The evidence history (for `mpagent history …`).
     pub fn history(&self) -> Result<&mpa_history::History> {
         self.caps
@@ -245,10 +265,25 @@ impl Host {
     }
 }
 
-fn moviepilot_access(mp: &MoviePilotHostConfig, store: &Store) -> Result<MoviePilotAccess> {
+/// The gateway access, and — with MoviePilot sign-in — the account-standing checks its identity
+/// resolver and the accounts share.
+fn moviepilot_access(
+    mp: &MoviePilotHostConfig,
+    store: &Store,
+) -> Result<(MoviePilotAccess, Option<Arc<Standing>>)> {
     let client =
         mpa_gateway::GatewayClient::new(mpa_gateway::GatewayConfig::new(mp.config.url.clone()))
             .map_err(|e| CoreError::Config(e.to_string()))?;
+    let standing = (mp.config.auth == AuthMode::MoviePilot).then(|| {
+        Arc::new(Standing::new(
+            client.clone(),
+            store.clone(),
+            mp.config.secret_key.clone(),
+            mp.account_clock
+                .clone()
+                .unwrap_or_else(|| Arc::new(SystemClock)),
+        ))
+    });
     let identity: Arc<dyn IdentityResolver> = match &mp.identity {
         Some(custom) => Arc::clone(custom),
         None if mp.config.secret_key.is_none() && mp.config.auth == AuthMode::Local => {
@@ -258,9 +293,10 @@ fn moviepilot_access(mp: &MoviePilotHostConfig, store: &Store) -> Result<MoviePi
             store: store.clone(),
             secret_key: mp.config.secret_key.clone(),
             mode: mp.config.auth,
+            standing: standing.clone(),
         }),
     };
-    Ok(MoviePilotAccess { client, identity })
+    Ok((MoviePilotAccess { client, identity }, standing))
 }
 
 fn capabilities(cfg: &HostConfig) -> Capabilities {

@@ -36,6 +36,7 @@ pub(crate) mod plan;
 pub(crate) mod prompt;
 pub mod redaction;
 pub mod result_cap;
+pub mod retention;
 pub mod review;
 pub(crate) mod services;
 pub mod session;

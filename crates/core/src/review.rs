@@ -130,20 +130,25 @@ impl RunningReview {
     }
 
     /// Cancels the review and waits at most [`CANCEL_WAIT`]; later writes are sealed either way.
-    pub async fn cancel(self) -> ReviewState {
+    /// The report of a review that stopped in time carries what it used until then.
+    pub async fn cancel(self) -> (ReviewState, Option<ReviewReport>) {
         self.sealed.cancel();
         self.cancel.cancel();
         let mut task = self.task;
-        if tokio::time::timeout(CANCEL_WAIT, &mut task).await.is_err() {
-            tracing::warn!("background review did not stop within 2 s; continuing");
-            task.abort();
-            return ReviewState::Abandoned;
+        match tokio::time::timeout(CANCEL_WAIT, &mut task).await {
+            Ok(report) => (ReviewState::Cancelled, report.ok()),
+            Err(_) => {
+                tracing::warn!("background review did not stop within 2 s; continuing");
+                task.abort();
+                (ReviewState::Abandoned, None)
+            }
         }
-        ReviewState::Cancelled
     }
 
-    pub async fn wait(self) -> Option<ReviewReport> {
-        self.task.await.ok()
+    /// Waits for the review to end on its own (`None`: it panicked). Not to be awaited again
+    /// once it returned.
+    pub async fn done(&mut self) -> Option<ReviewReport> {
+        (&mut self.task).await.ok()
     }
 }
 
@@ -199,17 +204,13 @@ pub fn spawn(
     actor: Actor,
     session_id: String,
     start: ReviewStart,
-    on_done: Box<dyn FnOnce() + Send>,
 ) -> RunningReview {
     let cancel = CancellationToken::new();
     let sealed = ReviewToken::new(format!("review-{}", uuid::Uuid::new_v4().simple()));
     let ctx = sealed.clone();
     let token = cancel.clone();
-    let task = tokio::spawn(async move {
-        let report = run(services, actor, session_id, start, token, ctx).await;
-        on_done();
-        report
-    });
+    let task =
+        tokio::spawn(async move { run(services, actor, session_id, start, token, ctx).await });
     RunningReview {
         cancel,
         sealed,

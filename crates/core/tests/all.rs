@@ -2,6 +2,7 @@
 //! own, and linking dominated the build (one binary, one link). Tests that need a process
 //! of their own stay separate targets (see Cargo.toml).
 
+mod accounts_standing;
 mod architecture;
 mod common;
 mod context_budget;

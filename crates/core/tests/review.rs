@@ -249,3 +249,39 @@ async fn a_review_stops_once_its_input_budget_is_spent() {
     assert!(s.wait_idle(Duration::from_secs(30)).await);
     assert_eq!(mock.requests().len(), 1 + 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn review_usage_was_only_logged_now_it_joins_the_sessions_saved_usage() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, 1).await;
+    mock.push(MockReply::text("hi").usage(100, 10));
+    // The review: one look at the skills, then nothing to save.
+    mock.push(MockReply::tool_calls(&[("l", "skills_list", json!({}))]).usage(200, 20));
+    mock.push(MockReply::text("Nothing to save.").usage(300, 30));
+    assert_eq!(turn(&e, "cost", "hello").await, TurnStatus::Completed);
+    let s = e.agent.live("cost").unwrap();
+    assert!(s.wait_idle(Duration::from_secs(30)).await);
+    assert_eq!(s.review_state(), ReviewState::Finished);
+    assert_eq!(mock.requests().len(), 3);
+
+    let chat = e.agent.chat_for(&e.actor, "cost").await.unwrap();
+    let usage = &chat.session_state["usage"];
+    assert_eq!(usage["total_input_tokens"], 600, "{usage}");
+    assert_eq!(usage["total_output_tokens"], 60, "{usage}");
+    assert_eq!(usage["total_tokens"], 660, "{usage}");
+    assert_eq!(usage["model_call_count"], 3, "{usage}");
+    assert_eq!(usage["review_model_call_count"], 2, "{usage}");
+    assert_eq!(usage["review_total_tokens"], 550, "{usage}");
+    // The last request is still the conversation's own.
+    assert_eq!(usage["last_input_tokens"], 100, "{usage}");
+
+    // The next turn keeps counting from there.
+    mock.push(MockReply::text("again").usage(1000, 1));
+    mock.push(MockReply::text("Nothing to save.").usage(1, 1));
+    assert_eq!(turn(&e, "cost", "more").await, TurnStatus::Completed);
+    assert!(s.wait_idle(Duration::from_secs(30)).await);
+    let chat = e.agent.chat_for(&e.actor, "cost").await.unwrap();
+    let usage = &chat.session_state["usage"];
+    assert_eq!(usage["total_input_tokens"], 1601, "{usage}");
+    assert_eq!(usage["model_call_count"], 5, "{usage}");
+}

@@ -607,3 +607,206 @@ async fn a_running_turn_keeps_a_recovery_snapshot_with_the_call_marked_result_un
     );
     assert_eq!(chat.agent_messages.last().unwrap().text(), "added");
 }
+
+/// The ledger row of an invocation as stored: (status, updated_at).
+fn row(e: &Env, invocation_id: &str) -> Option<(String, String)> {
+    use rusqlite::OptionalExtension;
+    e.db()
+        .query_row(
+            "SELECT status, updated_at FROM agent_invocations WHERE invocation_id = ?1",
+            [invocation_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .unwrap()
+}
+
+/// One settled and one open (`unknown`) receipt in `session`: their invocation ids.
+async fn settled_and_open(e: &Env, session: &str) -> (String, String) {
+    let (ok, _) = e
+        .tool(&e.alice, session, "moviepilot_api", download_add())
+        .await;
+    assert_eq!(ok["_tool_execution"]["outcome"], "succeeded", "{ok}");
+    // Another download, its answer lost.
+    e.fake.add_fault(fault(
+        json!({"operation": "download.add", "action": {"kind": "drop"}, "nth": 1}),
+    ));
+    let season_two = json!({"operation_id": "download.add", "body": {
+        "torrent_in": {"title": "Three Body S02",
+            "enclosure": MAGNET.replace("0123456789abcdef01234567", "fedcba9876543210fedcba98")},
+        "media_source": "themoviedb", "media_id": "204541"}});
+    let (lost, _) = e
+        .tool(&e.alice, session, "moviepilot_api", season_two)
+        .await;
+    assert_eq!(lost["_tool_execution"]["outcome"], "unknown", "{lost}");
+    (
+        ok["_tool_execution"]["invocation_id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        lost["_tool_execution"]["invocation_id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn receipts_were_never_deleted_with_their_session_now_settled_ones_go_and_open_ones_stay() {
+    let e = env().await;
+    // A chat to delete: one turn, then the writes in the same session.
+    e.mock.push(MockReply::text("hello"));
+    e.turn(&e.alice, "gone", "hi").await;
+    let (settled, open) = settled_and_open(&e, "gone").await;
+    let (kept, _) = e
+        .tool(&e.alice, "kept", "moviepilot_api", download_add())
+        .await;
+    let kept = kept["_tool_execution"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    e.host
+        .agent()
+        .delete_session(&e.alice, "gone")
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&e, &settled),
+        None,
+        "the settled receipt went with its chat"
+    );
+    assert_eq!(row(&e, &open).unwrap().0, "unknown", "the open one stays");
+    // (MoviePilot answers the repeated download as a duplicate: a settled `failed` receipt.)
+    assert!(row(&e, &kept).is_some(), "another session's stays");
+    let (found, _) = e
+        .tool(
+            &e.alice,
+            "gone",
+            "get_tool_execution",
+            json!({"invocation_id": open}),
+        )
+        .await;
+    assert_eq!(found["execution_status"], "unknown", "{found}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retention_expires_settled_receipts_past_the_window_and_never_open_ones() {
+    let e = env().await;
+    let (old_settled, old_open) = settled_and_open(&e, "old").await;
+    let (new_settled, _) = e
+        .tool(&e.alice, "new", "moviepilot_api", download_add())
+        .await;
+    let new_settled = new_settled["_tool_execution"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let long_ago = (chrono::Utc::now() - chrono::Duration::days(40))
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    e.db()
+        .execute(
+            "UPDATE agent_invocations SET updated_at = ?1 WHERE session_id LIKE '%old'",
+            [&long_ago],
+        )
+        .unwrap();
+
+    // 0 days keeps everything.
+    let report = e.host.agent().retention_pass(0).await;
+    assert_eq!(report.receipts_removed, 0);
+    assert!(row(&e, &old_settled).is_some());
+
+    let report = e.host.agent().retention_pass(30).await;
+    assert_eq!(report.receipts_removed, 1);
+    assert_eq!(row(&e, &old_settled), None, "settled and 40 days old");
+    assert_eq!(
+        row(&e, &old_open).unwrap().0,
+        "unknown",
+        "open rows never expire"
+    );
+    assert!(row(&e, &new_settled).is_some(), "inside the window");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_of_a_write_still_running_was_pending_and_success_now_unknown() {
+    let e = env().await;
+    e.fake.add_fault(fault(json!({"operation": "download.add",
+        "action": {"kind": "stall", "ms": 3000}, "nth": 1})));
+    let agent = e.host.agent().clone();
+    let alice = e.alice.clone();
+    let first = tokio::spawn(async move {
+        agent
+            .run_tool(&alice, "twice", "moviepilot_api", download_add())
+            .await
+            .unwrap()
+    });
+    // The first call holds its claim while MoviePilot stalls.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let running: i64 = e
+            .db()
+            .query_row(
+                "SELECT count(*) FROM agent_invocations WHERE status = 'running'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if running == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (dup, _) = e
+        .tool(&e.alice, "twice", "moviepilot_api", download_add())
+        .await;
+    assert_eq!(dup["execution_outcome"], "unknown", "{dup}");
+    assert_eq!(dup["success"], false, "{dup}");
+    assert_eq!(dup["replayed"], true);
+    let msg = dup["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the first call is still running; not confirmed"),
+        "{msg}"
+    );
+    let (out, outcome) = first.await.unwrap();
+    assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+    assert_eq!(e.sent("download.add"), 1, "the duplicate was not sent");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn settings_with_a_credential_word_inside_the_key_were_read_back_now_they_stay_unknown() {
+    let e = env().await;
+    for key in ["TRACKER_COOKIE_2", "PT_PASSKEY_MAIN"] {
+        e.fake
+            .add_fault(fault(json!({"operation": "config.system.update",
+            "action": {"kind": "drop"}, "nth": 1})));
+        let gets = e.sent("config.system.get");
+        let (v, _) = e
+            .tool(
+                &e.admin,
+                "creds",
+                "moviepilot_api",
+                setting_update(json!({"setting_key": key, "value": "abc123"})),
+            )
+            .await;
+        assert_eq!(v["execution_outcome"], "unknown", "{key}: {v}");
+        assert!(v.get("reconciled").is_none(), "{key}: {v}");
+        assert_eq!(e.sent("config.system.get"), gets, "{key} was read back");
+    }
+    // A key with no credential word is still verified by reading it back.
+    e.fake
+        .add_fault(fault(json!({"operation": "config.system.update",
+        "action": {"kind": "drop"}, "nth": 1})));
+    let (v, _) = e
+        .tool(
+            &e.admin,
+            "creds",
+            "moviepilot_api",
+            setting_update(json!({"setting_key": "SUBSCRIBE_SEARCH_INTERVAL", "value": 24})),
+        )
+        .await;
+    assert_eq!(v["execution_outcome"], "succeeded", "{v}");
+    assert_eq!(v["reconciled"], true);
+}

@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
+/// The bearer's own user record (the one route here that reports an account's standing).
+pub const CURRENT_USER_PATH: &str = "/api/v1/user/current";
 
 /// The claims MoviePilot puts in its tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -200,6 +200,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
     if path.trim_end_matches('/') == LOGIN_PATH {
         return login(&shared, flight, &method, &bytes);
     }
+    if path == auth::CURRENT_USER_PATH && method == "GET" {
+        return current_user(&shared, flight, &headers);
+    }
 
     if let Some(doc) = shared.openapi.routes() {
         match recorded::route_by_document(doc, &method, &path, &query) {
@@ -588,6 +591,26 @@ fn method_not_allowed(flight: InFlight) -> Response {
         RefusalKind::MethodNotAllowed,
         "method not allowed",
     )
+}
+
+/// MoviePilot's `GET /api/v1/user/current`: the bearer's own record, after the database check
+/// of its user (missing → 403 `用户不存在`, inactive → 403 `用户未激活`).
+fn current_user(shared: &Arc<Shared>, flight: InFlight, headers: &HeaderMap) -> Response {
+    match authenticate(shared, headers) {
+        Ok((user, _)) => {
+            let record = json!({"id": user.id, "name": user.name, "is_active": user.is_active,
+                "is_superuser": user.super_user, "avatar": user.avatar, "is_otp": false,
+                "permissions": user.permissions, "settings": {}, "email": null});
+            flight.answer(200, record, HeaderMap::new(), |a| {
+                a.user = Some(AttemptUser {
+                    id: user.id,
+                    name: user.name.clone(),
+                    super_user: user.super_user,
+                });
+            })
+        }
+        Err((failure, kind)) => auth_response(flight, failure, kind),
+    }
 }
 
 fn login(shared: &Arc<Shared>, flight: InFlight, method: &str, bytes: &[u8]) -> Response {

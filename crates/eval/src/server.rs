@@ -327,6 +327,34 @@ impl FakeHandle {
         ))
     }
 
+    /// Enables or disables the named user, as MoviePilot's user management does; false when
+    /// there is no such user.
+    pub fn set_user_active(&self, user_name: &str, active: bool) -> bool {
+        let mut inner = self.shared.lock();
+        match inner
+            .world
+            .state
+            .users
+            .iter_mut()
+            .find(|u| u.name == user_name)
+        {
+            Some(u) => {
+                u.is_active = active;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Deletes the named user; false when there is no such user.
+    pub fn delete_user(&self, user_name: &str) -> bool {
+        let mut inner = self.shared.lock();
+        let users = &mut inner.world.state.users;
+        let before = users.len();
+        users.retain(|u| u.name != user_name);
+        users.len() < before
+    }
+
     /// Moves the fake's clock forward by `by`: the tokens it issued and the ones it checks age
     /// at once (an expiry test needs no sleep).
     pub fn advance_clock(&self, by: Duration) {

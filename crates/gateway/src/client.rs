@@ -28,6 +28,11 @@ pub const SOURCE_HEADER: &str = "x-moviepilot-agent-source";
 /// The sign-in route (OAuth2 password form).
 pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
 
+/// The signed-in user's own record. MoviePilot answers it only after loading the token's user
+/// from its database and checking it is active — unlike most routes, which check the signature
+/// alone — so it tells whether an account still stands.
+pub const CURRENT_USER_PATH: &str = "/api/v1/user/current";
+
 /// FastAPI's OpenAPI document under MoviePilot's API prefix (no credentials needed).
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 /// The document is local and small; a server that takes longer is treated as unreachable.
@@ -36,6 +41,16 @@ const OPENAPI_TIMEOUT: Duration = Duration::from_secs(10);
 /// Header values are ASCII; anything else (a Chinese channel name, a space) is percent-encoded,
 /// as MoviePilot's own gateway does.
 const HEADER_VALUE: &AsciiSet = &CONTROLS.add(b' ').add(b'%').add(b'"');
+
+/// What MoviePilot says of an account ([`GatewayClient::account_standing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountStanding {
+    Active,
+    Disabled,
+    Deleted,
+    /// The token itself was refused (expired, or not signed with MoviePilot's key).
+    TokenRejected,
+}
 
 /// Where MoviePilot is and how long to wait for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -577,6 +592,45 @@ impl GatewayClient {
 
     /// Signs in at MoviePilot's `POST /api/v1/login/access-token` with the OAuth2 password form.
     /// A wrong password and an unknown user both give `LoginRejected`.
+    /// Whether the user `token` names still stands in MoviePilot: one read of
+    /// [`CURRENT_USER_PATH`], used for nothing else. MoviePilot's own words decide: 403 `用户不存在`
+    /// is a deleted account, 403 `用户未激活` (or a record with `is_active: false`) a disabled one,
+    /// 401 or another 403 a token MoviePilot no longer takes.
+    pub async fn account_standing(&self, token: &BearerToken) -> Result<AccountStanding> {
+        const OP: &str = "user.current";
+        let url = route::build_url(&self.base, CURRENT_USER_PATH, &[], None).ok_or_else(|| {
+            GatewayError::NotSent {
+                operation_id: OP.to_owned(),
+                reason: "the URL could not be built".to_owned(),
+            }
+        })?;
+        let response = self
+            .http
+            .get(url)
+            .header(ACCEPT, "application/json")
+            .bearer_auth(token.expose())
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| transport_error(OP, e, self.timeout))?;
+        let status = response.status().as_u16();
+        let body = self.read_body(OP, response, self.timeout).await?;
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let detail = v.get("detail").and_then(Value::as_str).unwrap_or_default();
+        Ok(match status {
+            200..=299 if v.get("is_active") == Some(&Value::Bool(false)) => {
+                AccountStanding::Disabled
+            }
+            200..=299 => AccountStanding::Active,
+            403 if detail.contains("不存在") => AccountStanding::Deleted,
+            403 if detail.contains("未激活") || detail.contains("未启用") => {
+                AccountStanding::Disabled
+            }
+            401 | 403 => AccountStanding::TokenRejected,
+            other => return Err(GatewayError::LoginFailed { status: other }),
+        })
+    }
+
     pub async fn login(&self, username: &str, password: &str) -> Result<LoginResult> {
         const OP: &str = "login";
         let url = route::build_url(&self.base, LOGIN_PATH, &[], None).ok_or_else(|| {

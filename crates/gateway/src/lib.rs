@@ -62,8 +62,9 @@ pub use catalogue::{
     Sensitivity, catalogue, embedded_catalogue_error, placeholders,
 };
 pub use client::{
-    ApiError, ApiResponse, CHANNEL_HEADER, CallContext, Collection, GatewayClient, GatewayConfig,
-    LOGIN_PATH, OPENAPI_PATH, SESSION_HEADER, SOURCE_HEADER,
+    AccountStanding, ApiError, ApiResponse, CHANNEL_HEADER, CURRENT_USER_PATH, CallContext,
+    Collection, GatewayClient, GatewayConfig, LOGIN_PATH, OPENAPI_PATH, SESSION_HEADER,
+    SOURCE_HEADER,
 };
 pub use contract::{BodyKind, BodySpec, Field, FieldKind, InputContract, ObjectContract};
 pub use error::{GatewayError, Result};

@@ -130,7 +130,9 @@ impl From<CoreError> for ApiError {
             | CoreError::LoginBusy => StatusCode::TOO_MANY_REQUESTS,
             CoreError::SessionClosed => StatusCode::SERVICE_UNAVAILABLE,
             CoreError::UnknownTool(_) | CoreError::WeakPassword { .. } => StatusCode::BAD_REQUEST,
-            CoreError::InvalidCredentials => StatusCode::UNAUTHORIZED,
+            CoreError::InvalidCredentials | CoreError::MoviePilotAccountEnded(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             CoreError::AccountDisabled => StatusCode::FORBIDDEN,
             CoreError::SignInUnavailable(_) => StatusCode::BAD_GATEWAY,
             CoreError::MessageTooLarge { .. } | CoreError::MessageOverWindow { .. } => {

@@ -177,6 +177,31 @@ impl Store {
         .await
     }
 
+    /// Replaces only a saved chat's session state — what changed after its last snapshot
+    /// without a new message (a background review's usage) — leaving messages and activity time
+    /// alone. False when the chat has no saved snapshot.
+    pub async fn update_session_state(
+        &self,
+        session_id: &str,
+        session_state: &serde_json::Value,
+    ) -> Result<bool> {
+        if !session_state.is_object() {
+            return Err(StoreError::SessionStateNotObject);
+        }
+        let state = to_json("session_state", session_state)?;
+        let sid = session_id.to_string();
+        self.run(move |c| {
+            // Readers take the journal row's state over the chat row's, and every full snapshot
+            // writes one, so the chat row (with the conversation in it) is not rewritten.
+            let n = c.execute(
+                "UPDATE chat_journals SET session_state = ?2 WHERE session_id = ?1",
+                params![sid, state],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
     async fn upsert_chat(&self, chat: Chat, journal: Option<String>) -> Result<()> {
         if !chat.session_state.is_object() {
             return Err(StoreError::SessionStateNotObject);

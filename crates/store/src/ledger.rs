@@ -315,14 +315,19 @@ impl Store {
         .await
     }
 
-    /// A deleted session drops only its resolved rows; `running`/`unknown` stay until verified.
-    pub async fn ledger_delete_resolved(&self, session_id: &str) -> Result<usize> {
-        let s = session_id.to_string();
+    /// A deleted session drops only this user's resolved rows of it; `running`/`unknown` stay
+    /// until verified.
+    pub async fn ledger_delete_resolved(
+        &self,
+        principal_id: &str,
+        session_id: &str,
+    ) -> Result<usize> {
+        let (p, s) = (principal_id.to_string(), session_id.to_string());
         self.run(move |c| {
             Ok(c.execute(
-                "DELETE FROM agent_invocations WHERE session_id = ?1 \
+                "DELETE FROM agent_invocations WHERE principal_id = ?1 AND session_id = ?2 \
                  AND status IN ('succeeded', 'failed', 'pending')",
-                params![s],
+                params![p, s],
             )?)
         })
         .await
@@ -331,7 +336,8 @@ impl Store {
     /// Retention: resolved rows last updated before `cutoff` (RFC 3339); open rows are never
     /// deleted by age.
     pub async fn ledger_cleanup(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<usize> {
-        let cutoff = cutoff.to_rfc3339();
+        // The stored form, so the text comparison is a time comparison.
+        let cutoff = cutoff.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         self.run(move |c| {
             Ok(c.execute(
                 "DELETE FROM agent_invocations WHERE updated_at < ?1 \

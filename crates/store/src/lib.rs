@@ -72,6 +72,12 @@ pub enum StoreError {
     },
     #[error("user name {0:?} is already taken")]
     NameTaken(String),
+    /// One MoviePilot user links to one account.
+    #[error("MoviePilot user {moviepilot_user} is already linked to {account}")]
+    AlreadyLinked {
+        moviepilot_user: String,
+        account: String,
+    },
     #[error("invalid user name {0:?}: use 1-64 letters, digits, '.', '_', '-' or '@'")]
     InvalidName(String),
     #[error("no such user: {0}")]

@@ -148,31 +148,28 @@ impl Store {
         link: Option<MoviePilotLink>,
     ) -> Result<()> {
         let id = user.0.clone();
+        self.run(move |c| set_link(c, &id, link.as_ref())).await
+    }
+
+    /// Creates an account already linked to a MoviePilot user, in one transaction: a name or a
+    /// link that is taken creates nothing.
+    pub async fn create_linked_user(
+        &self,
+        name: &str,
+        is_admin: bool,
+        password_hash: Option<String>,
+        link: MoviePilotLink,
+    ) -> Result<User> {
+        if !crate::users::valid_name(name) {
+            return Err(StoreError::InvalidName(name.to_string()));
+        }
+        let name = name.to_string();
         self.run(move |c| {
-            let (mp_id, mp_name) = match &link {
-                Some(l) => (Some(l.user_id.clone()), Some(l.user_name.clone())),
-                None => (None, None),
-            };
-            let changed = c
-                .execute(
-                    "UPDATE users SET moviepilot_user_id = ?1, moviepilot_user_name = ?2, \
-                     moviepilot_token = NULL WHERE id = ?3",
-                    params![mp_id, mp_name, id],
-                )
-                .map_err(|e| {
-                    if is_unique_violation(&e) {
-                        StoreError::NameTaken(format!(
-                            "MoviePilot user {}",
-                            link.as_ref().map_or("", |l| l.user_id.as_str())
-                        ))
-                    } else {
-                        e.into()
-                    }
-                })?;
-            if changed == 0 {
-                return Err(StoreError::NoSuchUser(id));
-            }
-            Ok(())
+            let tx = c.transaction()?;
+            let user = crate::users::insert_user(&tx, &name, is_admin, password_hash)?;
+            set_link(&tx, &user.id.0, Some(&link))?;
+            tx.commit()?;
+            Ok(user)
         })
         .await
     }
@@ -242,6 +239,40 @@ impl Store {
         })
         .await
     }
+}
+
+/// Sets or clears one account's link; a MoviePilot user linked elsewhere names that account.
+fn set_link(c: &rusqlite::Connection, id: &str, link: Option<&MoviePilotLink>) -> Result<()> {
+    let (mp_id, mp_name) = match link {
+        Some(l) => (Some(l.user_id.as_str()), Some(l.user_name.as_str())),
+        None => (None, None),
+    };
+    let changed = match c.execute(
+        "UPDATE users SET moviepilot_user_id = ?1, moviepilot_user_name = ?2, \
+         moviepilot_token = NULL WHERE id = ?3",
+        params![mp_id, mp_name, id],
+    ) {
+        Ok(n) => n,
+        Err(e) if is_unique_violation(&e) => {
+            let mp = mp_id.unwrap_or_default().to_string();
+            let account: Option<String> = c
+                .query_row(
+                    "SELECT name FROM users WHERE moviepilot_user_id = ?1",
+                    params![mp],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            return Err(StoreError::AlreadyLinked {
+                moviepilot_user: mp,
+                account: account.unwrap_or_else(|| "another account".into()),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if changed == 0 {
+        return Err(StoreError::NoSuchUser(id.to_string()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

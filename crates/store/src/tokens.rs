@@ -77,6 +77,21 @@ impl Store {
         .await
     }
 
+    /// Deletes every login token of `user` and returns their hashes (so a later request with one
+    /// can be told why it no longer works).
+    pub async fn take_user_tokens(&self, user: &UserId) -> Result<Vec<String>> {
+        let user = user.0.clone();
+        self.run(move |c| {
+            let mut stmt =
+                c.prepare("DELETE FROM auth_tokens WHERE user_id = ?1 RETURNING token_hash")?;
+            let hashes = stmt
+                .query_map(params![user], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(hashes)
+        })
+        .await
+    }
+
     pub async fn delete_token(&self, token_hash: String) -> Result<bool> {
         self.run(move |c| {
             Ok(c.execute(

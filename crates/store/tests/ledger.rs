@@ -175,7 +175,7 @@ async fn deleting_a_session_and_retention_keep_open_rows() {
         .ledger_finish(id, &claim_token, LedgerStatus::Pending)
         .await
         .unwrap();
-    assert_eq!(store.ledger_delete_resolved("s1").await.unwrap(), 1);
+    assert_eq!(store.ledger_delete_resolved("u1", "s1").await.unwrap(), 1);
     assert!(
         store
             .ledger_get("u1", "s1", "open")

@@ -226,27 +226,51 @@ async fn check_key(
         }
         return;
     };
+    match verify_key(client, key, knowledge).await {
+        KeyCheck::Accepted(how) => r.push("secret key", Status::Ok, how),
+        KeyCheck::Rejected(why) | KeyCheck::Unusable(why) | KeyCheck::Unreachable(why) => {
+            r.push("secret key", Status::Fail, why);
+        }
+        KeyCheck::NotChecked(why) => r.push("secret key", Status::Warn, why),
+    }
+}
+
+/// What MoviePilot made of `MOVIEPILOT_SECRET_KEY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyCheck {
+    Accepted(String),
+    /// MoviePilot refused a token minted with it: it is not MoviePilot's `SECRET_KEY`.
+    Rejected(String),
+    /// No token can be minted with it.
+    Unusable(String),
+    /// The server offers none of the reads it is checked with.
+    NotChecked(String),
+    /// MoviePilot did not answer.
+    Unreachable(String),
+}
+
+/// Mints a token with `key` and makes one cheap authenticated read (`mpagent doctor`, and
+/// `mpagent serve` at start).
+pub async fn verify_key(
+    client: &GatewayClient,
+    key: &str,
+    knowledge: &ServerKnowledge,
+) -> KeyCheck {
     let token = match mpa_gateway::mint_token(key, PROBE_USER, "admin", true, 2, MINTED_TOKEN_TTL) {
         Ok(t) => t,
-        Err(e) => {
-            r.push("secret key", Status::Fail, e.to_string());
-            return;
-        }
+        Err(e) => return KeyCheck::Unusable(e.to_string()),
     };
     let Some(op) = KEY_PROBES
         .iter()
         .find(|id| knowledge.offers(id))
         .and_then(|id| catalogue().get(id))
     else {
-        r.push(
-            "secret key",
-            Status::Warn,
-            "not checked: this MoviePilot offers none of the reads used to check it",
+        return KeyCheck::NotChecked(
+            "not checked: this MoviePilot offers none of the reads used to check it".into(),
         );
-        return;
     };
     let Ok(request) = op.prepare(&Value::Null, &Value::Null, &Value::Null) else {
-        return;
+        return KeyCheck::NotChecked(format!("not checked: {} could not be prepared", op.id));
     };
     let mut ctx = CallContext::new(token);
     ctx.source = Some("doctor".into());
@@ -254,11 +278,7 @@ async fn check_key(
         format!("accepted: a token minted with it for MoviePilot user {PROBE_USER} {how}")
     };
     match client.send(&request, &ctx).await {
-        Ok(_) => r.push(
-            "secret key",
-            Status::Ok,
-            accepted(format!("read {}", op.id)),
-        ),
+        Ok(_) => KeyCheck::Accepted(accepted(format!("read {}", op.id))),
         Err(GatewayError::Api(api))
             if api.status == 403
                 && api
@@ -267,24 +287,16 @@ async fn check_key(
                     .and_then(Value::as_str)
                     .is_some_and(|d| d.contains("token")) =>
         {
-            r.push(
-                "secret key",
-                Status::Fail,
-                format!(
-                    "MoviePilot rejected a token minted with MOVIEPILOT_SECRET_KEY (HTTP 403 {}): \
-                     the key is not this MoviePilot's SECRET_KEY / 密钥与 MoviePilot 的 SECRET_KEY 不一致",
-                    api.data["detail"].as_str().unwrap_or_default()
-                ),
-            );
+            KeyCheck::Rejected(format!(
+                "MoviePilot rejected a token minted with MOVIEPILOT_SECRET_KEY (HTTP 403 {}): \
+                 the key is not this MoviePilot's SECRET_KEY / 密钥与 MoviePilot 的 SECRET_KEY 不一致",
+                api.data["detail"].as_str().unwrap_or_default()
+            ))
         }
-        Err(GatewayError::Api(api)) => r.push(
-            "secret key",
-            Status::Ok,
-            accepted(format!(
-                "passed the token check ({} answered HTTP {})",
-                op.id, api.status
-            )),
-        ),
-        Err(e) => r.push("secret key", Status::Fail, format!("not checked: {e}")),
+        Err(GatewayError::Api(api)) => KeyCheck::Accepted(accepted(format!(
+            "passed the token check ({} answered HTTP {})",
+            op.id, api.status
+        ))),
+        Err(e) => KeyCheck::Unreachable(format!("not checked: {e}")),
     }
 }

@@ -32,6 +32,20 @@ pub enum IdentityError {
     NotConfigured,
     #[error("the account store is unavailable: {0}")]
     Unavailable(String),
+    /// MoviePilot has disabled or deleted the account: its agent sessions have ended.
+    #[error(
+        "this MoviePilot account is disabled or no longer exists; its agent sessions have ended / 该 MoviePilot 账户已停用或已删除，其会话已结束"
+    )]
+    AccountDisabled,
+}
+
+impl From<super::standing::Ended> for IdentityError {
+    fn from(e: super::standing::Ended) -> Self {
+        match e {
+            super::standing::Ended::Disabled => IdentityError::AccountDisabled,
+            super::standing::Ended::SignInExpired => IdentityError::SignInAgain,
+        }
+    }
 }
 
 impl IdentityError {
@@ -41,6 +55,7 @@ impl IdentityError {
             IdentityError::SignInAgain => "moviepilot_sign_in_again",
             IdentityError::NotConfigured => "moviepilot_not_configured",
             IdentityError::Unavailable(_) => "storage_unavailable",
+            IdentityError::AccountDisabled => "moviepilot_account_disabled",
         }
     }
 }
@@ -56,6 +71,9 @@ pub struct MoviePilotUser {
 pub trait IdentityResolver: Send + Sync {
     /// A bearer for `actor`'s own calls.
     async fn bearer(&self, actor: &Actor) -> Result<BearerToken, IdentityError>;
+
+    /// MoviePilot answered 401 to a call made with [`bearer`](Self::bearer)'s token.
+    async fn rejected(&self, _actor: &Actor) {}
 }
 
 /// Mints a token for `user`; `super_user` only when the acting host account is an admin.
@@ -120,6 +138,8 @@ pub struct AccountResolver {
     pub store: mpa_store::Store,
     pub secret_key: Option<String>,
     pub mode: super::AuthMode,
+    /// With MoviePilot sign-in: the user's standing, checked before a re-mint and while active.
+    pub standing: Option<std::sync::Arc<super::standing::Standing>>,
 }
 
 /// A stored token this close to its expiry is not used (a call may take a while).
@@ -146,21 +166,43 @@ impl IdentityResolver for AccountResolver {
                 .await
                 .map_err(unavailable)?
                 .map(BearerToken::new);
+            // An opaque token (no `exp` to read) is used until MoviePilot answers 401.
             if let Some(token) = stored
                 && token
                     .expires_at()
-                    .is_some_and(|exp| exp > mpa_gateway::now_epoch() + EXPIRY_MARGIN_SECS)
+                    .is_none_or(|exp| exp > mpa_gateway::now_epoch() + EXPIRY_MARGIN_SECS)
             {
+                if let Some(standing) = &self.standing {
+                    standing.check(&actor.user_id, false).await?;
+                }
                 return Ok(token);
             }
             return match &self.secret_key {
-                Some(key) => mint_for(key, &user, actor),
+                Some(key) => {
+                    // Never mint for someone MoviePilot no longer lets in.
+                    if let Some(standing) = &self.standing {
+                        standing.check(&actor.user_id, true).await?;
+                    }
+                    mint_for(key, &user, actor)
+                }
                 None => Err(IdentityError::SignInAgain),
             };
         }
         match &self.secret_key {
             Some(key) => mint_for(key, &user, actor),
             None => Err(IdentityError::NotConfigured),
+        }
+    }
+
+    /// Without the key the token was the user's own: MoviePilot refusing it ends the session.
+    async fn rejected(&self, actor: &Actor) {
+        if self.mode == super::AuthMode::MoviePilot
+            && self.secret_key.is_none()
+            && let Some(standing) = &self.standing
+        {
+            standing
+                .end(&actor.user_id, super::standing::Ended::SignInExpired)
+                .await;
         }
     }
 }

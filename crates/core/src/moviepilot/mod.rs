@@ -9,6 +9,7 @@ pub mod identity;
 pub mod live;
 pub mod rules;
 pub mod secret_read;
+pub mod standing;
 
 use std::sync::Arc;
 

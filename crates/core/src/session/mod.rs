@@ -6,7 +6,7 @@ pub mod data;
 pub mod recovery;
 
 use crate::error::{CoreError, Result};
-use crate::review::{ReviewState, RunningReview};
+use crate::review::{ReviewReport, ReviewState, RunningReview};
 use crate::services::Services;
 use crate::sync::lock;
 use crate::turn::{StopCause, TurnInput, run_turn};
@@ -98,6 +98,12 @@ async fn actor_loop(
                 rx.close();
                 continue;
             }
+            report = review_done(&mut review), if review.is_some() => {
+                review = None;
+                add_review_usage(&services, &mut data, report).await;
+                shared.review.send_replace(ReviewState::Finished);
+                continue;
+            }
         };
         let cmd = match next {
             Ok(Some(cmd)) => cmd,
@@ -149,11 +155,8 @@ async fn actor_loop(
         shared.processing.store(true, Ordering::SeqCst);
         // Self-improvement never blocks a user-facing turn: cancel, wait at most 2 s.
         if let Some(r) = review.take() {
-            let ended = if r.is_finished() {
-                ReviewState::Finished
-            } else {
-                Box::pin(r.cancel()).await
-            };
+            let (ended, report) = Box::pin(r.cancel()).await;
+            add_review_usage(&services, &mut data, report).await;
             shared.review.send_replace(ended);
         }
         let input = TurnInput {
@@ -180,16 +183,12 @@ async fn actor_loop(
         })
         .await;
         if let Some(start) = outcome.review {
-            let state = shared.review.clone();
-            state.send_replace(ReviewState::Running);
+            shared.review.send_replace(ReviewState::Running);
             review = Some(crate::review::spawn(
                 Arc::clone(&services),
                 actor,
                 data.session_id.clone(),
                 start,
-                Box::new(move || {
-                    state.send_replace(ReviewState::Finished);
-                }),
             ));
         }
         shared.processing.store(false, Ordering::SeqCst);
@@ -199,7 +198,8 @@ async fn actor_loop(
         crate::heap::turn_ended();
     }
     if let Some(r) = review.take() {
-        let ended = Box::pin(r.cancel()).await;
+        let (ended, report) = Box::pin(r.cancel()).await;
+        add_review_usage(&services, &mut data, report).await;
         shared.review.send_replace(ended);
     }
     // A last try for a turn that could not be saved (the host is closing the session).
@@ -229,6 +229,36 @@ async fn actor_loop(
         }
     }
     shared.finished.send_replace(true);
+}
+
+/// The running review's end (never, when none runs; the `select!` guards it).
+async fn review_done(review: &mut Option<RunningReview>) -> Option<ReviewReport> {
+    match review {
+        Some(r) => r.done().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A background review's model calls are the session's too: they join its usage totals and the
+/// saved state, so the session detail shows what the conversation cost.
+async fn add_review_usage(
+    services: &Services,
+    data: &mut SessionData,
+    report: Option<ReviewReport>,
+) {
+    let Some(report) = report.filter(|r| r.model_calls > 0) else {
+        return;
+    };
+    data.persisted
+        .usage
+        .record_review(&report.usage, report.model_calls);
+    if let Err(e) = services
+        .store
+        .update_session_state(&data.session_id, &data.persisted.to_json())
+        .await
+    {
+        tracing::warn!(session = %data.session_id, error = %e, "review usage not saved");
+    }
 }
 
 impl SessionHandle {

@@ -59,10 +59,20 @@ fn outcome_of(status: LedgerStatus) -> Outcome {
     match status {
         LedgerStatus::Succeeded => Outcome::Succeeded,
         LedgerStatus::Failed => Outcome::Failed,
-        // Still running elsewhere: accepted, not finished.
-        LedgerStatus::Pending | LedgerStatus::Running => Outcome::Pending,
-        LedgerStatus::Unknown => Outcome::Unknown,
+        LedgerStatus::Pending => Outcome::Pending,
+        // Still running elsewhere: nothing has confirmed the write was even accepted, so a
+        // duplicate is never told `pending` (which reads as "submitted") — issue 25.
+        LedgerStatus::Running | LedgerStatus::Unknown => Outcome::Unknown,
     }
+}
+
+/// What a duplicate is told about the record it was answered from.
+fn record_message(rec: &LedgerRecord) -> String {
+    let what = match rec.status {
+        LedgerStatus::Running => "the first call is still running; not confirmed",
+        _ => rec.summary.as_str(),
+    };
+    format!("existing execution record: {what}; not re-executed; verify actual state when unknown")
 }
 
 /// A ledger answer: `{success, execution_outcome, message, …extra}`.
@@ -247,10 +257,7 @@ async fn from_record(
     let outcome = outcome_of(rec.status);
     let mut out = answer(
         outcome,
-        format!(
-            "existing execution record: {}; not re-executed; verify actual state when unknown",
-            rec.summary
-        ),
+        record_message(&rec),
         json!({"invocation_id": rec.invocation_id, "replayed": true}),
     );
     out.metadata

@@ -8,11 +8,12 @@
 use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
+use crate::moviepilot::identity::IdentityError;
 use async_trait::async_trait;
 use mpa_gateway::{
     Answer, CallContext, GatewayError, LiveRefusal, Operation, Refusal, ServerKnowledge, catalogue,
 };
-use mpa_protocol::{Actor, EffectClass, Outcome};
+use mpa_protocol::{Actor, EffectClass, ErrorKind, Event, Outcome};
 use serde_json::{Map, Value, json};
 
 pub const NAME: &str = "moviepilot_api";
@@ -488,6 +489,14 @@ impl TypedTool for MoviePilotApi {
         let token = match self.access.identity.bearer(&ctx.actor).await {
             Ok(t) => t,
             Err(e) => {
+                if e == IdentityError::AccountDisabled {
+                    // Not the model's to explain: the user's stream says it, and the turn ends.
+                    ctx.agent.events().emit(Event::Error {
+                        kind: ErrorKind::Session,
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    });
+                }
                 return failure(
                     obj(json!({
                         "error": e.code(),
@@ -529,7 +538,14 @@ impl TypedTool for MoviePilotApi {
                 }
                 ToolOutput::json(&result, outcome)
             }
-            Err(e) => gateway_failure(op, e),
+            Err(e) => {
+                if let GatewayError::Api(api) = &e
+                    && api.status == 401
+                {
+                    self.access.identity.rejected(&ctx.actor).await;
+                }
+                gateway_failure(op, e)
+            }
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct UsageSnapshot {
     pub total_cache_read_tokens: u64,
     pub total_cache_write_tokens: u64,
     pub model_call_count: u64,
+    /// What background reviews of this session used (already inside the totals above).
+    pub review_total_tokens: u64,
+    pub review_model_call_count: u64,
 }
 
 impl UsageSnapshot {
@@ -90,5 +93,18 @@ impl UsageSnapshot {
         self.total_cache_read_tokens += u.cache_read_tokens;
         self.total_cache_write_tokens += u.cache_write_tokens;
         self.model_call_count += 1;
+    }
+
+    /// Adds a background review's usage to the totals; the `last_*` figures stay those of the
+    /// conversation's own last request.
+    pub fn record_review(&mut self, u: &mpa_protocol::Usage, model_calls: u32) {
+        self.total_input_tokens += u.input_tokens;
+        self.total_output_tokens += u.output_tokens;
+        self.total_tokens += u.total_tokens;
+        self.total_cache_read_tokens += u.cache_read_tokens;
+        self.total_cache_write_tokens += u.cache_write_tokens;
+        self.model_call_count += u64::from(model_calls);
+        self.review_total_tokens += u.total_tokens;
+        self.review_model_call_count += u64::from(model_calls);
     }
 }

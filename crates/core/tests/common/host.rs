@@ -242,6 +242,7 @@ pub async fn open_host(dir: &Path, model: ModelConfig, gateway: Option<Gateway>)
             auth: AuthMode::Local,
         },
         identity: g.identity,
+        account_clock: None,
     });
     mpa_core::Host::open(cfg).await.unwrap()
 }
