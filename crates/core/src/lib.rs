@@ -65,7 +65,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 pub use capability::{Capability, RegistryOptions};
 pub use review::ReviewState;
-pub use session::SessionHandle;
+pub use session::{SessionHandle, Steered};
 
 /// The standard tool set for the given capabilities (without the write-receipts tool, which
 /// needs the main store): the tools of [`capability::standard`].
