@@ -267,10 +267,14 @@ fn queued_response(queued: &Event, model: &str, stream: bool) -> Response {
     let mut info = chunk(json!([]));
     info["steering"] = steering;
     let frames = [
-        frame(&chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""},
-                             "finish_reason": null}]))),
+        frame(&chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                             "finish_reason": null}]),
+        )),
         frame(&info),
-        frame(&chunk(json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]))),
+        frame(&chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+        )),
         bytes::Bytes::from_static(b"data: [DONE]\n\n"),
     ];
     let (tx, rx) = mpsc::channel(frames.len());

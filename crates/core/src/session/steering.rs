@@ -193,7 +193,10 @@ impl SteeringInbox {
 
     /// Messages waiting for the running turn.
     pub fn pending(&self) -> usize {
-        lock(&self.inner).run.as_ref().map_or(0, |r| r.pending.len())
+        lock(&self.inner)
+            .run
+            .as_ref()
+            .map_or(0, |r| r.pending.len())
     }
 
     /// Whether a turn that can be steered is running.
@@ -234,7 +237,10 @@ mod tests {
         // Each message closes the segment the one before it opened.
         assert_eq!(taken[0].assistant_message_id, "a0");
         for pair in taken.windows(2) {
-            assert_eq!(pair[1].assistant_message_id, pair[0].continuation_message_id);
+            assert_eq!(
+                pair[1].assistant_message_id,
+                pair[0].continuation_message_id
+            );
         }
         assert_eq!(inbox.finish_run(false), Finish::Done { discarded: vec![] });
         assert!(inbox.enqueue(&kim, "after".into(), vec![]).is_err());

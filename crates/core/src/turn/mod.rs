@@ -291,7 +291,8 @@ pub async fn run_turn(
             // The request is kept even if the process dies during the first model call.
             hooks.checkpoint(&data.transcript).await;
             steering.begin_run(&actor.user_id, &assistant_message_id);
-            let mut end = steps::run(setup(), &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            let mut end =
+                steps::run(setup(), &mut data.transcript, &mut hooks, &sink, &cancel).await;
             // The inbox's atomic end of the run: a message accepted after the loop's last
             // boundary keeps the turn going (its first step takes it in); after a stop, what
             // waited is discarded and said so.

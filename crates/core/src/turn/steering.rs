@@ -30,7 +30,11 @@ pub fn boundary_open(messages: &[Message]) -> bool {
         .rev()
         .take_while(|m| m.role == Role::Tool)
         .count();
-    let Some(call) = messages.len().checked_sub(results + 1).map(|i| &messages[i]) else {
+    let Some(call) = messages
+        .len()
+        .checked_sub(results + 1)
+        .map(|i| &messages[i])
+    else {
         return true;
     };
     if call.role != Role::Assistant {
@@ -58,10 +62,9 @@ pub fn message_of(services: &Services, m: &SteeringMessage) -> Message {
     });
     let text = serde_json::to_string_pretty(&block).unwrap_or_else(|_| m.text.clone());
     let mut message = super::begin::user_message(services, &text, &m.images);
-    message.metadata.insert(
-        STEERING_ID_KEY.into(),
-        Value::String(m.message_id.clone()),
-    );
+    message
+        .metadata
+        .insert(STEERING_ID_KEY.into(), Value::String(m.message_id.clone()));
     message
 }
 
@@ -78,7 +81,10 @@ pub fn intake(
     }
     let taken = inbox.take();
     for t in &taken {
-        transcript.push_with_full(message_of(services, &t.message), Some(t.message.text.clone()));
+        transcript.push_with_full(
+            message_of(services, &t.message),
+            Some(t.message.text.clone()),
+        );
     }
     taken
 }

@@ -38,24 +38,30 @@ impl Env {
 
     /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
-        Env::start_caps(configure, |_| {}, false).await
+        Env::start_caps(configure, |_| {}, false, Vec::new()).await
+    }
+
+    /// A full host ([`Env::start_full`]) with these tools besides the built-in ones.
+    pub async fn start_tools(tools: Vec<std::sync::Arc<dyn mpa_core::tools::Tool>>) -> Env {
+        Env::start_caps(|_| {}, |_| {}, true, tools).await
     }
 
     /// A host with the evidence history (under the data dir, see [`Env::evidence`]) and the
     /// admin-only `execute_command` tool, as `mpagent serve` runs.
     pub async fn start_full() -> Env {
-        Env::start_caps(|_| {}, |_| {}, true).await
+        Env::start_caps(|_| {}, |_| {}, true, Vec::new()).await
     }
 
     /// A full host whose agent config `configure` adjusts (model name, window, idle time).
     pub async fn start_agent(configure: impl FnOnce(&mut AgentConfig)) -> Env {
-        Env::start_caps(|_| {}, configure, true).await
+        Env::start_caps(|_| {}, configure, true, Vec::new()).await
     }
 
     async fn start_caps(
         configure: impl FnOnce(&mut ServerConfig),
         configure_agent: impl FnOnce(&mut AgentConfig),
         full: bool,
+        tools: Vec<std::sync::Arc<dyn mpa_core::tools::Tool>>,
     ) -> Env {
         let mock = MockModelServer::start().await;
         let dir = tempfile::tempdir().unwrap();
@@ -79,13 +85,16 @@ impl Env {
         }
         let mut agent_cfg = AgentConfig::new(model);
         configure_agent(&mut agent_cfg);
-        let agent = Agent::builder(agent_cfg, store.clone())
-            .caps(caps)
-            .options(RegistryOptions {
-                diagnostic_tools: true,
-            })
-            .build()
-            .unwrap();
+        let mut builder =
+            Agent::builder(agent_cfg, store.clone())
+                .caps(caps)
+                .options(RegistryOptions {
+                    diagnostic_tools: true,
+                });
+        for t in tools {
+            builder = builder.tool(t);
+        }
+        let agent = builder.build().unwrap();
         let accounts = agent.accounts().clone();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.admin_token = Some(ADMIN_TOKEN.into());
