@@ -74,7 +74,12 @@ async fn a_line_typed_mid_turn_in_the_repl_reaches_the_next_model_request() {
         .await
         .unwrap()
         .unwrap();
-    line_with(&mut err, "(added to the running task: only 4K please)", &mut seen_err).await;
+    line_with(
+        &mut err,
+        "(added to the running task: only 4K please)",
+        &mut seen_err,
+    )
+    .await;
     line_with(&mut out, "Understood: only 4K.", &mut seen_out).await;
     drop(stdin);
     let status = tokio::time::timeout(WAIT, child.wait())
