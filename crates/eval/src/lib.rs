@@ -48,6 +48,7 @@ pub mod scenario;
 pub mod scripted;
 mod server;
 mod state;
+pub mod steering;
 pub mod trajectory;
 mod world;
 

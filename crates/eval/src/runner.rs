@@ -78,6 +78,8 @@ pub struct SubjectRun {
     /// The model's context window when the run fixes it (a replay trajectory's
     /// `context_window_tokens`); `None`: the host's configuration.
     pub context_window_tokens: Option<u64>,
+    /// Messages to send into the running turn (the scenario's `steering`).
+    pub steering: Vec<crate::scenario::SteeringInjection>,
 }
 
 /// Usage as the host saw it.
@@ -112,6 +114,9 @@ pub struct SubjectTrace {
     /// The host's stores synced as the product's do; otherwise the run's throwaway data
     /// directory was written without fsync.
     pub durable: bool,
+    /// What the host said of the steering messages it was sent, in order (`None`: the subject
+    /// does not report steering).
+    pub steering: Option<Vec<crate::steering::HostSteering>>,
 }
 
 /// One step of the host's run as the report lists it.
@@ -233,6 +238,10 @@ pub struct RunReport {
     pub world_attempts: Vec<AttemptSummary>,
     pub tool_events: Vec<crate::ledger::ToolEvent>,
     pub errors: Vec<String>,
+    /// The steering evidence the oracle read (queued, and applied as the model requests show
+    /// it); empty when the scenario sends none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steering: Vec<oracle::SteeringEvent>,
 }
 
 fn secret() -> String {
@@ -329,12 +338,18 @@ pub async fn run_scenario<S: Subject>(
             data_dir: dir.path().join("data"),
             workdir,
             context_window_tokens,
+            steering: scenario.steering.clone(),
         })
         .await?;
     let initial = world.initial_snapshot();
     let final_state = world.snapshot();
     let ledger = world.world_ledger();
     world.shutdown().await;
+    let requests = scripted.as_ref().map(ScriptedModel::requests);
+    let steering = trace
+        .steering
+        .as_deref()
+        .map(|host| crate::steering::evidence(host, requests.as_deref()));
     let verdict = oracle::evaluate(&Evidence {
         scenario,
         initial: &initial,
@@ -342,7 +357,7 @@ pub async fn run_scenario<S: Subject>(
         ledger: &ledger,
         trace: &trace.calls,
         final_text: &trace.final_text,
-        steering: None,
+        steering: steering.as_deref(),
     });
     let replay = matches!(mode, Mode::Replay(_));
     let context = ContextReport::of(
@@ -396,6 +411,7 @@ pub async fn run_scenario<S: Subject>(
         world_attempts: ledger.attempts.iter().map(summary).collect(),
         tool_events: ledger.tool_events,
         errors: trace.errors,
+        steering: steering.unwrap_or_default(),
     })
 }
 
