@@ -16,11 +16,12 @@
     reason = "a benchmark's panic is its failure report"
 )]
 
-use async_trait::async_trait;
+#[path = "../tests/common/gate.rs"]
+mod gate;
+
 use futures_util::StreamExt;
-use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use mpa_core::{Agent, AgentConfig, Steered};
-use mpa_protocol::{Actor, Event, Outcome, SteeringStatus, UserId};
+use mpa_protocol::{Actor, Event, SteeringStatus, UserId};
 use mpa_server::{Host, ServerConfig};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -29,28 +30,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 const TOKEN: &str = "bench-admin-token-0123456789abcdef";
-
-struct Gate(Arc<Semaphore>);
-
-#[async_trait]
-impl JsonTool for Gate {
-    fn spec(&self) -> mpa_protocol::ToolSpec {
-        mpa_protocol::ToolSpec {
-            name: "wait_gate".into(),
-            description: "Waits until the gate opens.".into(),
-            parameters: json!({"type": "object"}),
-        }
-    }
-    fn meta(&self) -> ToolMeta {
-        ToolMeta::read()
-    }
-    async fn call(&self, _ctx: ToolContext, _args: Value) -> ToolOutput {
-        if let Ok(p) = self.0.acquire().await {
-            p.forget();
-        }
-        ToolOutput::json(&json!({"success": true}), Outcome::Succeeded)
-    }
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -106,7 +85,7 @@ fn main() {
                 seen.lock().unwrap().push(Instant::now());
                 MockReply::text("ok")
             } else {
-                MockReply::tool_calls(&[("call_gate", "wait_gate", json!({}))])
+                MockReply::tool_calls(&[("call_gate", gate::GATE_TOOL, json!({}))])
             }
         });
         let dir = tempfile::tempdir().unwrap();
@@ -120,7 +99,7 @@ fn main() {
         };
         let gate = Arc::new(Semaphore::new(0));
         let agent = Agent::builder(AgentConfig::new(model), store)
-            .tool(mpa_core::tools::json_tool(Gate(Arc::clone(&gate))))
+            .tool(mpa_core::tools::json_tool(gate::Gate(Arc::clone(&gate))))
             .build()
             .unwrap();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
@@ -167,7 +146,9 @@ fn main() {
             let mut ack = r.bytes_stream();
             let mut ack_buf = String::new();
             loop {
-                let f = next_frame(&mut ack, &mut ack_buf).await.expect("queued frame");
+                let f = next_frame(&mut ack, &mut ack_buf)
+                    .await
+                    .expect("queued frame");
                 if f["type"] == "steering" {
                     assert_eq!(f["status"], "queued");
                     break;
@@ -195,9 +176,8 @@ fn main() {
                     break;
                 }
             }
-            let Steered::Queued { .. } = handle
-                .steer(&actor, "only 4K".into(), Vec::new())
-                .unwrap()
+            let Steered::Queued { .. } =
+                handle.steer(&actor, "only 4K".into(), Vec::new()).unwrap()
             else {
                 panic!("the running turn did not take the message");
             };

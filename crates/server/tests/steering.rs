@@ -9,43 +9,13 @@
     reason = "a test's panic is its failure report"
 )]
 
+use crate::common::gate::{GATE_TOOL, Gate};
 use crate::common::{Env, Frames, text_of, types};
-use async_trait::async_trait;
-use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use mpa_test_support::MockReply;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
-
-/// A tool that waits until the test opens it (one permit per call), or the turn is stopped.
-struct Gate(Arc<Semaphore>);
-
-#[async_trait]
-impl JsonTool for Gate {
-    fn spec(&self) -> mpa_protocol::ToolSpec {
-        mpa_protocol::ToolSpec {
-            name: "wait_gate".into(),
-            description: "Waits until the gate opens.".into(),
-            parameters: json!({"type": "object"}),
-        }
-    }
-    fn meta(&self) -> ToolMeta {
-        ToolMeta::read()
-    }
-    async fn call(&self, ctx: ToolContext, _args: Value) -> ToolOutput {
-        tokio::select! {
-            permit = self.0.acquire() => {
-                if let Ok(p) = permit {
-                    p.forget();
-                }
-                ToolOutput::json(&json!({"success": true, "gate": "opened"}),
-                    mpa_protocol::Outcome::Succeeded)
-            }
-            _ = ctx.cancel.cancelled() => ToolOutput::failure("cancelled", "the gate wait was stopped"),
-        }
-    }
-}
 
 async fn gated() -> (Env, Arc<Semaphore>) {
     let gate = Arc::new(Semaphore::new(0));
@@ -54,7 +24,7 @@ async fn gated() -> (Env, Arc<Semaphore>) {
 }
 
 fn gate_call() -> MockReply {
-    MockReply::tool_calls(&[("call_gate", "wait_gate", json!({}))])
+    MockReply::tool_calls(&[("call_gate", GATE_TOOL, json!({}))])
 }
 
 /// The steering blocks (the JSON the model reads) of a request's user messages, in order.
@@ -561,5 +531,66 @@ async fn the_openai_endpoint_steers_only_when_the_client_asks() {
         steering_blocks(&reqs[2]).len() == 1,
         "the steer stays in the chat"
     );
+    env.shutdown().await;
+}
+
+/// The web stream's attachments travel with a steering message: the model gets the block (with
+/// its image list) and the image itself; the saved chat counts the image on the user's line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_steering_message_keeps_its_images() {
+    const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
+    let (env, gate) = gated().await;
+    let alice = env.user("alice", "password", false).await;
+    env.mock.push(gate_call());
+    env.mock.push(MockReply::text("That poster is the 4K one."));
+    let mut turn = Frames::new(
+        env.stream(
+            &alice,
+            json!({"text": "find the poster", "session_id": "img"}),
+        )
+        .await,
+    );
+    turn.until("tool").await;
+    let ack = Frames::new(
+        env.stream(
+            &alice,
+            json!({"text": "这张", "images": [PIXEL], "session_id": "img"}),
+        )
+        .await,
+    )
+    .all()
+    .await;
+    let id = queued_id(&ack);
+    gate.add_permits(1);
+    let rest = turn.until("done").await;
+    assert_eq!(rest.last().unwrap()["status"], "completed", "{rest:?}");
+
+    let reqs = env.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let last = reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "user");
+    let parts = last["content"].as_array().expect("text and image parts");
+    let block: Value = serde_json::from_str(parts[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(block["message"], "这张");
+    assert_eq!(block["input"]["steering_message_id"], id.as_str());
+    assert_eq!(block["images"], json!([{"index": 1, "type": "image"}]));
+    assert_eq!(parts[1]["type"], "image_url");
+    assert_eq!(parts[1]["image_url"]["url"], PIXEL);
+
+    let detail = env.wait_idle(&alice, "img").await;
+    let line = detail["display_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["steering_message_id"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(line["content"], "这张");
+    assert_eq!(line["images"], 1);
     env.shutdown().await;
 }

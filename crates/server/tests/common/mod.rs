@@ -7,6 +7,8 @@
     reason = "a test's panic is its failure report"
 )]
 
+pub mod gate;
+
 use futures_util::StreamExt;
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
