@@ -1,11 +1,7 @@
 //! Steering from the terminal (issue 28): in `mpagent chat`'s REPL, a line typed while a turn
 //! streams joins that turn at its next model call. The turn waits on a real command reading a
 //! FIFO the test writes to, so "mid-turn" is a fact, not a timing.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};

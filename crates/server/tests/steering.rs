@@ -3,11 +3,7 @@
 //! never before), and is acknowledged `applied` on the original stream with both segment ids.
 //! The tool a turn waits on here is a gate the test opens, so "while a tool runs" is a fact, not
 //! a timing.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::gate::{GATE_TOOL, Gate};
 use crate::common::{Env, Frames, text_of, types};
