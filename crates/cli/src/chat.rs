@@ -1,9 +1,12 @@
 //! `mpagent chat`: one turn, or a REPL. The terminal renderer only translates the session's event
-//! stream. Ctrl-C stops the running turn; a second Ctrl-C exits.
+//! stream. Ctrl-C stops the running turn; a second Ctrl-C exits. In the REPL, a line typed while
+//! a turn streams joins that turn at its next model call (steering, spec runtime.md §2); when the
+//! turn cannot take it, it runs as the next turn.
 
 use crate::context::CliContext;
 use clap::{Args, ValueEnum};
-use mpa_protocol::{Event, Outcome, TurnStatus};
+use mpa_core::Steered;
+use mpa_protocol::{Event, Outcome, SteeringStatus, TurnStatus};
 use std::io::Write;
 use std::process::ExitCode;
 use tokio::io::AsyncBufReadExt;
@@ -83,6 +86,22 @@ pub fn tool_line(lang: Lang, name: &str, outcome: Outcome, message: &str) -> Str
     format!("{tag} {mark} {name} {word}{sep}{message}")
 }
 
+/// The notice for a steering message's progress (queued, joined the task, or discarded).
+pub fn steering_line(lang: Lang, status: SteeringStatus, content: &str) -> String {
+    match (lang, status) {
+        (Lang::En, SteeringStatus::Queued) => {
+            "(queued: joins the running task at its next step)".to_string()
+        }
+        (Lang::En, SteeringStatus::Applied) => format!("(added to the running task: {content})"),
+        (Lang::En, SteeringStatus::Discarded) => {
+            format!("(not added — the task was stopped first: {content})")
+        }
+        (Lang::Zh, SteeringStatus::Queued) => "（已排队：将在下一步加入当前任务）".to_string(),
+        (Lang::Zh, SteeringStatus::Applied) => format!("（已加入当前任务：{content}）"),
+        (Lang::Zh, SteeringStatus::Discarded) => format!("（未加入——任务已先停止：{content}）"),
+    }
+}
+
 fn running_line(lang: Lang, message: &str) -> String {
     match lang {
         Lang::En => format!("[tool] {message} … running"),
@@ -155,6 +174,13 @@ impl Renderer {
                 let _ = out.flush();
                 eprintln!("(context summarised: earlier messages stay in the chat and searchable)");
             }
+            Event::Steering {
+                status, content, ..
+            } => {
+                self.break_line(&mut out);
+                let _ = out.flush();
+                eprintln!("{}", steering_line(self.lang, *status, content));
+            }
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
             | Event::PlanUpdated { .. }
@@ -223,6 +249,36 @@ pub async fn run(args: ChatArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
+/// The REPL's input while turns stream: each line typed steers the running turn.
+struct Typed {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::Stdin>>,
+    /// Stdin ended, or `/exit` was typed: the REPL ends once the running turns are done.
+    done: bool,
+}
+
+impl Typed {
+    /// The next line, or never when there is no more input to read.
+    async fn next(typed: &mut Option<&mut Typed>) -> std::io::Result<Option<String>> {
+        match typed {
+            Some(t) if !t.done => t.lines.next_line().await,
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+/// Prints the answer to a REPL command the model never sees (help, the session id, an unknown
+/// command), also while a turn runs.
+fn answer_locally(session: &mpa_core::SessionHandle, input: ReplInput) {
+    match input {
+        ReplInput::Help => println!("{REPL_HELP}"),
+        ReplInput::Session => println!("session: {}", session.session_id()),
+        ReplInput::Unknown(name) => println!(
+            "unknown command {name}; /help lists the commands (nothing was sent) / 未知命令 {name}，输入 /help 查看命令"
+        ),
+        ReplInput::Exit | ReplInput::Message => {}
+    }
+}
+
 /// Runs one turn; a first Ctrl-C stops it, a second exits the process at once.
 async fn one_turn(
     session: &mpa_core::SessionHandle,
@@ -232,28 +288,77 @@ async fn one_turn(
     renderer: &mut Renderer,
     sigint: &mut Signal,
 ) -> anyhow::Result<TurnStatus> {
-    let mut events = session.submit(actor.clone(), text, images)?;
+    let events = session.submit(actor.clone(), text, images)?;
+    drive(session, actor, events, renderer, sigint, None).await
+}
+
+/// Renders `first` and the turns queued behind it; with `typed`, every line typed meanwhile
+/// steers the running turn (or, when it cannot take it, becomes a turn of its own, shown after).
+/// Returns how the last turn ended.
+async fn drive(
+    session: &mpa_core::SessionHandle,
+    actor: &mpa_protocol::Actor,
+    first: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    renderer: &mut Renderer,
+    sigint: &mut Signal,
+    mut typed: Option<&mut Typed>,
+) -> anyhow::Result<TurnStatus> {
+    let mut turns = std::collections::VecDeque::from([first]);
+    let mut status = TurnStatus::Failed;
     let mut interrupts = 0u32;
-    loop {
-        tokio::select! {
-            ev = events.recv() => {
-                let Some(ev) = ev else { return Ok(TurnStatus::Failed) };
-                renderer.render(&ev);
-                if let Event::TurnEnded { status, .. } = ev {
-                    return Ok(status);
+    while let Some(mut events) = turns.pop_front() {
+        loop {
+            tokio::select! {
+                ev = events.recv() => {
+                    let Some(ev) = ev else {
+                        status = TurnStatus::Failed;
+                        break;
+                    };
+                    renderer.render(&ev);
+                    if let Event::TurnEnded { status: s, .. } = ev {
+                        status = s;
+                        break;
+                    }
                 }
-            }
-            _ = sigint.recv() => {
-                interrupts += 1;
-                if interrupts >= 2 {
-                    eprintln!("\nexiting");
-                    std::process::exit(130);
+                line = Typed::next(&mut typed) => {
+                    let Some(t) = typed.as_deref_mut() else { continue };
+                    let Some(line) = line? else {
+                        t.done = true;
+                        continue;
+                    };
+                    let text = line.trim();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    match ReplInput::read(text) {
+                        ReplInput::Exit => {
+                            t.done = true;
+                            continue;
+                        }
+                        ReplInput::Message => {}
+                        local => {
+                            answer_locally(session, local);
+                            continue;
+                        }
+                    }
+                    match session.steer(actor, text.to_string(), Vec::new())? {
+                        Steered::Queued { event, .. } => renderer.render(&event),
+                        Steered::Turn(rx) => turns.push_back(rx),
+                    }
                 }
-                eprintln!("\nstopping… (Ctrl-C again to exit now)");
-                session.stop();
+                _ = sigint.recv() => {
+                    interrupts += 1;
+                    if interrupts >= 2 {
+                        eprintln!("\nexiting");
+                        std::process::exit(130);
+                    }
+                    eprintln!("\nstopping… (Ctrl-C again to exit now)");
+                    session.stop();
+                }
             }
         }
     }
+    Ok(status)
 }
 
 /// What the REPL answers itself (`/help`, `/exit`, `/session`, an unknown `/word`); the host
@@ -305,13 +410,19 @@ async fn repl(
     sigint: &mut Signal,
 ) -> anyhow::Result<u8> {
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut typed = Typed {
+        lines: tokio::io::BufReader::new(tokio::io::stdin()).lines(),
+        done: false,
+    };
     loop {
+        if typed.done {
+            return Ok(0);
+        }
         if interactive {
             eprint!("you> ");
         }
         let line = tokio::select! {
-            l = lines.next_line() => l?,
+            l = typed.lines.next_line() => l?,
             _ = sigint.recv() => None,
         };
         let Some(line) = line else { return Ok(0) };
@@ -321,30 +432,13 @@ async fn repl(
         }
         match ReplInput::read(text) {
             ReplInput::Exit => return Ok(0),
-            ReplInput::Help => {
-                println!("{REPL_HELP}");
-                continue;
-            }
-            ReplInput::Session => {
-                println!("session: {}", session.session_id());
-                continue;
-            }
-            ReplInput::Unknown(name) => {
-                println!(
-                    "unknown command {name}; /help lists the commands (nothing was sent) / 未知命令 {name}，输入 /help 查看命令"
-                );
-                continue;
-            }
             ReplInput::Message => {}
+            local => {
+                answer_locally(session, local);
+                continue;
+            }
         }
-        one_turn(
-            session,
-            actor,
-            text.to_string(),
-            Vec::new(),
-            renderer,
-            sigint,
-        )
-        .await?;
+        let events = session.submit(actor.clone(), text.to_string(), Vec::new())?;
+        drive(session, actor, events, renderer, sigint, Some(&mut typed)).await?;
     }
 }

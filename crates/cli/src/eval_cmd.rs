@@ -324,6 +324,15 @@ impl Subject for HostSubject {
                 text: run.task_text,
                 skills_template: Some(skills),
                 durability,
+                steering: run
+                    .steering
+                    .into_iter()
+                    .map(|s| mpa_core::eval::SteeringInjection {
+                        after_operation: s.after_operation,
+                        nth: s.nth,
+                        message: s.message,
+                    })
+                    .collect(),
             })
             .await
             .map_err(|e| format!("the host could not run the task: {e}"))?;
@@ -365,6 +374,15 @@ impl Subject for HostSubject {
                     .map(|(phase, d)| (phase.to_string(), d))
                     .collect(),
                 durable: durability == mpa_protocol::Durability::Durable,
+                steering: Some(
+                    out.steering
+                        .into_iter()
+                        .map(|s| mpa_eval::steering::HostSteering {
+                            kind: s.kind,
+                            message_id: s.message_id,
+                        })
+                        .collect(),
+                ),
             })
         }
     }

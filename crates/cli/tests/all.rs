@@ -13,4 +13,5 @@ mod legacy_cli;
 mod moviepilot_chat;
 mod moviepilot_serve;
 mod serve_e2e;
+mod steering_cli;
 mod tool_lines;

@@ -155,6 +155,8 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "terminal_session",
         "terminal_pty_session",
         "long_context",
+        "steering_long_context",
+        "steering_multi_message",
     ]
     .into_iter()
     .chain(super::eval_regressions::REGRESSION_SCENARIOS)
@@ -211,11 +213,11 @@ fn invalid_input_exits_2_and_says_why() {
         ),
         (
             vec![
-                "steering_long_context".into(),
+                "subagent_parallel_status".into(),
                 "--replay".into(),
                 pass.display().to_string(),
             ],
-            "needs: steering",
+            "needs: subagents",
         ),
         (
             vec!["unknown_download".into()],
@@ -268,11 +270,11 @@ fn invalid_input_exits_2_and_says_why() {
     };
     assert_eq!(status("unknown_download"), "runnable");
     assert_eq!(status("long_context"), "runnable");
-    assert_eq!(status("steering_long_context"), "needs: steering");
+    assert_eq!(status("steering_long_context"), "runnable");
     assert_eq!(status("browser_navigation"), "needs: browser");
     assert_eq!(status("subagent_parallel_status"), "needs: subagents");
     assert_eq!(status("code_readonly_report"), "needs: kernel");
-    assert_eq!(status("steering_multi_message"), "needs: steering");
+    assert_eq!(status("steering_multi_message"), "runnable");
     for id in super::eval_regressions::REGRESSION_SCENARIOS {
         assert_eq!(status(id), "runnable", "{id}");
     }

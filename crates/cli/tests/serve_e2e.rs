@@ -495,3 +495,66 @@ async fn user_passwd_revokes_sessions_unless_kept_and_revoke_and_delete_log_out(
     assert_eq!(me(a, &bob).await, 200);
     srv.child.start_kill().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_steers_a_running_task_and_keeps_the_order_after_a_reload_in_chromium() {
+    let Some(browser) = browser() else { return };
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The running command waits on this FIFO until the page script writes to it.
+    let fifo = dir.path().join("release.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    mock.push(MockReply::text_and_tool_calls(
+        "Looking at the new releases.",
+        &[(
+            "call_wait",
+            "execute_command",
+            json!({"action": "run", "command": format!("cat {}", fifo.display())}),
+        )],
+    ));
+    mock.push(MockReply::text(
+        "Only the 4K releases are left: two titles.",
+    ));
+    // An admin: `execute_command` is admin-only.
+    let mut add = mpagent(dir.path(), &mock);
+    add.args(["user", "add", "alice", "--admin", "--password-stdin"])
+        .stdin(Stdio::piped());
+    let mut child = add.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"alice-password-1\n").await.unwrap();
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+
+    let mut srv = serve(dir.path(), &mock).await;
+    let shot = artifacts_dir().join("web-steering.png");
+    let _ = std::fs::remove_file(&shot);
+    let fifo_path = fifo.display().to_string();
+    let report = page_script(
+        &browser,
+        "steering.mjs",
+        &srv,
+        &shot,
+        &[("MPA_FIFO", fifo_path.as_str())],
+    )
+    .await;
+    assert!(shot.exists(), "{report}");
+    eprintln!("screenshots of steering: {}", shot.display());
+    // The model saw the message in the request right after the command's result.
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let last = reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let block: Value = serde_json::from_str(last["content"].as_str().unwrap()).unwrap();
+    assert_eq!(block["message"], "只要 4K 的");
+    srv.child.start_kill().unwrap();
+}

@@ -446,6 +446,32 @@ impl Agent {
             .await
     }
 
+    /// A message for `actor`'s running turn in a resolved session (spec runtime.md §2): queued
+    /// in its steering inbox (acknowledged at once, applied at the turn's next model call), or
+    /// — when no turn of this user can take it — queued as an ordinary turn, exactly as
+    /// [`Agent::submit_to`] would. Another user's session is never reached: ids resolve in the
+    /// caller's namespace, and a running turn takes only its own user's messages.
+    pub async fn steer_to(
+        &self,
+        actor: &Actor,
+        r: &SessionRef,
+        channel: &str,
+        text: String,
+        images: Vec<String>,
+    ) -> Result<crate::session::Steered> {
+        let handle = self
+            .session_owned(actor, &r.id, channel, Some(&r.owner))
+            .await?;
+        match handle.steer(actor, text.clone(), images.clone()) {
+            // Reclaimed for idleness in between: loaded again once, as a submission would be.
+            Err(CoreError::SessionClosed) if !handle.is_shutting_down() => self
+                .session_owned(actor, &r.id, channel, Some(&r.owner))
+                .await?
+                .steer(actor, text, images),
+            other => other,
+        }
+    }
+
     /// Stops the session's running turn (if any); `false` when nothing was running.
     pub fn stop(&self, session_id: &str) -> bool {
         self.live(session_id).is_some_and(|h| h.stop())

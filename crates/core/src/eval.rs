@@ -10,6 +10,9 @@
 //! (they would spend model calls the budget does not see), a wall-clock timeout after which the
 //! turn is stopped like a user's stop.
 //!
+//! Steering: a task may send messages into its own running turn ([`steering`]), after the Nth
+//! successful call of an operation; what became of each (queued, applied) is in the outcome.
+//!
 //! Isolation: every task gets a host of its own on an empty data directory (no memory, skills,
 //! history or ledger rows from another run). The caller deletes that directory afterwards, so
 //! it normally asks for [`Durability::Throwaway`] stores (no fsync); the code the host runs is
@@ -29,6 +32,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub mod steering;
+
+pub use steering::{SteeringInjection, SteeringSeen};
 
 /// The tool the guard wraps.
 pub const GUARDED_TOOL: &str = "execute_command";
@@ -152,6 +159,8 @@ pub struct EvalTask {
     /// How hard the host's stores sync. The harness deletes each run's data directory, so it
     /// passes `Throwaway` (no fsync) unless asked to measure the product's own setting.
     pub durability: Durability,
+    /// Messages sent into the running turn after the Nth successful call of an operation.
+    pub steering: Vec<SteeringInjection>,
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -239,6 +248,8 @@ pub struct EvalOutcome {
     /// step of [`Host::open`](crate::host::Host::open), the actor, `turn` (model time
     /// included), the shutdown, reading the trace back, closing the host, parking the skills.
     pub phases: Vec<(&'static str, Duration)>,
+    /// The steering messages sent and what became of them, in order.
+    pub steering: Vec<SteeringSeen>,
 }
 
 /// The calls of `messages` by call id, in transcript order.
@@ -335,6 +346,8 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         account_clock: None,
     });
     let guard = task.guard;
+    let injector = Arc::new(steering::Injector::new(task.steering));
+    let trigger = Arc::clone(&injector);
     let host = Host::open_with_tools(cfg, |registry| {
         if let Some(t) = registry.get(GUARDED_TOOL) {
             let wrapped = Guarded {
@@ -343,12 +356,21 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
             };
             registry.register(Arc::new(wrapped));
         }
+        if !trigger.is_empty()
+            && let Some(t) = registry.get(steering::TRIGGER_TOOL)
+        {
+            registry.register(Arc::new(steering::Triggering {
+                inner: Arc::clone(&t.tool),
+                injector: trigger,
+            }));
+        }
     })
     .await?;
     phases.extend_from_slice(host.open_phases());
     let actor_started = Instant::now();
     let actor = host.local_actor("admin", true).await?;
     let agent = host.agent().clone();
+    injector.connect(agent.clone());
     let session_id = crate::agent::new_session_id();
     phases.push(("local_actor", actor_started.elapsed()));
     let mut setup_time = setup.elapsed();
@@ -370,6 +392,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         context_window_tokens: 0,
         compactions: Vec::new(),
         phases: Vec::new(),
+        steering: Vec::new(),
     };
     let mut started_tools: Vec<ToolSeen> = Vec::new();
     let mut deadline = tokio::time::Instant::now() + task.timeout;
@@ -410,6 +433,9 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
                 }
             }
             Event::Error { code, message, .. } => out.errors.push(format!("{code}: {message}")),
+            Event::Steering {
+                status, message_id, ..
+            } => injector.record(status, &message_id),
             Event::TurnEnded {
                 status, final_text, ..
             } => {
@@ -443,6 +469,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     }
     setup_time += teardown.elapsed();
     out.setup_time = setup_time;
+    out.steering = std::mem::take(&mut *crate::sync::lock(&injector.seen));
     out.phases = phases;
     Ok(out)
 }

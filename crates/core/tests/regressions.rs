@@ -350,3 +350,56 @@ async fn a_background_terminal_survives_an_idle_reload_and_dies_with_the_chat() 
     let reqs = mock.requests();
     assert_eq!(running_sessions(&reqs[5], "t3"), 0, "closed with the chat");
 }
+
+/// Spec runtime.md §2.7: a stop ends the turn and discards what waits, but a terminal the turn
+/// already started stays the user's (listed and running in the next turn).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_keeps_the_terminal_the_turn_already_started() {
+    let mock = MockModelServer::start().await;
+    let e = env(&mock, Opts::idle(Duration::from_secs(600))).await;
+    mock.push(MockReply::tool_calls(&[(
+        "t1",
+        "execute_command",
+        json!({"action": "start", "command": "sleep 120"}),
+    )]));
+    // The answer after the terminal started never finishes: the user stops it.
+    mock.push(MockReply::text("Watching the job").stall_after(1));
+    let mut rx = e
+        .agent
+        .submit(
+            &e.actor,
+            "stopped",
+            "test",
+            "start a long job".into(),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(mock.wait_for_requests(2, Duration::from_secs(30)).await);
+    assert!(e.agent.stop("stopped"));
+    let mut status = None;
+    while let Some(ev) = rx.recv().await {
+        if let mpa_protocol::Event::TurnEnded { status: s, .. } = ev {
+            status = Some(s);
+        }
+    }
+    assert_eq!(status, Some(TurnStatus::Stopped));
+    e.idle("stopped").await;
+    mock.push(MockReply::tool_calls(&[(
+        "t2",
+        "execute_command",
+        json!({"action": "list"}),
+    )]));
+    mock.push(MockReply::text("Still running."));
+    assert_eq!(
+        e.turn("stopped", "is it running?").await,
+        TurnStatus::Completed
+    );
+    let reqs = mock.requests();
+    let list = reqs.len() - 1;
+    assert_eq!(
+        running_sessions(&reqs[list], "t2"),
+        1,
+        "the terminal survived the stop"
+    );
+}

@@ -285,3 +285,100 @@ async fn review_usage_was_only_logged_now_it_joins_the_sessions_saved_usage() {
     assert_eq!(usage["total_input_tokens"], 1601, "{usage}");
     assert_eq!(usage["model_call_count"], 5, "{usage}");
 }
+
+/// A tool that waits until the test opens it, so "while the turn runs" is a fact.
+struct Gate(std::sync::Arc<tokio::sync::Semaphore>);
+
+#[async_trait::async_trait]
+impl mpa_core::tools::JsonTool for Gate {
+    fn spec(&self) -> mpa_protocol::ToolSpec {
+        mpa_protocol::ToolSpec {
+            name: "wait_gate".into(),
+            description: "Waits until the gate opens.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+    fn meta(&self) -> mpa_core::tools::ToolMeta {
+        mpa_core::tools::ToolMeta::read()
+    }
+    async fn call(
+        &self,
+        _ctx: mpa_core::tools::ToolContext,
+        _args: Value,
+    ) -> mpa_core::tools::ToolOutput {
+        if let Ok(p) = self.0.acquire().await {
+            p.forget();
+        }
+        mpa_core::tools::ToolOutput::json(
+            &json!({"success": true}),
+            mpa_protocol::Outcome::Succeeded,
+        )
+    }
+}
+
+/// Spec runtime.md §2: a steering message is a user turn for the review counters. With the
+/// memory review due every second user turn, one turn plus one steering message starts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_steering_message_counts_as_a_user_turn_for_the_review() {
+    let mock = MockModelServer::start().await;
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let h = TestHost::builder(&mock, "gpt-4o")
+        .user("root")
+        .admin()
+        .data_subdir("data")
+        .diagnostic_tools(false)
+        .caps(|data| Capabilities {
+            history: None,
+            ..learning_caps(data)
+        })
+        .config(|c| {
+            c.memory_review_interval = 2;
+            c.skill_review_interval = 0;
+        })
+        .tool(mpa_core::tools::json_tool(Gate(std::sync::Arc::clone(
+            &gate,
+        ))))
+        .build()
+        .await;
+    mock.push(MockReply::tool_calls(&[("g", "wait_gate", json!({}))]));
+    mock.push(MockReply::text("Only 4K, noted."));
+    mock.push(MockReply::text("Nothing to save."));
+    let s = h.agent.session(&h.actor, "steered", "test").await.unwrap();
+    let mut rx = s
+        .submit(h.actor.clone(), "find releases".into(), vec![])
+        .unwrap();
+    while let Some(ev) = rx.recv().await {
+        if matches!(ev, Event::ToolStarted { .. }) {
+            break;
+        }
+    }
+    let steered = s.steer(&h.actor, "only 4K".into(), vec![]).unwrap();
+    assert!(
+        matches!(steered, mpa_core::Steered::Queued { .. }),
+        "{steered:?}"
+    );
+    gate.add_permits(1);
+    let mut status = None;
+    while let Some(ev) = rx.recv().await {
+        if let Event::TurnEnded { status: st, .. } = ev {
+            status = Some(st);
+        }
+    }
+    assert_eq!(status, Some(TurnStatus::Completed));
+    assert!(s.wait_idle(Duration::from_secs(30)).await);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "the turn's two requests and the review's");
+    let last_user = reqs[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last_user["content"]
+            .as_str()
+            .unwrap()
+            .contains("deserves a place in stable memory"),
+        "{last_user}"
+    );
+}

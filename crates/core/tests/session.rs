@@ -186,12 +186,19 @@ async fn close_is_never_dropped_when_the_queue_is_full() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), "agent_manager_queue_full");
-    // The queue is full, yet the close is not lost: the queued turn runs, then the actor ends.
+    // The queue is full, yet the close is not lost: the queued turn is answered (the stop
+    // discards it, spec runtime.md §2.7), then the actor ends.
     let handle = agent.live("full").unwrap();
     handle.send(actor, mpa_protocol::Op::Close).unwrap();
     handle.stop();
     assert_eq!(finish(first).await.0, TurnStatus::Stopped);
-    assert_eq!(finish(second).await.0, TurnStatus::Completed);
+    let (status, events) = finish(second).await;
+    assert_eq!(status, TurnStatus::Stopped);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Error { code, .. } if code == "discarded_by_stop"))
+    );
     tokio::time::timeout(Duration::from_secs(30), handle.finished())
         .await
         .expect("the actor ended after its queued turn");

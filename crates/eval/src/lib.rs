@@ -61,6 +61,7 @@ pub mod scenario;
 pub mod scripted;
 mod server;
 mod state;
+pub mod steering;
 pub mod tap;
 pub mod trajectory;
 mod world;

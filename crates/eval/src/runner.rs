@@ -80,6 +80,8 @@ pub struct SubjectRun {
     /// The model's context window when the run fixes it (a replay trajectory's
     /// `context_window_tokens`); `None`: the host's configuration.
     pub context_window_tokens: Option<u64>,
+    /// Messages to send into the running turn (the scenario's `steering`).
+    pub steering: Vec<crate::scenario::SteeringInjection>,
 }
 
 /// Usage as the host saw it.
@@ -114,6 +116,9 @@ pub struct SubjectTrace {
     /// The host's stores synced as the product's do; otherwise the run's throwaway data
     /// directory was written without fsync.
     pub durable: bool,
+    /// What the host said of the steering messages it was sent, in order (`None`: the subject
+    /// does not report steering).
+    pub steering: Option<Vec<crate::steering::HostSteering>>,
 }
 
 /// One step of the host's run as the report lists it.
@@ -249,6 +254,10 @@ pub struct RunReport {
     pub world_attempts: Vec<AttemptSummary>,
     pub tool_events: Vec<crate::ledger::ToolEvent>,
     pub errors: Vec<String>,
+    /// The steering evidence the oracle read (queued, and applied as the model requests show
+    /// it); empty when the scenario sends none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steering: Vec<oracle::SteeringEvent>,
 }
 
 fn secret() -> String {
@@ -356,6 +365,7 @@ pub async fn run_scenario<S: Subject>(
             data_dir: dir.path().join("data"),
             workdir,
             context_window_tokens,
+            steering: scenario.steering.clone(),
         })
         .await?;
     let initial = world.initial_snapshot();
@@ -369,6 +379,10 @@ pub async fn run_scenario<S: Subject>(
     };
     let judging = Instant::now();
     let delivery = Delivery::from_requests(&requests, subject.summary_prompt());
+    // Replay judges steering by the scripted model's recorded requests; live takes the host's word.
+    let steering = trace.steering.as_deref().map(|host| {
+        crate::steering::evidence(host, scripted.is_some().then_some(requests.as_slice()))
+    });
     let verdict = oracle::evaluate(&Evidence {
         scenario,
         initial: &initial,
@@ -377,7 +391,7 @@ pub async fn run_scenario<S: Subject>(
         delivery: &delivery,
         trace: &trace.calls,
         final_text: &trace.final_text,
-        steering: None,
+        steering: steering.as_deref(),
     });
     let oracle_ms = judging.elapsed().as_secs_f64() * 1000.0;
     let replay = matches!(mode, Mode::Replay(_));
@@ -439,6 +453,7 @@ pub async fn run_scenario<S: Subject>(
         world_attempts: ledger.attempts.iter().map(summary).collect(),
         tool_events: ledger.tool_events,
         errors: trace.errors,
+        steering: steering.unwrap_or_default(),
     })
 }
 

@@ -146,6 +146,75 @@ async fn steering_scenarios_fail_without_steering_evidence() {
     h.shutdown().await;
 }
 
+/// A model request whose user messages carry these steering ids (the host's steering block).
+fn request_with(ids: &[&str]) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "the task"})];
+    for id in ids {
+        let block = json!({"message": "keep going", "input":
+            {"mode": "text", "steering": true, "steering_message_id": id}});
+        messages.push(json!({"role": "user", "content": block.to_string()}));
+    }
+    json!({"messages": messages})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steering_is_judged_by_what_the_model_was_sent() {
+    use mpa_eval::steering::{HostSteering, evidence};
+    let s = scenario("steering_long_context");
+    let h = world(&s).await;
+    for page in 1..=6 {
+        get(&h, &format!("/api/v1/subscribe/?page={page}&count=20")).await;
+    }
+    let host = |events: &[(&str, &str)]| -> Vec<HostSteering> {
+        events
+            .iter()
+            .map(|(kind, id)| HostSteering {
+                kind: (*kind).into(),
+                message_id: (*id).into(),
+            })
+            .collect()
+    };
+    let codes = |host: &[HostSteering], requests: &[Value]| {
+        let steering = evidence(host, Some(requests));
+        let (initial, fin, ledger) = (h.initial_snapshot(), h.snapshot(), h.world_ledger());
+        evaluate(&Evidence {
+            scenario: &s,
+            initial: &initial,
+            final_state: &fin,
+            ledger: &ledger,
+            delivery: &delivered(&h),
+            trace: &[],
+            final_text: &long_answer(&[9001]).to_string(),
+            steering: Some(&steering),
+        })
+        .failure_codes
+    };
+    let applied = host(&[("queued", "m1"), ("applied", "m1")]);
+    assert!(codes(&applied, &[request_with(&[]), request_with(&["m1"])]).is_empty());
+    // Applied twice: the model got the message as two user messages.
+    assert_eq!(
+        codes(&applied, &[request_with(&["m1", "m1"])]),
+        [
+            "steering_boundary_not_applied",
+            "steering_message_identity_mismatch"
+        ]
+    );
+    // Said applied, never sent.
+    assert_eq!(
+        codes(&applied, &[request_with(&[])]),
+        ["steering_message_not_in_model_context"]
+    );
+    // Queued, never applied (an orphaned message).
+    assert_eq!(
+        codes(&host(&[("queued", "m1")]), &[request_with(&[])]),
+        [
+            "steering_boundary_not_applied",
+            "steering_message_identity_mismatch"
+        ]
+    );
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_that_is_not_one_json_object_is_invalid() {
     let s = scenario("dedup_existing");

@@ -252,6 +252,8 @@ fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
             "dedup_existing",
             "honest_unknown",
             "long_context",
+            "steering_long_context",
+            "steering_multi_message",
             "terminal_pty_session",
             "terminal_session",
             "unknown_download"

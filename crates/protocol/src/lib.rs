@@ -415,7 +415,16 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client_context: Option<ClientContext>,
     },
-    /// Stop the running turn: cancel the model call, dispatch no further tool call.
+    /// A message for the running turn (spec runtime.md §2): queued in the session's steering
+    /// inbox and taken into the conversation before its next model call; a session with no
+    /// running turn of this user (or a full inbox) takes it as a `UserInput` instead.
+    Steer {
+        text: String,
+        #[serde(default)]
+        images: Vec<String>,
+    },
+    /// Stop the running turn: cancel the model call, dispatch no further tool call, discard the
+    /// turns and steering messages still waiting.
     Stop,
     /// Close the session actor after the current turn.
     Close,
@@ -445,6 +454,29 @@ pub enum TurnStatus {
     IterationLimit,
     /// The answer was cut off by the model's output limit: what arrived is kept, marked as cut.
     Partial,
+}
+
+/// Where a steering message stands (spec runtime.md §2.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SteeringStatus {
+    /// Accepted into the running turn's inbox; it will be applied (or discarded by a stop).
+    Queued,
+    /// Taken into the conversation at a model-call boundary: the assistant segment before it is
+    /// closed, a continuation segment follows.
+    Applied,
+    /// A stop ended the turn before the message was applied: it was never seen by the model.
+    Discarded,
+}
+
+impl SteeringStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteeringStatus::Queued => "queued",
+            SteeringStatus::Applied => "applied",
+            SteeringStatus::Discarded => "discarded",
+        }
+    }
 }
 
 /// What a session actor emits. Front ends (SSE, OpenAI endpoint, CLI) only translate these.
@@ -508,6 +540,20 @@ pub enum Event {
     /// it for this summary; they stay in the chat's display list and in the evidence history.
     Compacted {
         summary: String,
+    },
+    /// A message sent while the turn ran (spec runtime.md §2.6). `queued` goes to the sender;
+    /// `applied` and `discarded` come on the running turn's own stream. On `applied`,
+    /// `assistant_message_id` is the segment it closed and `continuation_message_id` the new
+    /// one every later delta and tool event belongs to.
+    Steering {
+        status: SteeringStatus,
+        message_id: String,
+        /// The user's text as they typed it.
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assistant_message_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        continuation_message_id: Option<String>,
     },
     /// An event of a nested agent (a subagent, a kernel's tool call, …) started by a tool of this
     /// turn. Front ends keep these off the user's stream unless they mean to show them.

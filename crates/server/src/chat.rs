@@ -12,7 +12,7 @@
 use crate::auth::{ADMIN_TOKEN_USER_ID, Authed};
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
-use crate::sse::{FRAME_QUEUE, error_frames, pump};
+use crate::sse::{FRAME_QUEUE, error_frames, pump, queued_frames};
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::State;
@@ -20,7 +20,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use mpa_core::{CoreError, SessionRef, SessionScope};
+use mpa_core::{CoreError, SessionRef, SessionScope, Steered};
 use mpa_protocol::{Actor, UserId};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -126,12 +126,16 @@ pub async fn stream(
         .agent
         .resolve_session(&actor, &client_id, &scope)
         .await?;
+    // While this user's turn runs, a message joins it (steering) instead of waiting behind it.
     let submitted = state
         .agent
-        .submit_to(&actor, &session, WEB_CHANNEL, req.text, req.images, None)
+        .steer_to(&actor, &session, WEB_CHANNEL, req.text, req.images)
         .await;
     let events = match submitted {
-        Ok(rx) => rx,
+        Ok(Steered::Queued { event, .. }) => {
+            return Ok(sse_once(queued_frames(&session.client_id, &event)));
+        }
+        Ok(Steered::Turn(rx)) => rx,
         Err(e @ (CoreError::QueueFull { .. } | CoreError::SessionClosed)) => {
             return Ok(sse_once(error_frames(e.code(), &e.to_string())));
         }
@@ -175,6 +179,14 @@ fn is_processing(state: &AppState, session_id: &str) -> bool {
         .is_some_and(|h| h.is_processing())
 }
 
+/// Steering messages waiting for the session's running turn.
+fn steering_pending(state: &AppState, session_id: &str) -> usize {
+    state
+        .agent
+        .live(session_id)
+        .map_or(0, |h| h.steering_pending())
+}
+
 pub async fn list_sessions(
     State(state): State<AppState>,
     Authed(actor): Authed,
@@ -201,9 +213,11 @@ pub async fn session_detail(
 ) -> Result<Json<Value>, ApiError> {
     let r = existing(&state, &actor, &session_id, owner).await?;
     let processing = is_processing(&state, &r.id);
+    let pending = steering_pending(&state, &r.id);
     match state.agent.chat_for(&actor, &r.id).await {
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
+            v["steering_pending"] = json!(pending);
             v["display_messages"] = c.display_messages;
             // Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
             v["usage"] = c.session_state.get("usage").cloned().unwrap_or(Value::Null);
@@ -220,6 +234,7 @@ pub async fn session_detail(
                 "message_count": 0,
                 "display_messages": [],
                 "is_processing": processing,
+                "steering_pending": pending,
             })))
         }
         Err(e) => Err(e.into()),

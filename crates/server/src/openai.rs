@@ -4,6 +4,15 @@
 //! messages go along as context); the `user` field (or an `X-Session-Id` header) selects the
 //! session. The answer is the agent's final text; tool activity is left out.
 //!
+//! Steering (spec runtime.md §2.5): a request for a session whose turn is still running waits
+//! behind that turn, as before, unless it says `"steer": true` (an extension field; with the
+//! official clients, `extra_body={"steer": True}`). Then the message joins the running turn at
+//! its next model call and the request is answered at once: an empty assistant message with a
+//! top-level `steering` object `{status: "queued", message_id, content}` (streamed: one chunk
+//! with no choices carrying it). The running turn's own stream gets a chunk with no choices
+//! and `steering: {status: "applied", …}` where the message joined. With no running turn of
+//! the caller's (or eight messages already waiting) the request is an ordinary turn.
+//!
 //! Sessions here are always the caller's own ([`mpa_core::SessionScope::Own`]), admins and the
 //! static admin token included: another user's session id is exactly a missing one (a new
 //! session of the caller's).
@@ -17,7 +26,8 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mpa_protocol::{Actor, Event, TurnStatus, Usage};
+use mpa_core::Steered;
+use mpa_protocol::{Actor, Event, SteeringStatus, TurnStatus, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -35,6 +45,9 @@ pub struct CompletionRequest {
     pub stream: bool,
     #[serde(default)]
     pub user: Option<String>,
+    /// Join the session's running turn instead of waiting behind it (see the module docs).
+    #[serde(default)]
+    pub steer: bool,
 }
 
 /// Text and image URLs of an OpenAI message `content` (a string or a list of parts).
@@ -158,10 +171,27 @@ pub async fn completions(
     } else {
         client_context(&req.messages)
     };
-    let events = state
-        .agent
-        .submit_to(&actor, &session, OPENAI_CHANNEL, text, images, context)
-        .await?;
+    let events = if req.steer && session.exists {
+        match state
+            .agent
+            .steer_to(&actor, &session, OPENAI_CHANNEL, text, images)
+            .await?
+        {
+            Steered::Turn(rx) => rx,
+            Steered::Queued { event, .. } => {
+                let mut resp = queued_response(&event, &model, req.stream);
+                if let Ok(v) = session.client_id.parse() {
+                    resp.headers_mut().insert("x-session-id", v);
+                }
+                return Ok(resp);
+            }
+        }
+    } else {
+        state
+            .agent
+            .submit_to(&actor, &session, OPENAI_CHANNEL, text, images, context)
+            .await?
+    };
     let session_id = session.client_id;
     let id = format!("chatcmpl-{}", mpa_core::new_session_id());
     let mut resp = if req.stream {
@@ -192,6 +222,66 @@ pub async fn completions(
         resp.headers_mut().insert("x-session-id", v);
     }
     Ok(resp)
+}
+
+/// The `steering` object of a steering event (`None` for other events).
+fn steering_json(ev: &Event) -> Option<Value> {
+    let Event::Steering {
+        status,
+        message_id,
+        content,
+        assistant_message_id,
+        continuation_message_id,
+    } = ev
+    else {
+        return None;
+    };
+    let mut v = json!({"status": status.as_str(), "message_id": message_id, "content": content});
+    if *status == SteeringStatus::Applied {
+        v["assistant_message_id"] = json!(assistant_message_id);
+        v["continuation_message_id"] = json!(continuation_message_id);
+    }
+    Some(v)
+}
+
+/// The answer to a request that joined the running turn: nothing to say yet but the
+/// acknowledgement (see the module docs).
+fn queued_response(queued: &Event, model: &str, stream: bool) -> Response {
+    let id = format!("chatcmpl-{}", mpa_core::new_session_id());
+    let steering = steering_json(queued).unwrap_or(Value::Null);
+    let created = now_secs();
+    if !stream {
+        return Json(json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                         "finish_reason": "stop"}],
+            "usage": usage_json(&Usage::default()),
+            "steering": steering,
+        }))
+        .into_response();
+    }
+    let chunk = |choices: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+               "choices": choices})
+    };
+    let mut info = chunk(json!([]));
+    info["steering"] = steering;
+    let frames = [
+        frame(&chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                             "finish_reason": null}]),
+        )),
+        frame(&info),
+        frame(&chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+        )),
+        bytes::Bytes::from_static(b"data: [DONE]\n\n"),
+    ];
+    let (tx, rx) = mpsc::channel(frames.len());
+    for f in frames {
+        let _ = tx.try_send(f);
+    }
+    sse_response(rx)
 }
 
 /// A turn that did not complete and produced no text is an error, not an empty answer (the
@@ -301,6 +391,17 @@ async fn stream_chunks(
             Event::TurnEnded { status: s, .. } => {
                 status = s;
                 break;
+            }
+            ev @ Event::Steering { .. } => {
+                // Where a steering message joined (or was discarded): a chunk with no choices.
+                let mut info = json!({
+                    "id": id, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "system_fingerprint": session_id, "choices": [],
+                });
+                info["steering"] = steering_json(&ev).unwrap_or(Value::Null);
+                if out.send(frame(&info)).await.is_err() {
+                    return;
+                }
             }
             _ => {}
         }

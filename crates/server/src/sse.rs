@@ -1,11 +1,13 @@
 //! Translation of a turn's [`Event`] stream into SSE frames (`data: <json>\n\n`): at most one
 //! delta frame per [`DELTA_WINDOW`] (the first at once, later ones coalesced; [`DELTA_MAX`] bytes
-//! flush early), `heartbeat` after a silence, `done` last. The pump stops reading when the client hangs up; the turn itself keeps running (dropping the
+//! flush early), `heartbeat` after a silence, `done` last. Text and tool frames carry the
+//! assistant segment they belong to (`assistant_message_id`): the turn's first, then each
+//! continuation a `steering` `applied` frame opens. The pump stops reading when the client hangs up; the turn itself keeps running (dropping the
 //! receiver never stops it) and writes its snapshot when it ends.
 
 use bytes::Bytes;
 use mpa_core::redaction::redact;
-use mpa_protocol::{Event, Outcome};
+use mpa_protocol::{Event, Outcome, SteeringStatus};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -26,6 +28,15 @@ pub fn error_frames(code: &str, message: &str) -> Vec<Bytes> {
         frame(&json!({"type": "error", "code": code, "message": message})),
         frame(&json!({"type": "done", "status": "failed"})),
     ]
+}
+
+/// The whole answer to a message that steered a running turn (spec runtime.md §2.5): `start`,
+/// the `queued` acknowledgement, `done`. The running turn's own stream says `applied` later.
+pub fn queued_frames(session_id: &str, queued: &Event) -> Vec<Bytes> {
+    let mut frames = vec![frame(&json!({"type": "start", "session_id": session_id}))];
+    frames.extend(event_frame(queued, session_id, "").map(|v| frame(&v)));
+    frames.push(frame(&json!({"type": "done", "status": "queued"})));
+    frames
 }
 
 /// Tool status as the page shows it: failed and unknown both need the user's attention
@@ -65,6 +76,24 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         Event::Protected { content } => {
             json!({"type": "interaction-protected", "content": content})
         }
+        Event::Steering {
+            status,
+            message_id,
+            content,
+            assistant_message_id,
+            continuation_message_id,
+        } => {
+            let mut v = json!({"type": "steering", "status": status.as_str(),
+                               "message_id": message_id, "content": content});
+            if *status == SteeringStatus::Applied {
+                // The user line the page inserts at the boundary, as the saved chat lists it.
+                v["display_message"] = json!({"role": "user", "content": content,
+                                              "steering_message_id": message_id});
+                v["assistant_message_id"] = json!(assistant_message_id);
+                v["continuation_message_id"] = json!(continuation_message_id);
+            }
+            v
+        }
         // The page marks where the model's context was summarised, as the stored chat does.
         Event::Compacted { summary } => {
             json!({"type": "context", "event": "compacted", "summary": redact(summary)})
@@ -99,7 +128,7 @@ pub async fn pump(
             ev = events.recv() => {
                 let Some(ev) = ev else {
                     // The session actor went away without ending the turn (host shutdown).
-                    if !flush(&mut buf, &out).await { return; }
+                    if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                     let _ = out.send(frame(&json!({"type": "done", "status": "failed"}))).await;
                     return;
                 };
@@ -109,7 +138,7 @@ pub async fn pump(
                     // to first text matters most); later ones wait for the window or the size cap.
                     let window_open = last_delta.is_none_or(|t| t.elapsed() >= DELTA_WINDOW);
                     if buf.len() >= DELTA_MAX || window_open {
-                        if !flush(&mut buf, &out).await { return; }
+                        if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                         flush_at = None;
                         last_sent = Instant::now();
                         last_delta = Some(last_sent);
@@ -121,11 +150,15 @@ pub async fn pump(
                 if let Event::TurnStarted { assistant_message_id: id, .. } = &ev {
                     assistant_message_id.clone_from(id);
                 }
-                if !flush(&mut buf, &out).await { return; }
+                if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                 flush_at = None;
                 if let Some(v) = event_frame(&ev, &session_id, &assistant_message_id) {
                     if out.send(frame(&v)).await.is_err() { return; }
                     last_sent = Instant::now();
+                }
+                // Everything after an applied steering message belongs to its continuation.
+                if let Event::Steering { continuation_message_id: Some(id), .. } = &ev {
+                    assistant_message_id.clone_from(id);
                 }
                 if matches!(ev, Event::TurnEnded { .. }) {
                     return;
@@ -133,7 +166,7 @@ pub async fn pump(
             }
             _ = tokio::time::sleep_until(wake) => {
                 if flush_at.is_some_and(|f| f <= Instant::now()) {
-                    if !flush(&mut buf, &out).await { return; }
+                    if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                     flush_at = None;
                     last_sent = Instant::now();
                     last_delta = Some(last_sent);
@@ -147,13 +180,15 @@ pub async fn pump(
     }
 }
 
-/// Sends the buffered delta text; `false` when the client is gone.
-async fn flush(buf: &mut String, out: &mpsc::Sender<Bytes>) -> bool {
+/// Sends the buffered delta text of segment `assistant_message_id`; `false` when the client is
+/// gone.
+async fn flush(buf: &mut String, out: &mpsc::Sender<Bytes>, assistant_message_id: &str) -> bool {
     if buf.is_empty() {
         return true;
     }
     let content = std::mem::take(buf);
-    out.send(frame(&json!({"type": "delta", "content": content})))
+    out.send(frame(&json!({"type": "delta", "content": content,
+                           "assistant_message_id": assistant_message_id})))
         .await
         .is_ok()
 }

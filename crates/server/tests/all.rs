@@ -11,5 +11,6 @@ mod login_limits;
 mod message_limits;
 mod session_ids;
 mod slow_clients;
+mod steering;
 mod storage_failures;
 mod web_tool_lines;

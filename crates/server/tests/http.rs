@@ -235,8 +235,19 @@ async fn a_full_queue_answers_agent_manager_queue_full() {
             .wait_for_requests(1, std::time::Duration::from_secs(30))
             .await
     );
-    let mut queued = Vec::new();
+    // While the turn runs, the first eight messages join it (its steering inbox is full then),
+    // the next eight wait in the session's queue, and the seventeenth is refused.
     for i in 1..=8 {
+        let ack = Frames::new(
+            env.stream(&token, json!({"text": format!("s{i}"), "session_id": "q"}))
+                .await,
+        )
+        .all()
+        .await;
+        assert_eq!(ack[1]["status"], "queued", "{ack:?}");
+    }
+    let mut queued = Vec::new();
+    for i in 9..=16 {
         let r = env
             .stream(&token, json!({"text": format!("t{i}"), "session_id": "q"}))
             .await;
@@ -244,7 +255,7 @@ async fn a_full_queue_answers_agent_manager_queue_full() {
         queued.push(r);
     }
     let frames = Frames::new(
-        env.stream(&token, json!({"text": "t9", "session_id": "q"}))
+        env.stream(&token, json!({"text": "t17", "session_id": "q"}))
             .await,
     )
     .all()
@@ -263,11 +274,23 @@ async fn a_full_queue_answers_agent_manager_queue_full() {
     assert_eq!(v["stopped"], true);
     let rest = first.until("done").await;
     assert_eq!(rest.last().unwrap()["status"], "stopped");
-    // The queued turns run one after another, in order.
+    // A stop discards what waited (spec runtime.md §2.7), and says so to each waiting sender.
+    let discarded = rest
+        .iter()
+        .filter(|f| f["type"] == "steering" && f["status"] == "discarded")
+        .count();
+    assert_eq!(discarded, 8);
     for r in queued {
         let f = Frames::new(r).all().await;
-        assert_eq!(text_of(&f), "queued answer");
+        let said: Vec<&Value> = f.iter().filter(|f| f["type"] != "heartbeat").collect();
+        assert_eq!(said[0]["code"], "discarded_by_stop", "{f:?}");
+        assert_eq!(said[1]["status"], "stopped");
     }
+    assert_eq!(
+        env.mock.request_count(),
+        1,
+        "nothing discarded reached the model"
+    );
     env.shutdown().await;
 }
 

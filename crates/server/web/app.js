@@ -1,5 +1,7 @@
 // The MoviePilot Agent web page: login, session list, streaming chat over SSE (fetch + reader),
-// tool activity lines, stop / new / delete, English and Chinese. No dependencies.
+// tool activity lines, stop / new / delete, English and Chinese. No dependencies. While the agent
+// runs, the composer stays usable: Enter steers the running task (its message is marked queued
+// until the agent takes it in, then shown where it joined, and the reply continues below it).
 'use strict';
 
 const I18N = {
@@ -17,6 +19,9 @@ const I18N = {
     unknown: 'unknown — may or may not have happened; verify before retrying',
     compacted: 'From here on the model works from a summary of the messages above (they stay listed here).',
     summary: 'Summary',
+    steerQueued: 'Queued — joins the running task at its next step',
+    steerWaiting: 'Waiting — runs after the current reply',
+    steerDiscarded: 'Not added — the task was stopped first',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -28,6 +33,8 @@ const I18N = {
     lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
     succeeded: '成功', failed: '失败', pending: '已提交，尚未完成', unknown: '结果未知——可能已生效，重试前请先核实',
     compacted: '从这里起，模型依据上方消息的摘要继续工作（上方消息仍完整保留在此）。', summary: '摘要',
+    steerQueued: '已排队——将在下一步加入当前任务', steerWaiting: '等待中——当前回复结束后处理',
+    steerDiscarded: '未加入——任务已先停止',
   },
 };
 
@@ -37,6 +44,8 @@ const state = {
   token: localStorage.getItem('mpa.token'),
   // owner: set when an admin continues another user's chat (the explicit admin continuation).
   me: null, sessionId: null, owner: null, busy: false, sessions: [], poll: null,
+  // Settles when the streaming turn has ended (a message that could not steer it runs next).
+  turnDone: Promise.resolve(),
 };
 const t = (k) => (I18N[state.lang] && I18N[state.lang][k]) || I18N.en[k] || k;
 
@@ -206,6 +215,15 @@ function scrollDown() {
   if (box.scrollHeight - box.scrollTop - box.clientHeight < 200 || state.busy) box.scrollTop = box.scrollHeight;
 }
 
+// Adds a line to the conversation: at its end, but above the messages still waiting to steer
+// the running task (they stay last until the agent takes them in).
+function place(el) {
+  const box = $('messages');
+  const waiting = $('steering-waiting');
+  if (waiting && waiting.parentNode === box) box.insertBefore(el, waiting);
+  else box.append(el);
+}
+
 // Appends an empty message bubble of `kind` (user, assistant, error) and returns it.
 function bubble(kind) {
   if (kind !== 'error') emptyNode.remove();
@@ -214,13 +232,38 @@ function bubble(kind) {
   const b = document.createElement('div');
   b.className = 'bubble';
   row.append(b);
-  $('messages').append(row);
+  place(row);
   return b;
 }
 
-function addUser(text) {
-  bubble('user').textContent = text;
+// A user line; `steeringId` marks a message that joined a running task (kept across reloads).
+function addUser(text, steeringId) {
+  const b = bubble('user');
+  b.textContent = text;
+  if (steeringId) b.parentNode.dataset.steeringId = steeringId;
   scrollDown();
+}
+
+// A message sent while the agent runs, shown last and marked until it is taken in.
+function addWaiting(text) {
+  let box = $('steering-waiting');
+  if (!box) {
+    box = document.createElement('div');
+    box.id = 'steering-waiting';
+    $('messages').append(box);
+  }
+  const row = document.createElement('div');
+  row.className = 'msg user queued';
+  const b = document.createElement('div');
+  b.className = 'bubble';
+  b.textContent = text;
+  const tag = document.createElement('span');
+  tag.className = 'tag';
+  tag.textContent = t('steerQueued');
+  row.append(b, tag);
+  box.append(row);
+  scrollDown();
+  return row;
 }
 
 function addAssistant(text, notice) {
@@ -267,7 +310,7 @@ function addTool(status, name, message, outcome) {
   emptyNode.remove();
   const el = document.createElement('div');
   toolLine(el, status, name, message, outcome);
-  $('messages').append(el);
+  place(el);
   scrollDown();
   return el;
 }
@@ -284,7 +327,7 @@ function addContextMarker(summary) {
   body.className = 'text';
   body.textContent = t('summary') + ': ' + (summary || '');
   el.append(head, body);
-  $('messages').append(el);
+  place(el);
   scrollDown();
   return el;
 }
@@ -295,7 +338,7 @@ function renderHistory(messages, processing) {
   clearMessages();
   for (const m of messages || []) {
     if (processing && m.recovery) continue;
-    if (m.role === 'user') addUser(m.content);
+    if (m.role === 'user') addUser(m.content, m.steering_message_id);
     else if (m.role === 'assistant') addAssistant(m.content, m.notice);
     else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
     else if (m.role === 'context') addContextMarker(m.summary);
@@ -344,9 +387,51 @@ function newChat() {
 }
 
 // ---- streaming ----
+// The frames of an SSE response, parsed, in order.
+async function* frames(r) {
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let cut;
+    while ((cut = buf.indexOf('\n\n')) >= 0) {
+      const raw = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      const data = raw.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+      if (!data) continue;
+      try { yield JSON.parse(data); } catch (_) { /* not a frame */ }
+    }
+  }
+}
+
+function streamBody(text) {
+  const body = { text };
+  if (state.sessionId) body.session_id = state.sessionId;
+  if (state.owner) body.user_id = state.owner;
+  return body;
+}
+
 async function send(text) {
   setBusy(true);
   addUser(text);
+  let r;
+  try {
+    r = await api('POST', '/api/v1/agent/stream', streamBody(text));
+  } catch (e) {
+    if (e.message !== 'unauthorized') addError(t('netError'));
+    setBusy(false);
+    return;
+  }
+  await stream(r, text);
+}
+
+// Renders one turn's stream (`first`: a frame already read from `it`).
+async function stream(r, text, it = null, first = null) {
+  let finish;
+  state.turnDone = new Promise((resolve) => { finish = resolve; });
   let segment = null; // the assistant bubble being streamed
   let segmentText = '';
   const tools = new Map();
@@ -362,68 +447,62 @@ async function send(text) {
     segment = null;
     segmentText = '';
   };
+  const waiting = (id) => document.querySelector('#steering-waiting [data-steering-id="' + id + '"]');
+  const handle = (f) => {
+    if (f.type === 'start') {
+      const fresh = state.sessionId !== f.session_id;
+      state.sessionId = f.session_id;
+      history.replaceState(null, '', '#/s/' + sessionPath(f.session_id, state.owner));
+      $('delete-chat').hidden = false;
+      if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
+    } else if (f.type === 'delta') {
+      if (!segment) { segment = addAssistant(''); }
+      segmentText += f.content;
+      if (!frame) frame = requestAnimationFrame(paint);
+    } else if (f.type === 'tool') {
+      endSegment();
+      const el = tools.get(f.tool_id);
+      if (el) toolLine(el, f.status, f.name, f.message, f.outcome);
+      else tools.set(f.tool_id, addTool(f.status, f.name, f.message, f.outcome));
+    } else if (f.type === 'steering' && f.status === 'applied') {
+      // The boundary: the segment so far is closed, the user's message stands here, and the
+      // reply continues in a new bubble below it.
+      endSegment();
+      const el = waiting(f.message_id);
+      if (el) el.remove();
+      addUser(f.content, f.message_id);
+    } else if (f.type === 'steering' && f.status === 'discarded') {
+      const el = waiting(f.message_id);
+      if (el) { el.classList.add('discarded'); el.querySelector('.tag').textContent = t('steerDiscarded'); }
+    } else if (f.type === 'interaction-protected') {
+      // A confirmed secret read: shown here only, never stored in the chat history.
+      endSegment();
+      const b = bubble('assistant');
+      b.classList.add('notice');
+      b.textContent = f.content;
+      scrollDown();
+    } else if (f.type === 'context') {
+      // Shown now, where the stream is; the reload after the turn puts it where the chat
+      // keeps it (before the recent messages the model still sees in full).
+      endSegment();
+      addContextMarker(f.summary);
+      compacted = true;
+    } else if (f.type === 'error') {
+      endSegment();
+      addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
+    } else if (f.type === 'done') {
+      endSegment();
+      if (f.status === 'stopped') addAssistant(t('stopped'), true);
+    }
+  };
   try {
-    const body = { text };
-    if (state.sessionId) body.session_id = state.sessionId;
-    if (state.owner) body.user_id = state.owner;
-    const r = await api('POST', '/api/v1/agent/stream', body);
     if (!r.ok) {
       const e = await r.json().catch(() => ({}));
       addError((e.error && e.error.message) || r.statusText);
       return;
     }
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    let buf = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let cut;
-      while ((cut = buf.indexOf('\n\n')) >= 0) {
-        const raw = buf.slice(0, cut);
-        buf = buf.slice(cut + 2);
-        const data = raw.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
-        if (!data) continue;
-        let f;
-        try { f = JSON.parse(data); } catch (_) { continue; }
-        if (f.type === 'start') {
-          const fresh = state.sessionId !== f.session_id;
-          state.sessionId = f.session_id;
-          history.replaceState(null, '', '#/s/' + sessionPath(f.session_id, state.owner));
-          $('delete-chat').hidden = false;
-          if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
-        } else if (f.type === 'delta') {
-          if (!segment) { segment = addAssistant(''); }
-          segmentText += f.content;
-          if (!frame) frame = requestAnimationFrame(paint);
-        } else if (f.type === 'tool') {
-          endSegment();
-          const el = tools.get(f.tool_id);
-          if (el) toolLine(el, f.status, f.name, f.message, f.outcome);
-          else tools.set(f.tool_id, addTool(f.status, f.name, f.message, f.outcome));
-        } else if (f.type === 'interaction-protected') {
-          // A confirmed secret read: shown here only, never stored in the chat history.
-          endSegment();
-          const b = bubble('assistant');
-          b.classList.add('notice');
-          b.textContent = f.content;
-          scrollDown();
-        } else if (f.type === 'context') {
-          // Shown now, where the stream is; the reload after the turn puts it where the chat
-          // keeps it (before the recent messages the model still sees in full).
-          endSegment();
-          addContextMarker(f.summary);
-          compacted = true;
-        } else if (f.type === 'error') {
-          endSegment();
-          addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
-        } else if (f.type === 'done') {
-          endSegment();
-          if (f.status === 'stopped') addAssistant(t('stopped'), true);
-        }
-      }
-    }
+    if (first) handle(first);
+    for await (const f of it || frames(r)) handle(f);
   } catch (e) {
     if (e.message !== 'unauthorized') addError(t('netError'));
   } finally {
@@ -432,7 +511,51 @@ async function send(text) {
     if (compacted && state.sessionId) await openSession(state.sessionId, state.owner).catch(() => {});
     setBusy(false);
     loadSessions();
+    finish();
   }
+}
+
+// A message typed while the agent runs: it joins the running task (queued, then applied on the
+// task's own stream), or — when the task cannot take it — runs as the next turn.
+async function steer(text) {
+  const row = addWaiting(text);
+  let r;
+  try {
+    r = await api('POST', '/api/v1/agent/stream', streamBody(text));
+  } catch (e) {
+    row.remove();
+    if (e.message !== 'unauthorized') addError(t('netError'));
+    return;
+  }
+  if (!r.ok) {
+    row.remove();
+    const e = await r.json().catch(() => ({}));
+    addError((e.error && e.error.message) || r.statusText);
+    return;
+  }
+  const it = frames(r);
+  let first = await it.next();
+  if (!first.done && first.value.type === 'start' && first.value.assistant_message_id === undefined) {
+    first = await it.next();
+  }
+  const f = first.value;
+  if (!first.done && f.type === 'steering' && f.status === 'queued') {
+    row.dataset.steeringId = f.message_id;
+    for await (const _ of it) { /* the acknowledgement's `done` */ }
+    return;
+  }
+  if (!first.done && f.type === 'error') {
+    row.remove();
+    addError(f.code === 'agent_manager_queue_full' ? t('queueFull') : f.message);
+    return;
+  }
+  // An ordinary turn, queued behind the running one: shown as it starts.
+  row.querySelector('.tag').textContent = t('steerWaiting');
+  while (state.busy) await state.turnDone;
+  row.remove();
+  setBusy(true);
+  addUser(text);
+  await stream(r, text, it, first.done ? null : f);
 }
 
 let emptyNode;
@@ -467,10 +590,12 @@ function init() {
     ev.preventDefault();
     const input = $('input');
     const text = input.value.trim();
-    if (!text || state.busy) return;
+    // While a new chat's first reply has not named the session yet, the message stays typed.
+    if (!text || (state.busy && !state.sessionId)) return;
     input.value = '';
     input.style.height = '';
-    send(text);
+    if (state.busy) steer(text);
+    else send(text);
   });
   $('input').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {

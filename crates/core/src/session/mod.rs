@@ -1,9 +1,13 @@
 //! One session actor (a tokio task) per live `(user, session_id)`: it owns the transcript and the
 //! plan, runs turns one at a time from a bounded FIFO queue, and emits [`Event`]s to whoever
-//! submitted the turn. Stop goes around the queue so it reaches the running turn at once.
+//! submitted the turn. Stop goes around the queue so it reaches the running turn at once; it
+//! also discards the turns queued before it. A message sent while its user's turn runs goes
+//! around the queue too, into the [`steering`] inbox the running turn reads at its next model
+//! call.
 
 pub mod data;
 pub mod recovery;
+pub mod steering;
 
 use crate::error::{CoreError, Result};
 use crate::review::{ReviewReport, ReviewState, RunningReview};
@@ -13,7 +17,7 @@ use crate::turn::{StopCause, TurnInput, run_turn};
 pub use data::{PersistedState, SessionData, StateLost};
 use mpa_protocol::{Actor, Event, Op, UserId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -26,9 +30,25 @@ struct Submission {
     actor: Actor,
     op: Op,
     events: mpsc::UnboundedSender<Event>,
+    /// The stops counted when it was queued: a stop after that discards it.
+    stops: u64,
+}
+
+/// What a message sent with [`SessionHandle::steer`] became.
+#[derive(Debug)]
+pub enum Steered {
+    /// In the running turn's inbox: `event` is the `queued` acknowledgement; `applied` (or
+    /// `discarded`, after a stop) follows on the running turn's own stream.
+    Queued { event: Event, message_id: String },
+    /// No turn of this user could take it (none running, another user's, stopped, or a full
+    /// inbox): queued as an ordinary turn, whose events these are.
+    Turn(mpsc::UnboundedReceiver<Event>),
 }
 
 /// The live sessions of an agent, by id; an actor removes its own entry when it ends.
+/// The error code a queued turn gets when a stop discarded it before it started.
+pub const DISCARDED_BY_STOP: &str = "discarded_by_stop";
+
 pub(crate) type LiveSessions = Mutex<HashMap<String, SessionHandle>>;
 
 struct Shared {
@@ -41,6 +61,10 @@ struct Shared {
     /// Goes around the queue, so a full queue can never drop it.
     close: Notify,
     current: Mutex<Option<CancellationToken>>,
+    /// Stops so far; a queued turn from before the latest one is discarded unrun.
+    stops: AtomicU64,
+    /// Messages for the running turn (spec runtime.md §2).
+    steering: steering::SteeringInbox,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
     /// The background review: running, or how the last one ended.
     review: tokio::sync::watch::Sender<ReviewState>,
@@ -67,6 +91,8 @@ pub(crate) fn spawn_session(
         closing: AtomicBool::new(false),
         close: Notify::new(),
         current: Mutex::new(None),
+        stops: AtomicU64::new(0),
+        steering: steering::SteeringInbox::new(),
         task: tokio::sync::Mutex::new(None),
         review: tokio::sync::watch::Sender::new(ReviewState::Idle),
         finished: tokio::sync::watch::Sender::new(false),
@@ -127,21 +153,42 @@ async fn actor_loop(
                 continue;
             }
         };
-        let Submission { actor, op, events } = *cmd;
+        let Submission {
+            actor,
+            op,
+            events,
+            stops,
+        } = *cmd;
         let Op::UserInput {
             text,
             images,
             client_context,
         } = op
         else {
-            // Stop and close never wait in the queue (see `SessionHandle::send`).
+            // Stop, close and steering never wait in the queue (see `SessionHandle::send`).
             continue;
         };
-        if shared.closing.load(Ordering::SeqCst) {
+        // Shutting down, or a stop came after it was queued (spec runtime.md §2.7): answered,
+        // never run.
+        let unrun = if shared.closing.load(Ordering::SeqCst) {
+            Some((
+                CoreError::SessionClosed.code(),
+                "the host is shutting down; this message was not processed / 服务正在关闭，这条消息未处理",
+            ))
+        } else if stops < shared.stops.load(Ordering::SeqCst) {
+            Some((
+                DISCARDED_BY_STOP,
+                "a stop came before this message's turn started; it was not processed / \
+                 在这条消息开始处理前已停止，未处理",
+            ))
+        } else {
+            None
+        };
+        if let Some((code, message)) = unrun {
             let _ = events.send(Event::Error {
                 kind: mpa_protocol::ErrorKind::Session,
-                code: CoreError::SessionClosed.code().into(),
-                message: "the host is shutting down; this message was not processed".into(),
+                code: code.into(),
+                message: message.into(),
             });
             let _ = events.send(Event::TurnEnded {
                 status: mpa_protocol::TurnStatus::Stopped,
@@ -179,7 +226,16 @@ async fn actor_loop(
             // A conversation recovered from a killed turn first learns which writes are
             // unresolved.
             recovery::annotate(&services.store, &actor, &mut data).await;
-            run_turn(&services, &mut data, input, &events, cancel, stop_cause).await
+            run_turn(
+                &services,
+                &mut data,
+                input,
+                &events,
+                cancel,
+                stop_cause,
+                &shared.steering,
+            )
+            .await
         })
         .await;
         if let Some(start) = outcome.review {
@@ -202,6 +258,9 @@ async fn actor_loop(
         add_review_usage(&services, &mut data, report).await;
         shared.review.send_replace(ended);
     }
+    // Every run finished before this point, so nothing waits here: later messages fail over to
+    // the (closed) queue, whose callers open the session again.
+    shared.steering.close();
     // A last try for a turn that could not be saved (the host is closing the session).
     if data.unsaved
         && Box::pin(crate::turn::end::save(&services, &data))
@@ -274,6 +333,11 @@ impl SessionHandle {
         self.shared.processing.load(Ordering::SeqCst)
     }
 
+    /// Steering messages waiting for the running turn's next model call.
+    pub fn steering_pending(&self) -> usize {
+        self.shared.steering.pending()
+    }
+
     /// Sends a client's op: `UserInput` queues a turn (the receiver gets exactly that turn's
     /// events, ending with `TurnEnded`; dropping it does not stop the turn), `Stop` goes around
     /// the queue to the running turn, `Close` goes around it too and ends the actor after the
@@ -288,6 +352,14 @@ impl SessionHandle {
                 self.shared.close.notify_one();
                 Ok(None)
             }
+            Op::Steer { text, images } => match self.steer(actor, text, images)? {
+                Steered::Queued { event, .. } => {
+                    let (etx, erx) = mpsc::unbounded_channel();
+                    let _ = etx.send(event);
+                    Ok(Some(erx))
+                }
+                Steered::Turn(rx) => Ok(Some(rx)),
+            },
             op @ Op::UserInput { .. } => {
                 if self.shared.closing.load(Ordering::SeqCst) {
                     return Err(CoreError::SessionClosed);
@@ -297,6 +369,7 @@ impl SessionHandle {
                     actor: actor.clone(),
                     op,
                     events: etx,
+                    stops: self.shared.stops.load(Ordering::SeqCst),
                 });
                 match self.tx.try_send(sub) {
                     Ok(()) => Ok(Some(erx)),
@@ -327,9 +400,32 @@ impl SessionHandle {
         .ok_or(CoreError::SessionClosed)
     }
 
-    /// Stops the running turn: its model call is cancelled and no further tool call is dispatched.
+    /// A message for the running turn of `actor` (spec runtime.md §2): queued in the steering
+    /// inbox and acknowledged at once, or — when no turn of this user can take it — queued as an
+    /// ordinary turn. Never dropped.
+    pub fn steer(&self, actor: &Actor, text: String, images: Vec<String>) -> Result<Steered> {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            return Err(CoreError::SessionClosed);
+        }
+        // A host command is the host's to answer at a turn's start, never the model's.
+        if crate::turn::host_command::is_command(&text) {
+            return Ok(Steered::Turn(self.submit(actor.clone(), text, images)?));
+        }
+        match self.shared.steering.enqueue(actor, text, images) {
+            Ok(m) => Ok(Steered::Queued {
+                event: crate::turn::steering::queued_event(&m),
+                message_id: m.message_id,
+            }),
+            Err((text, images)) => Ok(Steered::Turn(self.submit(actor.clone(), text, images)?)),
+        }
+    }
+
+    /// Stops the running turn: its model call is cancelled, no further tool call is dispatched,
+    /// its waiting steering messages and the turns queued so far are discarded (each told so).
     /// Returns whether a turn was running.
     pub fn stop(&self) -> bool {
+        self.shared.stops.fetch_add(1, Ordering::SeqCst);
+        self.shared.steering.stop();
         match lock(&self.shared.current).as_ref() {
             Some(token) => {
                 token.cancel();

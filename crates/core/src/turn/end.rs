@@ -389,6 +389,9 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
                 "summary": super::compact::summary_text(m),
             })),
             Role::User if super::compact::is_pinned_copy(m) => {}
+            Role::User if let Some(id) = super::steering::steering_id(m) => {
+                out.push(super::steering::display_line(m, id));
+            }
             Role::User => out.push(serde_json::json!({
                 "role": "user",
                 "content": m.text(),

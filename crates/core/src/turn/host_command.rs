@@ -9,10 +9,15 @@ use mpa_protocol::{Actor, Message, Role};
 /// Metadata key on a host command's user message and on its reply.
 pub const HOST_COMMAND_KEY: &str = "host_command";
 
+/// Whether `text` is addressed to the host (answered at a turn's start, never by the model).
+pub fn is_command(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("/memory") || t.starts_with("/skills")
+}
+
 /// The host's reply when `text` is a host command; `None` otherwise.
 pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<String> {
-    let t = text.trim_start();
-    if !(t.starts_with("/memory") || t.starts_with("/skills")) {
+    if !is_command(text) {
         return None;
     }
     let memory = services.caps.memory.clone();

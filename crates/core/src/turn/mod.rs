@@ -5,7 +5,9 @@
 //!    a pending secret-read question and [`host_command`]s are answered here and skip the model;
 //! 2. [`steps`]: the model ⇄ tools loop, itself a sequence of named stages
 //!    (`prepare_request` → `call_model` → `settle_answer` → `gate_calls` → `run_tools` →
-//!    `after_step`), with evidence [`capture`] flushed after every step;
+//!    `after_step`), with evidence [`capture`] flushed after every step and [`steering`]
+//!    messages taken in at each model-call boundary; messages that arrive after the loop's
+//!    last boundary keep the turn going (the inbox's atomic end of the run);
 //! 3. [`end`]: interruption notice, plan snapshot, redaction, the chat snapshot; then the
 //!    background review when its counters are due.
 
@@ -19,6 +21,7 @@ pub mod model_call;
 pub mod outbound;
 pub mod request;
 pub mod settle;
+pub mod steering;
 pub mod steps;
 pub mod tool_calls;
 
@@ -29,6 +32,7 @@ use crate::handle::AgentHandle;
 use crate::review::{Due, ReviewStart};
 use crate::services::Services;
 use crate::session::SessionData;
+use crate::session::steering::{Finish, SteeringInbox};
 use crate::tools::policy::Origin;
 use crate::transcript::Transcript;
 use async_trait::async_trait;
@@ -60,7 +64,7 @@ pub struct TurnOutcome {
 }
 
 /// A turn's step hooks: evidence capture and the recovery snapshot after every step, the
-/// skill-review counter per tool response.
+/// skill-review counter per tool response, steering intake at every model-call boundary.
 struct TurnHooks<'a> {
     capture: Option<capture::CaptureTarget<'a>>,
     checkpoint: end::Checkpoint,
@@ -71,6 +75,11 @@ struct TurnHooks<'a> {
     unsaved: Option<TurnError>,
     /// The user's language, for the storage error.
     lang: error::Lang,
+    steering: &'a SteeringInbox,
+    sink: &'a EventSink,
+    /// Steering messages are user turns for the memory review too.
+    memory_interval: u32,
+    memory_due: bool,
 }
 
 impl TurnHooks<'_> {
@@ -145,6 +154,22 @@ impl StepHooks for TurnHooks<'_> {
     fn failure(&self) -> Option<TurnError> {
         self.unsaved.clone()
     }
+
+    async fn intake(&mut self, transcript: &mut Transcript) {
+        let taken = steering::intake(self.services, self.steering, transcript);
+        if taken.is_empty() {
+            return;
+        }
+        for _ in &taken {
+            self.memory_due |= self.review.on_user_turn(self.memory_interval, 0);
+        }
+        // Stored before it is acknowledged: `applied` means the message is in the chat and
+        // the evidence.
+        self.after_step(transcript).await;
+        for t in &taken {
+            self.sink.emit(steering::applied_event(t));
+        }
+    }
 }
 
 pub async fn run_turn(
@@ -154,6 +179,7 @@ pub async fn run_turn(
     events: &mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
     stop_cause: impl Fn() -> StopCause,
+    steering: &SteeringInbox,
 ) -> TurnOutcome {
     let sink = EventSink::new(events.clone());
     let actor = input.actor;
@@ -165,9 +191,10 @@ pub async fn run_turn(
     let compactions_before = data.transcript.compaction_count();
     data.transcript
         .push(begin::user_message(services, &input.text, &input.images));
+    let assistant_message_id = uuid::Uuid::new_v4().simple().to_string();
     sink.emit(Event::TurnStarted {
         session_id: data.session_id.clone(),
-        assistant_message_id: uuid::Uuid::new_v4().simple().to_string(),
+        assistant_message_id: assistant_message_id.clone(),
     });
     // The saved state this session was loaded with could not all be read: said once, here.
     if let Some(lost) = data.state_lost.take() {
@@ -232,7 +259,9 @@ pub async fn run_turn(
             let acting_note = begin::acting_note(&actor, data);
             data.save_capabilities(&services.capabilities);
             let request_id = uuid::Uuid::new_v4().simple().to_string();
-            let setup = LoopSetup {
+            let catalogue = discovering.then_some(all_specs);
+            let generation = view.generation();
+            let setup = || LoopSetup {
                 services,
                 tools: ToolStage {
                     invoker: services.invoker(),
@@ -249,16 +278,16 @@ pub async fn run_turn(
                 },
                 system: &sys,
                 offer: Offer {
-                    specs,
-                    catalogue: discovering.then_some(all_specs),
-                    follow: Some(view.generation()),
+                    specs: specs.clone(),
+                    catalogue: catalogue.clone(),
+                    follow: Some(generation),
                 },
                 limits: Limits {
                     max_model_calls: services.cfg.max_iterations,
                     input_token_budget: None,
                 },
                 budget: services.budget_limits(),
-                acting_note,
+                acting_note: acting_note.clone(),
             };
             let checkpoint = end::Checkpoint::of(data, turn_start);
             let mut hooks = TurnHooks {
@@ -273,6 +302,10 @@ pub async fn run_turn(
                 services,
                 unsaved: None,
                 lang: error::Lang::of(&input.text),
+                steering,
+                sink: &sink,
+                memory_interval,
+                memory_due: false,
             };
             // What is in the transcript before the first model call — the user's message and
             // what a stateless client sent along with it — is evidence from the start, so the
@@ -283,7 +316,31 @@ pub async fn run_turn(
             // The request is kept even if the process dies during the first model call; a
             // request that cannot be kept is not sent (the loop ends before its first call).
             hooks.checkpoint(&data.transcript).await;
-            let mut end = steps::run(setup, &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            steering.begin_run(&actor.user_id, &assistant_message_id);
+            let mut end =
+                steps::run(setup(), &mut data.transcript, &mut hooks, &sink, &cancel).await;
+            // The inbox's atomic end of the run: a message accepted after the loop's last
+            // boundary keeps the turn going (its first step takes it in); after a stop, what
+            // waited is discarded and said so.
+            loop {
+                match steering.finish_run(end.status == TurnStatus::Stopped) {
+                    Finish::More => {
+                        // How the loop ended so far is told, not lost.
+                        if let Some(error) = end.error.take() {
+                            sink.emit(error.to_event());
+                        }
+                        end = steps::run(setup(), &mut data.transcript, &mut hooks, &sink, &cancel)
+                            .await;
+                    }
+                    Finish::Done { discarded } => {
+                        for m in &discarded {
+                            sink.emit(steering::discarded_event(m));
+                        }
+                        break;
+                    }
+                }
+            }
+            memory_due |= hooks.memory_due;
             // The last step's snapshot failed after the loop had its answer: not acknowledged.
             if let Some(error) = hooks.unsaved.take()
                 && !matches!(end.error, Some(TurnError::Storage { .. }))

@@ -7,8 +7,8 @@
 //!
 //! One step is these stages, in this order ([`run`] is the one place where it is written):
 //!
-//! 1. [`prepare_request`] — limits, (slot: steering intake), the tools offered (the registry as of
-//!    now), the outbound contributors ([`super::outbound`]: acting note, plan block, tool
+//! 1. [`prepare_request`] — limits, steering intake ([`StepHooks::intake`]), the tools offered
+//!    (the registry as of now), the outbound contributors ([`super::outbound`]: acting note, plan block, tool
 //!    discovery, continuation notes), the budget, and compaction when the request is over it;
 //! 2. [`call_model`] — one streamed request; a proposed compaction commits once it succeeded;
 //! 3. [`settle_answer`] — what the answer means ([`super::settle`]: empty answer, cut-off
@@ -62,6 +62,10 @@ pub trait StepHooks: Send {
     fn failure(&self) -> Option<TurnError> {
         None
     }
+
+    /// The first step of every request: a turn takes in its steering messages
+    /// ([`super::steering`]); loops without an inbox take nothing.
+    async fn intake(&mut self, _transcript: &mut Transcript) {}
 }
 
 /// Hooks that do nothing.
@@ -223,7 +227,7 @@ pub struct Prepared {
 pub async fn prepare_request(
     setup: &LoopSetup<'_>,
     st: &mut LoopState,
-    transcript: &Transcript,
+    transcript: &mut Transcript,
     hooks: &mut dyn StepHooks,
     sink: &EventSink,
     cancel: &CancellationToken,
@@ -258,8 +262,10 @@ pub async fn prepare_request(
         // A vocabulary loads (once per process, ~0.1–0.6 s) off the runtime's threads.
         let _ = tokio::task::spawn_blocking(move || counter.warm_up()).await;
     }
-    // Slot: steering intake (queued user messages join the transcript here, never between a
-    // tool call and its result).
+    // Steering intake: queued user messages join the transcript here, never between a tool
+    // call and its result.
+    hooks.intake(transcript).await;
+    let transcript = &*transcript;
     refresh_offer(setup, st);
     let out = outbound(setup, st, transcript);
     let mut tail = Tail::new(transcript.messages(), &out.blocks);

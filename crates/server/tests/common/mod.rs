@@ -7,6 +7,8 @@
     reason = "a test's panic is its failure report"
 )]
 
+pub mod gate;
+
 use futures_util::StreamExt;
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
@@ -40,23 +42,28 @@ impl Env {
 
     /// A host whose config `configure` adjusts (limits, timeouts) before it binds.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Env {
-        Env::start_caps(configure, |_| {}, false, None).await
+        Env::start_caps(configure, |_| {}, false, None, Vec::new()).await
+    }
+
+    /// A full host ([`Env::start_full`]) with these tools besides the built-in ones.
+    pub async fn start_tools(tools: Vec<std::sync::Arc<dyn mpa_core::tools::Tool>>) -> Env {
+        Env::start_caps(|_| {}, |_| {}, true, None, tools).await
     }
 
     /// A host with the evidence history (under the data dir, see [`Env::evidence`]) and the
     /// admin-only `execute_command` tool, as `mpagent serve` runs.
     pub async fn start_full() -> Env {
-        Env::start_caps(|_| {}, |_| {}, true, None).await
+        Env::start_caps(|_| {}, |_| {}, true, None, Vec::new()).await
     }
 
     /// A full host whose agent config `configure` adjusts (model name, window, idle time).
     pub async fn start_agent(configure: impl FnOnce(&mut AgentConfig)) -> Env {
-        Env::start_caps(|_| {}, configure, true, None).await
+        Env::start_caps(|_| {}, configure, true, None, Vec::new()).await
     }
 
     /// [`Env::start_agent`] with its data directory in `dir` (e.g. a small file system).
     pub async fn start_in(dir: tempfile::TempDir, configure: impl FnOnce(&mut AgentConfig)) -> Env {
-        Env::start_caps(|_| {}, configure, true, Some(dir)).await
+        Env::start_caps(|_| {}, configure, true, Some(dir), Vec::new()).await
     }
 
     async fn start_caps(
@@ -64,6 +71,7 @@ impl Env {
         configure_agent: impl FnOnce(&mut AgentConfig),
         full: bool,
         dir: Option<tempfile::TempDir>,
+        tools: Vec<std::sync::Arc<dyn mpa_core::tools::Tool>>,
     ) -> Env {
         let mock = MockModelServer::start().await;
         let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
@@ -87,13 +95,16 @@ impl Env {
         }
         let mut agent_cfg = AgentConfig::new(model);
         configure_agent(&mut agent_cfg);
-        let agent = Agent::builder(agent_cfg, store.clone())
-            .caps(caps)
-            .options(RegistryOptions {
-                diagnostic_tools: true,
-            })
-            .build()
-            .unwrap();
+        let mut builder =
+            Agent::builder(agent_cfg, store.clone())
+                .caps(caps)
+                .options(RegistryOptions {
+                    diagnostic_tools: true,
+                });
+        for t in tools {
+            builder = builder.tool(t);
+        }
+        let agent = builder.build().unwrap();
         let accounts = agent.accounts().clone();
         let handle = agent.clone();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
