@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod execute_command;
 pub mod gate;
 pub mod get_tool_execution;
+pub mod guardrails;
 pub mod invoke;
 pub mod ledger;
 pub mod memory;
@@ -65,6 +66,8 @@ pub struct ToolMeta {
     pub review: ReviewUse,
     /// At most one call of this tool per model response (e.g. `update_plan` replaces the plan).
     pub once_per_response: bool,
+    /// How the loop guardrails treat repeated calls ([`guardrails::LoopClass`]).
+    pub loop_class: guardrails::LoopClass,
 }
 
 impl ToolMeta {
@@ -76,6 +79,7 @@ impl ToolMeta {
             self_capped: false,
             review: ReviewUse::Never,
             once_per_response: false,
+            loop_class: guardrails::LoopClass::PLAIN,
         }
     }
 
@@ -106,6 +110,11 @@ impl ToolMeta {
 
     pub const fn once_per_response(mut self) -> Self {
         self.once_per_response = true;
+        self
+    }
+
+    pub const fn loop_class(mut self, class: guardrails::LoopClass) -> Self {
+        self.loop_class = class;
         self
     }
 }
@@ -175,6 +184,10 @@ pub struct ToolOutput {
     /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
     /// never parses a result to learn it.
     pub error: Option<Box<str>>,
+    /// Host notes for the model (a loop warning), appended after the result when it joins the
+    /// conversation ([`ToolOutput::render_notes`]): never cut off by the result cap, never part
+    /// of the result's evidence, never mistaken for a change of the result itself.
+    pub notes: Vec<String>,
 }
 
 impl ToolOutput {
@@ -190,6 +203,7 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            notes: Vec::new(),
         }
     }
 
@@ -207,6 +221,14 @@ impl ToolOutput {
             Outcome::Failed,
         )
         .with_error(code)
+    }
+
+    /// Appends the host notes to the content, each after a blank line (what the model reads).
+    pub fn render_notes(&mut self) {
+        for note in self.notes.drain(..) {
+            self.content.push_str("\n\n");
+            self.content.push_str(&note);
+        }
     }
 
     /// Records the stable error code of this result (see [`ToolOutput::error`]).
@@ -234,6 +256,7 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            notes: Vec::new(),
         }
     }
 }

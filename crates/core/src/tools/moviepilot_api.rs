@@ -6,6 +6,7 @@
 //! `download.add` as an external side effect.
 
 use super::ledger::{ReadBack, ReadBackCheck};
+use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
@@ -169,7 +170,8 @@ impl TypedTool for MoviePilotApi {
 
     fn meta(&self) -> ToolMeta {
         // Decided per call from the operation; an unknown operation is treated as a write.
-        ToolMeta::new(EffectClass::Unknown)
+        // Failures of different operations are different tools to the loop guardrails.
+        ToolMeta::new(EffectClass::Unknown).loop_class(LoopClass::keyed_by("operation_id"))
     }
 
     fn effect(&self, args: &MoviePilotApiArgs) -> EffectClass {

@@ -11,6 +11,10 @@ a new session, or raise the model server's context size (and LLM_MAX_CONTEXT_TOK
 const EMPTY_ANSWER_FAILED: &str = "the model returned an empty answer twice (no text and no tool call); \
 nothing was done after that — try again, or use a more capable model";
 
+const CONTINUATION_EXHAUSTED: &str = "本轮未完成：模型仍只描述下一步，未给出完成结果。\n\
+This turn is not finished: after two prompts to continue, the model still only described its next \
+step instead of doing it or giving a result";
+
 const OUTPUT_TRUNCATED: &str = "the answer was cut off by the model's output limit \
 (LLM_MAX_OUTPUT_TOKENS); ask to continue, or raise the limit";
 
@@ -28,6 +32,9 @@ pub enum TurnError {
     OutputTruncated,
     /// The request is over the window and compaction could not make it fit.
     Compaction(CompactError),
+    /// The model kept announcing work it did not do after the host's continuation prompts (the
+    /// turn is `partial`).
+    ContinuationExhausted,
 }
 
 impl TurnError {
@@ -40,6 +47,7 @@ impl TurnError {
             TurnError::EmptyAnswer => "model_empty_answer",
             TurnError::OutputTruncated => "output_truncated",
             TurnError::Compaction(e) => e.code(),
+            TurnError::ContinuationExhausted => "continuation_exhausted",
         }
     }
 
@@ -59,6 +67,7 @@ impl TurnError {
             TurnError::EmptyAnswer => EMPTY_ANSWER_FAILED.to_string(),
             TurnError::OutputTruncated => OUTPUT_TRUNCATED.to_string(),
             TurnError::Compaction(e) => e.message().to_string(),
+            TurnError::ContinuationExhausted => CONTINUATION_EXHAUSTED.to_string(),
         }
     }
 
@@ -70,7 +79,8 @@ impl TurnError {
             TurnError::IterationLimit { .. }
             | TurnError::InputBudget { .. }
             | TurnError::EmptyAnswer
-            | TurnError::OutputTruncated => ErrorKind::Limit,
+            | TurnError::OutputTruncated
+            | TurnError::ContinuationExhausted => ErrorKind::Limit,
         }
     }
 
