@@ -9,4 +9,5 @@ mod http;
 mod login_limits;
 mod session_ids;
 mod slow_clients;
+mod turn_status;
 mod web_tool_lines;

@@ -17,6 +17,12 @@ const I18N = {
     unknown: 'unknown — may or may not have happened; verify before retrying',
     compacted: 'From here on the model works from a summary of the messages above (they stay listed here).',
     summary: 'Summary',
+    ts_blocked: 'Stopped by the host: repeated tool calls without progress',
+    ts_waiting: 'Waiting: an operation was submitted and has not finished',
+    ts_unknown: 'Result unknown: an operation may or may not have happened',
+    ts_partial: 'Incomplete answer',
+    ts_iteration_limit: 'Stopped at the step limit',
+    tsHint: 'How the host saw this turn end — not proof that the task is done.',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -28,6 +34,9 @@ const I18N = {
     lang: 'English', running: '进行中', done: '完成', error: '失败', admin: '管理员',
     succeeded: '成功', failed: '失败', pending: '已提交，尚未完成', unknown: '结果未知——可能已生效，重试前请先核实',
     compacted: '从这里起，模型依据上方消息的摘要继续工作（上方消息仍完整保留在此）。', summary: '摘要',
+    ts_blocked: '已被宿主停止：工具重复调用没有进展', ts_waiting: '等待中：操作已提交，尚未完成',
+    ts_unknown: '结果未知：操作可能已生效，也可能没有', ts_partial: '回答不完整', ts_iteration_limit: '已达步数上限',
+    tsHint: '这是宿主看到的本轮结束状态，不代表任务已经完成。',
   },
 };
 
@@ -181,6 +190,8 @@ function renderSessions() {
     title.className = 'title';
     title.textContent = s.title || t('untitled');
     a.append(title);
+    const label = !s.is_processing && statusLabel(s.turn_status);
+    if (label) { label.textContent = ''; a.append(label); }
     if (s.is_processing) {
       const dot = document.createElement('span');
       dot.className = 'dot';
@@ -229,6 +240,31 @@ function addAssistant(text, notice) {
   if (notice) b.classList.add('notice');
   scrollDown();
   return b;
+}
+
+// How a turn ended when it did not simply complete: a host stop state (blocked, waiting,
+// unknown, partial), shown as a small label — never as proof that the task is done.
+const STOP_STATES = ['blocked', 'waiting', 'unknown', 'partial', 'iteration_limit'];
+
+function statusLabel(status) {
+  if (!STOP_STATES.includes(status)) return null;
+  const el = document.createElement('span');
+  el.className = 'turn-status status-' + status;
+  el.dataset.turnStatus = status;
+  el.textContent = t('ts_' + status);
+  el.title = t('tsHint');
+  return el;
+}
+
+function addTurnStatus(status) {
+  const el = statusLabel(status);
+  if (!el) return;
+  emptyNode.remove();
+  const row = document.createElement('div');
+  row.className = 'turn-status-row';
+  row.append(el);
+  $('messages').append(row);
+  scrollDown();
 }
 
 function addError(text) {
@@ -296,7 +332,7 @@ function renderHistory(messages, processing) {
   for (const m of messages || []) {
     if (processing && m.recovery) continue;
     if (m.role === 'user') addUser(m.content);
-    else if (m.role === 'assistant') addAssistant(m.content, m.notice);
+    else if (m.role === 'assistant') { addAssistant(m.content, m.notice); addTurnStatus(m.turn_status); }
     else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
     else if (m.role === 'context') addContextMarker(m.summary);
   }
@@ -421,6 +457,7 @@ async function send(text) {
         } else if (f.type === 'done') {
           endSegment();
           if (f.status === 'stopped') addAssistant(t('stopped'), true);
+          else addTurnStatus(f.status);
         }
       }
     }

@@ -174,6 +174,9 @@ impl ToolContext {
     }
 }
 
+/// The field of a JSON result that holds the host notes ([`ToolOutput::render_notes`]).
+pub const HOST_NOTES_KEY: &str = "_host_notes";
+
 /// What a tool returns: the text the model sees (serialised once), the outcome the handler
 /// decided, and host metadata for the tool message (never sent to the model).
 #[derive(Debug, Clone, PartialEq)]
@@ -184,7 +187,7 @@ pub struct ToolOutput {
     /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
     /// never parses a result to learn it.
     pub error: Option<Box<str>>,
-    /// Host notes for the model (a loop warning), appended after the result when it joins the
+    /// Host notes for the model (a loop warning), added to the result when it joins the
     /// conversation ([`ToolOutput::render_notes`]): never cut off by the result cap, never part
     /// of the result's evidence, never mistaken for a change of the result itself.
     pub notes: Vec<String>,
@@ -223,9 +226,22 @@ impl ToolOutput {
         .with_error(code)
     }
 
-    /// Appends the host notes to the content, each after a blank line (what the model reads).
+    /// Adds the host notes to what the model reads: a JSON object result gets them as its last
+    /// field, `_host_notes` (so it stays one JSON object, as the ledger's `_tool_execution`
+    /// does); any other text gets each after a blank line.
     pub fn render_notes(&mut self) {
-        for note in self.notes.drain(..) {
+        if self.notes.is_empty() {
+            return;
+        }
+        let notes = std::mem::take(&mut self.notes);
+        if let Ok(serde_json::Value::Object(mut v)) =
+            serde_json::from_str::<serde_json::Value>(&self.content)
+        {
+            v.insert(HOST_NOTES_KEY.into(), notes.into());
+            self.content = serde_json::Value::Object(v).to_string();
+            return;
+        }
+        for note in notes {
             self.content.push_str("\n\n");
             self.content.push_str(&note);
         }

@@ -175,6 +175,22 @@ mod tests {
     }
 
     #[test]
+    fn after_a_compaction_removed_the_original_the_full_text_comes_back() {
+        let long = "x".repeat(600);
+        let mut t = Transcript::restored(vec![Message::user("list it")]);
+        push(&mut t, "c1", &long);
+        assert!(!push(&mut t, "c2", &long).0.text().contains(&long));
+        // The compaction summarises everything up to and including the original.
+        t.mark_captured(t.len());
+        t.compact(2, vec![Message::user("[summary]")]);
+        let (again, _) = push(&mut t, "c3", &long);
+        assert!(again.text().contains(&long), "shown in full again");
+        // ...and it is the one the next repeat refers to.
+        let (next, _) = push(&mut t, "c4", &long);
+        assert!(next.text().contains("\"c3\""), "{}", next.text());
+    }
+
+    #[test]
     fn short_or_failed_results_are_always_shown() {
         let mut t = Transcript::restored(vec![]);
         let short = "x".repeat(MIN_CHARS - 20);

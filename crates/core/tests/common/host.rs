@@ -72,9 +72,15 @@ impl TestHost {
 
     /// Runs one turn as the host's user and collects its events (the last is `TurnEnded`).
     pub async fn turn(&self, session: &str, text: &str) -> Turn {
+        self.turn_on("test", session, text).await
+    }
+
+    /// [`TestHost::turn`] from `channel` (a message channel such as `telegram` stops tool loops
+    /// that the web page only warns about).
+    pub async fn turn_on(&self, channel: &str, session: &str, text: &str) -> Turn {
         let mut rx = self
             .agent
-            .submit(&self.actor, session, "test", text.into(), vec![])
+            .submit(&self.actor, session, channel, text.into(), vec![])
             .await
             .unwrap();
         let mut events = Vec::new();

@@ -258,7 +258,7 @@ impl Gate for LoopGuard {
         full: Option<&str>,
     ) -> Option<Halt> {
         let f = Facts::of(call);
-        let text = full.unwrap_or(&output.content);
+        let text = without_receipt(output, full.unwrap_or(&output.content));
         let failed = matches!(output.outcome, Outcome::Failed | Outcome::Unknown);
         // A failure is what the host classified (outcome and error code), not its wording, which
         // may carry times or ids; a success is its whole text.
@@ -460,6 +460,21 @@ impl LoopGuard {
             note: cycle_note(f.tool, cycle.period, cycle.laps),
             halt,
         })
+    }
+}
+
+/// The tool's own result: a write's receipt (`_tool_execution`, the last field the ledger adds)
+/// names a fresh invocation every time, which would make every repeat look new.
+fn without_receipt<'a>(output: &ToolOutput, text: &'a str) -> &'a str {
+    if !output
+        .metadata
+        .contains_key(super::ledger::INVOCATION_ID_KEY)
+    {
+        return text;
+    }
+    match text.rfind(r#","_tool_execution":"#) {
+        Some(at) => &text[..at],
+        None => text,
     }
 }
 
