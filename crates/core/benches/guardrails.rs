@@ -72,14 +72,19 @@ fn call(i: usize) -> Call {
     match i % 4 {
         0 => Call {
             tool: "moviepilot_api",
-            meta: ToolMeta::new(EffectClass::Unknown).loop_class(LoopClass::keyed_by("operation_id")),
+            meta: ToolMeta::new(EffectClass::Unknown)
+                .loop_class(LoopClass::keyed_by("operation_id")),
             effect: EffectClass::SafeRead,
             args: json!({"operation_id": "subscription.list", "query": {"page": i % 7, "count": 20}}),
-            output: ToolOutput::json(&serde_json::from_str::<Value>(&rows).unwrap(), Outcome::Succeeded),
+            output: ToolOutput::json(
+                &serde_json::from_str::<Value>(&rows).unwrap(),
+                Outcome::Succeeded,
+            ),
         },
         1 => Call {
             tool: "moviepilot_api",
-            meta: ToolMeta::new(EffectClass::Unknown).loop_class(LoopClass::keyed_by("operation_id")),
+            meta: ToolMeta::new(EffectClass::Unknown)
+                .loop_class(LoopClass::keyed_by("operation_id")),
             effect: EffectClass::SafeRead,
             args: json!({"operation_id": "media.detail", "path_params": {"id": i % 11}}),
             output: ToolOutput::failure("not_found", "no media with that id"),

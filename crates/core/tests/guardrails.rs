@@ -2,11 +2,6 @@
 //! replays each loop, and each test names the call (`c<step>`) where the warning, the block and
 //! the halt appear, and — from the tool's own run counter — that a blocked call ran nothing.
 //! `test` (like the web page) warns only; `telegram` (a message channel nobody watches) stops.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
 
 use crate::common::host::{TestHost, Turn, learning_caps};
 use async_trait::async_trait;
@@ -94,7 +89,10 @@ fn not_found(_: &Value, _: usize) -> ToolOutput {
 }
 
 fn same_rows(_: &Value, _: usize) -> ToolOutput {
-    ToolOutput::json(&json!({"success": true, "rows": ["Dune"]}), Outcome::Succeeded)
+    ToolOutput::json(
+        &json!({"success": true, "rows": ["Dune"]}),
+        Outcome::Succeeded,
+    )
 }
 
 fn saved(_: &Value, _: usize) -> ToolOutput {
@@ -155,12 +153,18 @@ fn ids(range: std::ops::RangeInclusive<usize>) -> Vec<String> {
 fn assert_halted(turn: &Turn, code: &str) {
     assert_eq!(turn.status, TurnStatus::Blocked, "{:?}", turn.events);
     assert_eq!(turn.halt.as_ref().map(|h| h.code.as_str()), Some(code));
-    assert!(turn.final_text.starts_with("本轮未完成："), "{}", turn.final_text);
+    assert!(
+        turn.final_text.starts_with("本轮未完成："),
+        "{}",
+        turn.final_text
+    );
     assert!(turn.final_text.contains("This turn is not finished"));
     // The host's message is streamed to the user like an answer.
-    assert!(turn.events.iter().any(
-        |e| matches!(e, Event::Delta { content } if *content == turn.final_text)
-    ));
+    assert!(
+        turn.events
+            .iter()
+            .any(|e| matches!(e, Event::Delta { content } if *content == turn.final_text))
+    );
 }
 
 /// The same failing call at odd steps, other reads between them (so no streak of identical
@@ -188,14 +192,24 @@ async fn the_same_failing_call_warns_from_the_second_and_is_blocked_after_the_fi
     assert_eq!(counted.runs(), 5, "the sixth call dispatched nothing");
     assert_eq!(mock.requests().len(), 11, "no model call after the halt");
     assert_eq!(
-        marked(&h, "exact", "[Tool loop warning: repeated_exact_failure_warning").await,
+        marked(
+            &h,
+            "exact",
+            "[Tool loop warning: repeated_exact_failure_warning"
+        )
+        .await,
         ["c3", "c5", "c7", "c9"]
     );
     let all = results(&h, "exact").await;
     assert!(all[2].1.contains("count=2;") && all[8].1.contains("count=5;"));
     let blocked: Value = serde_json::from_str(&all[10].1).unwrap();
     assert_eq!(blocked["error"], "repeated_exact_failure_block");
-    assert!(blocked["message"].as_str().unwrap().starts_with("not executed: "));
+    assert!(
+        blocked["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("not executed: ")
+    );
     assert_eq!(blocked["guardrail"]["count"], 5);
     assert!(blocked["guardrail"]["signature"]["args_hash"].is_string());
     let stored = h.messages("exact").await;
@@ -222,8 +236,7 @@ async fn the_same_failing_call_warns_from_the_second_and_is_blocked_after_the_fi
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_same_tool_failing_with_other_arguments_warns_from_the_third_and_halts_at_the_eighth()
-{
+async fn the_same_tool_failing_with_other_arguments_warns_from_the_third_and_halts_at_the_eighth() {
     let mock = MockModelServer::start().await;
     let (lookup, counted) = tool("lookup", ToolMeta::read(), not_found);
     let h = host(&mock, vec![lookup]).await;
@@ -237,7 +250,12 @@ async fn the_same_tool_failing_with_other_arguments_warns_from_the_third_and_hal
         ids(3..=7)
     );
     assert_eq!(
-        marked(&h, "same", "[Tool loop hard stop: same_tool_failure_halt; count=8;").await,
+        marked(
+            &h,
+            "same",
+            "[Tool loop hard stop: same_tool_failure_halt; count=8;"
+        )
+        .await,
         ids(8..=8)
     );
 
@@ -281,7 +299,12 @@ async fn the_same_read_result_warns_from_the_second_and_is_blocked_after_the_fif
     assert_halted(&turn, "idempotent_no_progress_block");
     assert_eq!(counted.runs(), 10, "the sixth identical read ran nothing");
     assert_eq!(
-        marked(&h, "reads", "[Tool loop warning: idempotent_no_progress_warning").await,
+        marked(
+            &h,
+            "reads",
+            "[Tool loop warning: idempotent_no_progress_warning"
+        )
+        .await,
         ["c3", "c5", "c7", "c9"]
     );
     let all = results(&h, "reads").await;
@@ -314,8 +337,16 @@ async fn identical_consecutive_calls_get_a_note_from_the_third_and_halt_at_the_f
     let notes = marked(&h, "streak", "consecutive identical call to save").await;
     assert_eq!(notes, ids(3..=5));
     let all = results(&h, "streak").await;
-    assert!(all[2].1.contains("this is the 3rd consecutive identical call"));
-    assert!(all[4].1.contains("[Tool loop hard stop: identical_call_streak_halt; count=5;"));
+    assert!(
+        all[2]
+            .1
+            .contains("this is the 3rd consecutive identical call")
+    );
+    assert!(
+        all[4]
+            .1
+            .contains("[Tool loop hard stop: identical_call_streak_halt; count=5;")
+    );
 
     let mock = MockModelServer::start().await;
     let (save, counted) = tool("save", write(), saved);
@@ -354,7 +385,11 @@ async fn a_cycle_of_two_calls_is_noted_after_three_laps_and_halts_after_five() {
     );
     let all = results(&h, "cycle").await;
     assert!(all[5].1.contains("the last 3 rounds"), "{}", all[5].1);
-    assert!(all[9].1.contains("[Tool loop hard stop: identical_cycle_halt; count=5;"));
+    assert!(
+        all[9]
+            .1
+            .contains("[Tool loop hard stop: identical_cycle_halt; count=5;")
+    );
 
     // A cycle of three, watched: noted after three laps, never stopped.
     let mock = MockModelServer::start().await;
@@ -426,10 +461,7 @@ async fn parallel_results_are_counted_in_the_order_the_model_emitted_them() {
         TurnStatus::Completed
     );
     // The sixth call in emission order closes the third lap: `fast` of the third batch.
-    assert_eq!(
-        marked(&h, "par", "repeated the same cycle").await,
-        ["f2"]
-    );
+    assert_eq!(marked(&h, "par", "repeated the same cycle").await, ["f2"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -477,7 +509,10 @@ async fn polling_a_running_terminal_thirty_times_is_not_flagged() {
     let waits: Vec<&(String, String)> = all.iter().filter(|(id, _)| id.starts_with('w')).collect();
     assert_eq!(waits.len(), 30);
     for (id, text) in &waits {
-        assert!(!text.contains("[Tool loop") && !text.contains("[Host note"), "{id}: {text}");
+        assert!(
+            !text.contains("[Tool loop") && !text.contains("[Host note"),
+            "{id}: {text}"
+        );
     }
     assert_eq!(
         marked(&h, "poll", "consecutive identical call to execute_command").await,
@@ -540,7 +575,10 @@ async fn web_searches_are_budgeted_per_turn_before_a_batch_runs() {
     mock.push(MockReply::text("enough searching"));
     let turn = h.turn_on(WARNS, "budget", "search a lot").await;
     assert_eq!(turn.status, TurnStatus::Completed);
-    assert!(turn.halt.is_none(), "a spent budget refuses, it does not stop the turn");
+    assert!(
+        turn.halt.is_none(),
+        "a spent budget refuses, it does not stop the turn"
+    );
     // 40 searches were made when the third batch started: it ran whole and crossed 50.
     assert_eq!(searches.runs(), 60);
     let refused = marked(&h, "budget", "loop_web_search_cap").await;
@@ -548,7 +586,11 @@ async fn web_searches_are_budgeted_per_turn_before_a_batch_runs() {
     assert!(refused.iter().all(|id| id.starts_with("b3-")));
     let all = results(&h, "budget").await;
     let first_refused = all.iter().find(|(id, _)| id == "b3-0").unwrap();
-    assert!(first_refused.1.contains("not executed: already made 60 web searches"));
+    assert!(
+        first_refused
+            .1
+            .contains("not executed: already made 60 web searches")
+    );
     let _ = launched;
 
     // Subagents: once 50 launched, launching is refused, a status poll still runs.
@@ -580,7 +622,11 @@ async fn the_next_turn_starts_counting_afresh() {
     script(&mock, "lookup", &vec![json!({"id": 7}); 5]);
     let turn = h.turn_on(STOPS, "fresh", "find 7").await;
     assert_halted(&turn, "identical_call_streak_halt");
-    mock.push(MockReply::tool_calls(&[("again", "lookup", json!({"id": 7}))]));
+    mock.push(MockReply::tool_calls(&[(
+        "again",
+        "lookup",
+        json!({"id": 7}),
+    )]));
     mock.push(MockReply::text("still missing"));
     let turn = h.turn_on(STOPS, "fresh", "try once more").await;
     assert_eq!(turn.status, TurnStatus::Completed);

@@ -2,11 +2,7 @@
 //! (spec learning-guardrails.md §6), `waiting` / `unknown` when the turn's writes say so, the
 //! status kept with the chat and its list row, repeated long results shown as references, and no
 //! learning review after a halted turn.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::{Gateway, TestHost, demo_world, learning_caps, linked, open_host};
 use async_trait::async_trait;
@@ -124,7 +120,10 @@ async fn an_announcement_without_a_tool_call_gets_one_nudge_and_the_model_contin
     // The second request carries the announcement, then the host's prompt (outbound only).
     let msgs = reqs[1]["messages"].as_array().unwrap();
     assert_eq!(msgs[msgs.len() - 2]["content"], "接下来我会查看下载状态。");
-    assert_eq!(last_message(&reqs[1]), json!({"role": "user", "content": CONTINUE_NUDGE}));
+    assert_eq!(
+        last_message(&reqs[1]),
+        json!({"role": "user", "content": CONTINUE_NUDGE})
+    );
     // Only that request: after the tool call the model reads its result.
     assert_eq!(last_message(&reqs[2])["role"], "tool");
     let stored = h.messages("nudge").await;
@@ -133,7 +132,11 @@ async fn an_announcement_without_a_tool_call_gets_one_nudge_and_the_model_contin
         .filter(|m| m.role == Role::User)
         .map(|m| m.text())
         .collect();
-    assert_eq!(users, ["下载怎么样了？"], "the prompt is never a user message");
+    assert_eq!(
+        users,
+        ["下载怎么样了？"],
+        "the prompt is never a user message"
+    );
     let chat = h.agent.chat_for(&h.actor, "nudge").await.unwrap();
     assert_eq!(chat.turn_status, Some(TurnStatus::Completed));
 }
@@ -159,7 +162,10 @@ async fn three_announcements_in_a_row_get_two_nudges_and_the_turn_is_partial() {
         .iter()
         .filter(|m| m.role == Role::User)
         .count();
-    assert_eq!(users, 1, "the prompts are never user messages (nor learning turns)");
+    assert_eq!(
+        users, 1,
+        "the prompts are never user messages (nor learning turns)"
+    );
     let last = chat.agent_messages.last().unwrap();
     assert_eq!(last.metadata["moviepilot_turn_status"], "partial");
 
@@ -240,7 +246,11 @@ async fn a_halted_turn_keeps_an_unknown_write_unknown_and_starts_no_review() {
         turn.halt.as_ref().map(|h| h.code.as_str()),
         Some("identical_call_streak_halt")
     );
-    assert_eq!(turn.status, TurnStatus::Unknown, "not blocked: a write is open");
+    assert_eq!(
+        turn.status,
+        TurnStatus::Unknown,
+        "not blocked: a write is open"
+    );
     let live = h.agent.live("halt").unwrap();
     assert!(live.wait_idle(Duration::from_secs(10)).await);
     assert_eq!(mock.requests().len(), 6, "no review after a halted turn");
@@ -361,7 +371,10 @@ async fn the_same_long_result_twice_is_a_reference_the_second_time() {
     let first = tool_content(&reqs[1], "r1");
     assert!(first.contains(&"ab".repeat(2_000)));
     let second: Value = serde_json::from_str(&tool_content(&reqs[2], "r2")).unwrap();
-    assert_eq!(second["same_as"], json!({"tool_call_id": "r1", "tool": "report"}));
+    assert_eq!(
+        second["same_as"],
+        json!({"tool_call_id": "r1", "tool": "report"})
+    );
     assert_eq!(second["execution_outcome"], "succeeded");
     assert!(!tool_content(&reqs[2], "r2").contains(&"ab".repeat(100)));
     // A changed result is shown in full.
@@ -395,7 +408,10 @@ async fn a_repeated_oversized_result_refers_to_its_own_stored_copy() {
     let second: Value = serde_json::from_str(&tool_content(&reqs[2], "b2")).unwrap();
     assert_eq!(second["same_as"]["tool_call_id"], "b1");
     let id = second["result_id"].as_str().unwrap();
-    assert!(!first.contains(id), "the reference names this result's own copy");
+    assert!(
+        !first.contains(id),
+        "the reference names this result's own copy"
+    );
     // That copy reads back in full.
     mock.push(MockReply::tool_calls(&[(
         "read",

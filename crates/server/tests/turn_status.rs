@@ -1,7 +1,6 @@
 //! An honest turn status on every surface (issue 27): a turn whose only write ended `unknown`
 //! says `unknown` in the SSE `done` frame, the session detail (with its display line), the
 //! session list and the OpenAI endpoint.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::{Env, Frames, types};
 use mpa_test_support::MockReply;

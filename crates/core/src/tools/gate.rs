@@ -134,7 +134,7 @@ pub trait Gate: Send + Sync + 'static {
     }
 
     /// Per call, after it ran (also for calls a gate answered in `check`), in the order the
-    /// model emitted the calls; may add host notes ([`ToolOutput::notes`]) or metadata. `output`
+    /// model emitted the calls; may add host notes ([`ToolOutput::add_note`]) or metadata. `output`
     /// is what the model will read (a preview when the result was capped); `full` is the whole
     /// result in that case.
     fn observe(

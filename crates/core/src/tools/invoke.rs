@@ -12,13 +12,13 @@
 //! concludes a response's calls in the order the model emitted them, whatever order they
 //! finished in).
 
+use super::ToolMeta;
 use super::gate::{Batch, BatchCall, CallFacts, Gates, Halt, Verdict};
 use super::policy::Origin;
 use super::read_tool_result::{MAX_RESULT_BYTES, NotKept, ResultStore};
 use super::registry::Tools;
 use super::{PreparedCall, ToolContext, ToolOutput, ledger};
 use crate::result_cap::{Archive, over_cap, preview};
-use super::ToolMeta;
 use mpa_protocol::{EffectClass, Outcome, ToolCall};
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ pub struct Ran {
 /// What [`dispatch`] returns.
 pub enum Dispatched {
     /// Final already (no such tool; a gate's halt answered it).
-    Done(Invoked),
+    Done(Box<Invoked>),
     /// Ran: [`Dispatched::conclude`] lets the gates observe it.
     Ran(Box<Ran>),
 }
@@ -92,11 +92,11 @@ impl Dispatched {
         }
     }
 
-    /// The gates observe the result (they may add host notes, [`ToolOutput::notes`], and halt
-    /// the turn).
+    /// The gates observe the result (they may add host notes, [`ToolOutput::add_note`], and
+    /// halt the turn).
     pub fn conclude(self, inv: Invoker<'_>, call: &ToolCall) -> Invoked {
         let ran = match self {
-            Dispatched::Done(i) => return i,
+            Dispatched::Done(i) => return *i,
             Dispatched::Ran(r) => *r,
         };
         let Ran {
@@ -123,11 +123,9 @@ impl Dispatched {
             session: &ctx.session,
             turn: &ctx.turn,
         };
-        invoked.halt = inv.gates.observe(
-            &facts,
-            &mut invoked.output,
-            invoked.full_content.as_deref(),
-        );
+        invoked.halt =
+            inv.gates
+                .observe(&facts, &mut invoked.output, invoked.full_content.as_deref());
         invoked
     }
 }
@@ -273,14 +271,14 @@ pub async fn dispatch(
     let view = inv.tools.view_for(&ctx.session);
     let Some(tool) = view.get(&call.name) else {
         let known: Vec<&str> = view.names().collect();
-        return Dispatched::Done(Invoked::uncapped(ToolOutput::failure(
+        return Dispatched::Done(Box::new(Invoked::uncapped(ToolOutput::failure(
             "unknown_tool",
             format!(
                 "there is no tool named {:?}; available tools: {}",
                 call.name,
                 known.join(", ")
             ),
-        )));
+        ))));
     };
     let args = parse_args(&call.arguments).map_err(|msg| {
         ToolOutput::failure(
@@ -333,10 +331,10 @@ pub async fn dispatch(
         Verdict::Allow => {}
         Verdict::Answer(out) => return ran(out, ctx),
         Verdict::Halt { output, halt } => {
-            return Dispatched::Done(Invoked {
+            return Dispatched::Done(Box::new(Invoked {
                 halt: Some(halt),
                 ..Invoked::uncapped(output)
-            });
+            }));
         }
     }
     let prepared = match prepared {

@@ -174,7 +174,8 @@ impl ToolContext {
     }
 }
 
-/// The field of a JSON result that holds the host notes ([`ToolOutput::render_notes`]).
+/// The field of a JSON result (and, until it is rendered, of the host metadata) that holds the
+/// host notes ([`ToolOutput::add_note`]).
 pub const HOST_NOTES_KEY: &str = "_host_notes";
 
 /// What a tool returns: the text the model sees (serialised once), the outcome the handler
@@ -187,10 +188,6 @@ pub struct ToolOutput {
     /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
     /// never parses a result to learn it.
     pub error: Option<Box<str>>,
-    /// Host notes for the model (a loop warning), added to the result when it joins the
-    /// conversation ([`ToolOutput::render_notes`]): never cut off by the result cap, never part
-    /// of the result's evidence, never mistaken for a change of the result itself.
-    pub notes: Vec<String>,
 }
 
 impl ToolOutput {
@@ -206,7 +203,6 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
-            notes: Vec::new(),
         }
     }
 
@@ -226,14 +222,31 @@ impl ToolOutput {
         .with_error(code)
     }
 
-    /// Adds the host notes to what the model reads: a JSON object result gets them as its last
-    /// field, `_host_notes` (so it stays one JSON object, as the ledger's `_tool_execution`
+    /// Adds a host note for the model (a loop warning). Notes wait in the host metadata until
+    /// the result joins the conversation ([`ToolOutput::render_notes`]): never cut off by the
+    /// result cap, never part of the result's evidence, never mistaken for a change of the
+    /// result itself.
+    pub fn add_note(&mut self, note: String) {
+        let notes = self
+            .metadata
+            .entry(HOST_NOTES_KEY)
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(list) = notes {
+            list.push(note.into());
+        }
+    }
+
+    pub fn has_notes(&self) -> bool {
+        self.metadata.contains_key(HOST_NOTES_KEY)
+    }
+
+    /// Moves the host notes into what the model reads: a JSON object result gets them as its
+    /// last field, `_host_notes` (it stays one JSON object, as the ledger's `_tool_execution`
     /// does); any other text gets each after a blank line.
     pub fn render_notes(&mut self) {
-        if self.notes.is_empty() {
+        let Some(serde_json::Value::Array(notes)) = self.metadata.remove(HOST_NOTES_KEY) else {
             return;
-        }
-        let notes = std::mem::take(&mut self.notes);
+        };
         if let Ok(serde_json::Value::Object(mut v)) =
             serde_json::from_str::<serde_json::Value>(&self.content)
         {
@@ -241,9 +254,9 @@ impl ToolOutput {
             self.content = serde_json::Value::Object(v).to_string();
             return;
         }
-        for note in notes {
+        for note in notes.iter().filter_map(serde_json::Value::as_str) {
             self.content.push_str("\n\n");
-            self.content.push_str(&note);
+            self.content.push_str(note);
         }
     }
 
@@ -272,7 +285,6 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
-            notes: Vec::new(),
         }
     }
 }

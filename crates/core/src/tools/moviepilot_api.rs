@@ -5,8 +5,8 @@
 //! policy, the write ledger and read-only scopes see `subscription.list` as a read and
 //! `download.add` as an external side effect.
 
-use super::ledger::{ReadBack, ReadBackCheck};
 use super::guardrails::LoopClass;
+use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;

@@ -70,9 +70,7 @@ pub fn announces_action(answer: &str) -> bool {
         Some((at, _)) if chars > TAIL_CHARS => &text[at..],
         _ => text,
     };
-    TRAILING_INTENT
-        .as_ref()
-        .is_some_and(|re| re.is_match(tail))
+    TRAILING_INTENT.as_ref().is_some_and(|re| re.is_match(tail))
 }
 
 /// See the module docs.

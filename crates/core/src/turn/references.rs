@@ -30,7 +30,11 @@ pub const REFERENCE_KEY: &str = "result_reference";
 
 /// The tool message for a call's result as it joins `transcript`, and its full content for the
 /// evidence.
-pub fn join(transcript: &Transcript, call: &ToolCall, invoked: Invoked) -> (Message, Option<String>) {
+pub fn join(
+    transcript: &Transcript,
+    call: &ToolCall,
+    invoked: Invoked,
+) -> (Message, Option<String>) {
     let Invoked {
         mut output,
         full_content,
@@ -165,7 +169,10 @@ mod tests {
         let v: Value = serde_json::from_str(&second.text()).unwrap_or_default();
         assert_eq!(v["same_as"]["tool_call_id"], "c1");
         assert!(!second.text().contains(&long));
-        assert!(full.is_some_and(|f| f.contains(&long)), "the evidence keeps it");
+        assert!(
+            full.is_some_and(|f| f.contains(&long)),
+            "the evidence keeps it"
+        );
         // A third refers to the original, not to the reference.
         let (third, _) = push(&mut t, "c3", &long);
         assert!(third.text().contains("\"c1\""));
@@ -204,6 +211,11 @@ mod tests {
         };
         let (m, _) = join(&t, &call("f1"), failed());
         t.push(m);
-        assert!(join(&t, &call("f2"), failed()).0.text().contains(&"z".repeat(600)));
+        assert!(
+            join(&t, &call("f2"), failed())
+                .0
+                .text()
+                .contains(&"z".repeat(600))
+        );
     }
 }

@@ -46,7 +46,7 @@ pub struct ToolResults {
 pub fn message_of(call: &ToolCall, invoked: Invoked) -> (Message, Option<String>) {
     let mut out = invoked.output;
     let mut full = invoked.full_content;
-    if !out.notes.is_empty() && full.is_none() {
+    if out.has_notes() && full.is_none() {
         full = Some(out.content.clone());
     }
     out.render_notes();

@@ -121,8 +121,7 @@ impl LoopClass {
 
     /// This call polls (allowed to repeat; exempt from identical-call notices).
     pub fn polls(&self, args: Option<&Value>) -> bool {
-        self.always_polls
-            || Self::action(args).is_some_and(|a| self.poll_actions.contains(&a))
+        self.always_polls || Self::action(args).is_some_and(|a| self.poll_actions.contains(&a))
     }
 
     /// How many units of its budget this call uses (0 for control and polling actions).

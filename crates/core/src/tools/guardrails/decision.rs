@@ -206,7 +206,10 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "103rd", "111th"]
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "103rd",
+                "111th"
+            ]
         );
     }
 
@@ -225,7 +228,10 @@ mod tests {
         assert_eq!(out.error.as_deref(), Some("repeated_exact_failure_block"));
         let v: Value = serde_json::from_str(&out.content).unwrap_or_default();
         assert_eq!(v["message"], "not executed: it failed");
-        assert_eq!(v["guardrail"]["signature"]["args_hash"], format!("{:032x}", 7));
+        assert_eq!(
+            v["guardrail"]["signature"]["args_hash"],
+            format!("{:032x}", 7)
+        );
         assert_eq!(
             d.note(),
             "[Tool loop hard stop: repeated_exact_failure_block; count=5; it failed]"

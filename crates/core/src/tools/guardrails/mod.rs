@@ -174,7 +174,10 @@ impl Gate for LoopGuard {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, c)| {
-                    let class = LoopClass::of(&c.call.name, c.meta.map(|m| m.loop_class).unwrap_or_default());
+                    let class = LoopClass::of(
+                        &c.call.name,
+                        c.meta.map(|m| m.loop_class).unwrap_or_default(),
+                    );
                     (class.budget == Some(budget))
                         .then(|| (i, class.launches(c.args.as_ref())))
                         .filter(|(_, n)| *n > 0)
@@ -282,17 +285,17 @@ impl Gate for LoopGuard {
         let mut halting: Option<Decision> = None;
         if let Some(d) = decision {
             let d = d.with_signature(f.call);
-            output.notes.push(d.note());
+            output.add_note(d.note());
             if d.action == Action::Halt {
                 halting = Some(d);
             }
         }
         if let Some(stall) = stall {
-            output.notes.push(stall.note);
+            output.add_note(stall.note);
             if let Some(d) = stall.halt
                 && halting.is_none()
             {
-                output.notes.push(d.note());
+                output.add_note(d.note());
                 halting = Some(d);
             }
         }

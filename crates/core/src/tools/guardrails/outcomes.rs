@@ -38,7 +38,9 @@ impl OpenWrites {
             }
             // A pending receipt is a durable write accepted and not finished; a terminal
             // started in the background is polled, not waited for.
-            Outcome::Pending if ledgered => add(&mut self.pending, &mut self.pending_overflow, call),
+            Outcome::Pending if ledgered => {
+                add(&mut self.pending, &mut self.pending_overflow, call)
+            }
             Outcome::Pending => {}
             Outcome::Succeeded => {
                 self.unknown.retain(|s| *s != call);
@@ -132,7 +134,10 @@ mod tests {
     fn only_a_later_success_clears_an_unknown_write() {
         use Outcome::*;
         let done = TurnStatus::Completed;
-        assert_eq!(status_after(&[(1, Unknown, true)], done), TurnStatus::Unknown);
+        assert_eq!(
+            status_after(&[(1, Unknown, true)], done),
+            TurnStatus::Unknown
+        );
         assert_eq!(
             status_after(&[(1, Unknown, true), (1, Failed, true)], done),
             TurnStatus::Unknown
@@ -151,7 +156,10 @@ mod tests {
     fn a_pending_receipt_waits_and_unknown_outranks_it() {
         use Outcome::*;
         let done = TurnStatus::Completed;
-        assert_eq!(status_after(&[(1, Pending, true)], done), TurnStatus::Waiting);
+        assert_eq!(
+            status_after(&[(1, Pending, true)], done),
+            TurnStatus::Waiting
+        );
         assert_eq!(status_after(&[(1, Pending, false)], done), done);
         assert_eq!(
             status_after(&[(1, Pending, true), (2, Unknown, false)], done),
@@ -189,6 +197,9 @@ mod tests {
         for i in 0..(OPEN as u128 + 5) {
             w.record(Signature(i), Outcome::Succeeded, true);
         }
-        assert!(w.any_unknown(), "an untracked unknown write is never forgotten");
+        assert!(
+            w.any_unknown(),
+            "an untracked unknown write is never forgotten"
+        );
     }
 }
