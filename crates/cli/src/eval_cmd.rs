@@ -225,6 +225,10 @@ impl mpa_core::eval::CommandGuard for GuardAdapter {
 }
 
 impl Subject for HostSubject {
+    fn summary_prompt(&self) -> &str {
+        mpa_core::prompt::SUMMARY_PROMPT
+    }
+
     fn run(&self, run: SubjectRun) -> impl Future<Output = Result<SubjectTrace, String>> + Send {
         let mut agent = self.agent.clone();
         let skills = self.skills.path().to_path_buf();

@@ -5,7 +5,7 @@
 use crate::context::CliContext;
 use anyhow::Context as _;
 use mpa_core::history::{self as history, History, HistoryConfig, bench, import};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde_json::{Value, json};
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -163,7 +163,7 @@ fn hub(ctx: &CliContext) -> History {
 }
 
 async fn user_key(ctx: &CliContext, name: &str) -> anyhow::Result<UserKey> {
-    Ok(ctx.local_actor(name).await?.user_key())
+    Ok(UserKey::for_user(&ctx.local_actor(name).await?.user_id))
 }
 
 fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {

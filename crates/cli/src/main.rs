@@ -4,6 +4,7 @@
 mod chat;
 mod config;
 mod context;
+mod doctor_cmd;
 mod eval_cmd;
 mod history_cmd;
 mod legacy_cmd;
@@ -50,6 +51,9 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Development helpers: the fake MoviePilot.
     Dev(eval_cmd::DevArgs),
+    /// Check the MoviePilot the agent is configured for: configuration, reachability, its
+    /// routes and version, the secret key, the operations offered (exit 0 ok, 1 a check failed).
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -124,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let command = match cli.command {
         Command::Eval(a) => return eval_cmd::run(a, &cli.config).await,
         Command::Dev(a) => return eval_cmd::dev(a, &cli.config).await,
+        Command::Doctor(a) => return doctor_cmd::run(a, &cli.config).await,
         other => other,
     };
     let ctx = context::CliContext::open(cli.config).await?;
@@ -136,6 +141,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             what: BenchCommand::History(a),
         }) => history_cmd::bench(a, &ctx).await,
         Command::Serve(a) => serve_cmd::run(a, &ctx).await,
-        Command::Eval(_) | Command::Dev(_) => Ok(ExitCode::from(2)),
+        Command::Eval(_) | Command::Dev(_) | Command::Doctor(_) => Ok(ExitCode::from(2)),
     }
 }

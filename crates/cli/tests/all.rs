@@ -4,6 +4,7 @@
 
 mod chat_e2e;
 mod common;
+mod doctor;
 mod eval_cli;
 mod history_cli;
 mod legacy_cli;

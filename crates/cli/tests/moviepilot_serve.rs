@@ -306,7 +306,9 @@ async fn sign_in_with_moviepilot_acts_as_each_user_with_their_own_token() {
     assert_eq!(
         results["c_add"],
         json!({"success": false, "error": "permission_denied",
-               "message": "moviepilot_api is available to administrators only; ask an administrator or use another tool"})
+               "message": "the MoviePilot operation subscription.add (role system_admin) is available to \
+administrators only; moviepilot_api itself stays available for the operations your role allows — ask an \
+administrator for this one"})
     );
     assert!(
         fake.snapshot().subscriptions.len() == fake.initial_snapshot().subscriptions.len(),
@@ -389,8 +391,9 @@ async fn an_expired_moviepilot_token_is_reminted_with_the_secret_key_or_asks_to_
         let srv = serve(&data, &mock, &fake, secret).await;
         let token = srv.token("alice", "alice-demo").await;
         let mp_token = stored_token(&data, "alice");
-        // Past its `exp`: MoviePilot (and the fake) refuse it now.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Past its `exp` on the fake's clock: MoviePilot (and the fake) refuse it now. The host
+        // already treats it as expired (it keeps a minute's margin on its own clock).
+        fake.advance_clock(Duration::from_secs(3));
         push_calls(
             &mock,
             &[api_call("c1", json!({"operation_id": "subscription.list"}))],
@@ -422,6 +425,58 @@ async fn an_expired_moviepilot_token_is_reminted_with_the_secret_key_or_asks_to_
         }
         assert!(!srv.log().contains(&mp_token));
         assert_nowhere_but_the_token_column(&data, &mp_token);
+        drop(srv.child);
+    }
+}
+
+/// `/healthz` says what the host knows of MoviePilot: its routes read and how many operations
+/// it offers, or — for a server without an OpenAPI — the catalogue alone and why, which the log
+/// says once.
+#[tokio::test(flavor = "multi_thread")]
+async fn healthz_says_what_is_known_of_moviepilot() {
+    let mock = MockModelServer::start().await;
+    for serving in [
+        mpa_eval::OpenApiServing::Catalogue,
+        mpa_eval::OpenApiServing::NotServed,
+    ] {
+        let mut cfg = FakeConfig::new(SECRET);
+        cfg.openapi = serving.clone();
+        let fake = FakeMoviePilot::start(cfg, world()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(&dir.path().join("data"), &mock, &fake, true).await;
+        let v: Value = srv
+            .http
+            .get(format!("{}/healthz", srv.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["status"], "ok");
+        let mp = &v["moviepilot"];
+        match serving {
+            mpa_eval::OpenApiServing::Catalogue => {
+                assert_eq!(mp["routes"], "reconciled", "{v}");
+                assert_eq!(mp["operations"]["available"], 229, "{v}");
+                assert_eq!(mp["version"], "catalogue", "{v}");
+            }
+            _ => {
+                assert_eq!(mp["routes"], "catalogue_only", "{v}");
+                assert!(
+                    mp["note"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("MoviePilot serves no usable OpenAPI (GET /api/v1/openapi.json answered HTTP 404)"),
+                    "{v}"
+                );
+                let said = srv
+                    .log()
+                    .matches("using the operation catalogue alone")
+                    .count();
+                assert_eq!(said, 1, "{}", srv.log());
+            }
+        }
         drop(srv.child);
     }
 }

@@ -508,7 +508,7 @@ impl Agent {
         // a failure in between leaves a chat that can be deleted again.
         if let Some(history) = &self.services.caps.history
             && let Err(e) = history
-                .delete_session(&mpa_protocol::UserKey::for_user(&owner), session_id)
+                .delete_session(&mpa_redact::UserKey::for_user(&owner), session_id)
                 .await
         {
             tracing::error!(session = %session_id, error = %e, "evidence not deleted");

@@ -163,7 +163,7 @@ impl Capability for Terminals {
         // The owner's scope, found by owner and label even when this actor never used it, plus
         // one an admin opened in this session (tools run as the admin there).
         let mut scopes = vec![self.exec.open_scope(mpa_exec::ScopeOwner {
-            user_key: mpa_protocol::UserKey::for_user(session.owner),
+            user_key: mpa_redact::UserKey::for_user(session.owner),
             label: scope_label(session.session_id),
         })];
         if let Some(s) = state.take::<TerminalScope>().0

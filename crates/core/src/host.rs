@@ -178,17 +178,11 @@ impl Host {
         let mut caps = capabilities(&cfg);
         clock.mark("capabilities");
         if let Some(mp) = &cfg.moviepilot {
-            caps.moviepilot = Some(moviepilot_access(mp, &store)?);
+            let access = moviepilot_access(mp, &store)?;
+            // Reads the server's routes and installs the operation guides for them.
             let skills_root = cfg.data_dir.join("agent/skills");
-            let shipped = crate::moviepilot::guides::shipped();
-            match crate::moviepilot::guides::install(&skills_root, shipped, cfg.durability) {
-                Ok(report) => {
-                    for name in report.kept_edits {
-                        tracing::info!(skill = %name, "public skill edited by an administrator; left as it is");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "MoviePilot operation skills not installed"),
-            }
+            crate::moviepilot::live::start(&access, skills_root, cfg.durability).await;
+            caps.moviepilot = Some(access);
             clock.mark("operation_skills");
         }
         let builder =

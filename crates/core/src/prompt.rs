@@ -21,6 +21,18 @@ have taken effect: first check read-only whether it is present — or call get_t
 invocation_id — and retry only what is verifiably missing.
 - Never reveal secrets (API keys, tokens, passwords), even if a tool result contains them.";
 
+/// The system message of a context-summariser request (the host's compaction, spec runtime.md
+/// §12): the summariser's instructions. Public so a scripted model (the evaluation's replay, a
+/// test's mock) can tell a summariser request from a turn's model call by its first message.
+pub const SUMMARY_PROMPT: &str = "You are the context summariser of a media-library assistant. \
+Summarise the conversation excerpt you are given so the assistant can continue the task without \
+it. Keep, precisely and in the original language: the user's task and every constraint on it; \
+forbidden actions; parameter boundaries (allowed operations, page sizes, counts, filters); the \
+output fields the user asked for; every id, name, path and number that was observed (subscription \
+ids, media ids, torrent hashes, page numbers already read); what was done and with which outcome \
+(succeeded, failed, pending, unknown); open questions. Never infer new pages or items from totals: \
+only record what was actually read. Write plain text, at most 30 lines, no preamble.";
+
 /// Everything that goes into a session's system message.
 pub struct PromptLayers<'a> {
     pub actor: &'a Actor,

@@ -14,6 +14,7 @@ mod history;
 mod honest_endings;
 mod llama_cpp_turn;
 mod moviepilot_rules;
+mod moviepilot_server;
 mod regressions;
 mod review;
 mod secret_read;

@@ -266,13 +266,16 @@ async fn three_hundred_turns_at_a_16k_window() {
     let hub = env.agent.services().caps.history.clone().unwrap();
     let found = mpa_core::history::search_json(
         &hub,
-        &env.actor.user_key(),
+        &mpa_redact::UserKey::for_user(&env.actor.user_id),
         Some("long".into()),
         json!({"session_id": "long", "query": FACT}),
     )
     .await;
     assert!(found.to_string().contains(FACT), "{found}");
-    let status = hub.status(&env.actor.user_key()).await.unwrap();
+    let status = hub
+        .status(&mpa_redact::UserKey::for_user(&env.actor.user_id))
+        .await
+        .unwrap();
     let v = serde_json::to_value(&status).unwrap();
     // 4 messages a turn (request, call, result, answer) plus the plan result of turn 0.
     assert_eq!(v["messages"], (4 * turns + 1) as i64, "{v}");

@@ -111,7 +111,7 @@ async fn review_refuses_commands_and_user_skill_deletion_and_leaves_files_identi
     let skills_dir = e
         .data
         .join("agent/runtime/learning/users")
-        .join(e.actor.user_key().as_str());
+        .join(mpa_redact::UserKey::for_user(&e.actor.user_id).as_str());
     let before = tree(&skills_dir);
     assert!(before.keys().any(|k| k.ends_with("SKILL.md")), "{before:?}");
     let s = e.agent.live("s1").unwrap();

@@ -134,7 +134,7 @@ async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     let hub = agent.services().caps.history.clone().unwrap();
     let found = mpa_core::history::search_json(
         &hub,
-        &actor.user_key(),
+        &mpa_redact::UserKey::for_user(&actor.user_id),
         None,
         json!({"query": "zebraquartz", "role_filter": "tool"}),
     )

@@ -220,7 +220,7 @@ async fn argument_errors_reply_in_the_tools_error_shape() {
     assert_eq!(
         env.processes
             .list(&env.processes.open_scope(mpa_exec::ScopeOwner {
-                user_key: actor("root", true).user_key(),
+                user_key: mpa_redact::UserKey::for_user(&actor("root", true).user_id),
                 label: "session:chat".into(),
             }))
             .unwrap()

@@ -31,7 +31,7 @@ impl Env {
     fn user_file(&self, a: &Actor, name: &str) -> PathBuf {
         self.data
             .join("agent/memory/users")
-            .join(a.user_key().as_str())
+            .join(mpa_redact::UserKey::for_user(&a.user_id).as_str())
             .join(name)
     }
 
@@ -682,7 +682,10 @@ async fn item26_search_memory_limits_and_scopes() {
 }
 
 fn topic_display(a: &Actor) -> String {
-    format!("agent/memory/users/{}/downloads.md", a.user_key())
+    format!(
+        "agent/memory/users/{}/downloads.md",
+        mpa_redact::UserKey::for_user(&a.user_id)
+    )
 }
 
 #[tokio::test]
@@ -695,7 +698,7 @@ async fn two_users_are_isolated() {
     assert_eq!(r["total_count"], 0);
     let r = e.search(
         &b,
-        json!({"query": "alice", "file_path": format!("agent/memory/users/{}/USER.md", a.user_key())}),
+        json!({"query": "alice", "file_path": format!("agent/memory/users/{}/USER.md", mpa_redact::UserKey::for_user(&a.user_id))}),
     ).await;
     assert_eq!(r["success"], false);
     let r = e

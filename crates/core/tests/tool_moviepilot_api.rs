@@ -10,15 +10,17 @@ use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
 use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Value, json};
 
-const SECRET: &str = "test-secret";
+pub(crate) const SECRET: &str = "test-secret";
 
-struct Env {
+pub(crate) struct Env {
     _dir: tempfile::TempDir,
-    host: Host,
-    fake: FakeHandle,
-    admin: Actor,
-    alice: Actor,
-    bob: Actor,
+    pub(crate) host: Host,
+    pub(crate) fake: FakeHandle,
+    pub(crate) admin: Actor,
+    pub(crate) alice: Actor,
+    pub(crate) bob: Actor,
+    /// A host administrator linked to alice's MoviePilot account, which is no superuser.
+    pub(crate) carol: Actor,
 }
 
 async fn env() -> Env {
@@ -30,21 +32,27 @@ async fn env() -> Env {
 }
 
 /// A host whose gateway points at `url` (the fake's, or a closed port).
-async fn env_at(fake: FakeHandle, url: String) -> Env {
+pub(crate) async fn env_at(fake: FakeHandle, url: String) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    // Host users admin and alice are linked to the fake's users 1 and 2; bob to nobody.
+    // Host users admin and alice are linked to the fake's users 1 and 2, carol (a host admin)
+    // to user 2 as well; bob to nobody.
     let gateway = Gateway {
         url,
         secret: SECRET.into(),
         identity: Some(linked(
             SECRET,
-            &[("admin", ("1", "admin")), ("alice", ("2", "alice"))],
+            &[
+                ("admin", ("1", "admin")),
+                ("alice", ("2", "alice")),
+                ("carol", ("2", "alice")),
+            ],
         )),
     };
     let host = open_host(dir.path(), mpa_model::ModelConfig::default(), Some(gateway)).await;
     let admin = host.local_actor("admin", true).await.unwrap();
     let alice = host.local_actor("alice", false).await.unwrap();
     let bob = host.local_actor("bob", false).await.unwrap();
+    let carol = host.local_actor("carol", true).await.unwrap();
     Env {
         _dir: dir,
         host,
@@ -52,11 +60,12 @@ async fn env_at(fake: FakeHandle, url: String) -> Env {
         admin,
         alice,
         bob,
+        carol,
     }
 }
 
 impl Env {
-    async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
+    pub(crate) async fn call(&self, actor: &Actor, args: Value) -> (Value, Outcome) {
         let (out, outcome) = self
             .host
             .agent()
@@ -144,6 +153,33 @@ async fn invalid_input_carries_the_contract_and_sends_nothing() {
     assert_eq!(e.requests(), 0);
 }
 
+/// Issue 24, finding 1: `subscription.find {"media_id": ".."}` as a non-admin sent
+/// `GET /api/v1/subscribe/` and returned every subscription as succeeded. Now refused by name
+/// before anything is sent, and so is the delete by media.
+#[tokio::test(flavor = "multi_thread")]
+async fn dot_dot_media_id_never_reaches_get_subscribe_list() {
+    let e = env().await;
+    for (id, v) in [
+        ("subscription.find", ".."),
+        ("subscription.find", "."),
+        ("subscription.find", ""),
+        ("subscription.delete_by_media", ".."),
+        ("subscription.find", "../x"),
+    ] {
+        let (r, outcome) = e
+            .call(
+                &e.alice,
+                json!({"operation_id": id, "path_params": {"media_id": v},
+                    "query": {"media_source": "themoviedb"}}),
+            )
+            .await;
+        assert_eq!(outcome, Outcome::Failed, "{id} {v:?}: {r}");
+        assert_eq!(r["error"], "invalid_path_parameter", "{id} {v:?}: {r}");
+        assert!(r["message"].as_str().unwrap().contains("`media_id`"), "{r}");
+    }
+    assert_eq!(e.requests(), 0, "nothing reached MoviePilot");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn extra_top_level_keys_are_refused() {
     let e = env().await;
@@ -159,6 +195,9 @@ async fn extra_top_level_keys_are_refused() {
     assert_eq!(e.requests(), 0);
 }
 
+/// Issue 25: the refusal said "moviepilot_api is available to administrators only" for one
+/// admin-only operation, although the tool serves non-admins for the others. It names the
+/// operation now.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_admin_operation_is_refused_to_a_non_admin_before_any_request() {
     let e = env().await;
@@ -169,7 +208,9 @@ async fn an_admin_operation_is_refused_to_a_non_admin_before_any_request() {
     assert_eq!(
         v,
         json!({"success": false, "error": "permission_denied",
-            "message": "moviepilot_api is available to administrators only; ask an administrator or use another tool"})
+            "message": "the MoviePilot operation scheduler.list (role system_admin) is available to \
+administrators only; moviepilot_api itself stays available for the operations your role allows — ask an \
+administrator for this one"})
     );
     assert_eq!(e.requests(), 0);
     let (v, outcome) = e
@@ -209,7 +250,7 @@ async fn http_errors_become_api_error_with_guidance_on_422() {
     assert_eq!(
         v,
         json!({"success": false, "error": "api_error", "operation_id": "subscription.list",
-            "status_code": 503, "data": {"detail": "maintenance"}})
+            "status_code": 503, "message": "maintenance"})
     );
     e.fake.set_faults(vec![
         serde_json::from_value::<Fault>(json!({
@@ -325,6 +366,87 @@ async fn secrets_in_results_are_redacted() {
     }
 }
 
+/// Issue 24, finding 7: a MoviePilot setting `PROXY_HOST=http://user:pass@…` reached the model
+/// provider with its password, because results were redacted by key name only. Credentials
+/// inside values — a password in a URL, an `Authorization:` string, a known token shape — are
+/// redacted now, and the rows of credential settings as before; ordinary values stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn proxy_host_password_never_reaches_the_model() {
+    let e = env().await;
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "config.system.get",
+            "action": {"kind": "respond", "status": 200, "body": {"success": true, "data": [
+                {"key": "PROXY_HOST", "value": "http://bob:s3cretpw@proxy.lan:7890"},
+                {"key": "GITHUB_PROXY", "value": "Authorization: Bearer ghp_abcdefghijklmnopqrstuvwx1234"},
+                {"key": "TMDB_API_KEY", "value": "0123456789abcdef"},
+                {"key": "UserSiteAuthParams", "value": {"site": "hhclub", "params": {"uid": "7", "passkey": "0a1b2c3d4e"}}},
+                {"key": "DOWNLOAD_PATH", "value": "/media/downloads"},
+                {"key": "RSS_URL", "value": "https://pt.example/rss?passkey=9f8e7d6c5b4a&cat=401"}
+            ]}}
+        }))
+        .unwrap(),
+    );
+    let (v, outcome) = e
+        .call(
+            &e.admin,
+            json!({"operation_id": "config.system.get", "query": {"include_values": true}}),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    let text = v.to_string();
+    for secret in [
+        "s3cretpw",
+        "ghp_abcdefghijklmnopqrstuvwx1234",
+        "0123456789abcdef",
+        "0a1b2c3d4e",
+        "9f8e7d6c5b4a",
+    ] {
+        assert!(!text.contains(secret), "{secret} reached the model: {text}");
+    }
+    assert_eq!(
+        v["data"][0]["value"],
+        "http://bob:[REDACTED:password]@proxy.lan:7890"
+    );
+    assert_eq!(v["data"][2]["value"], mpa_gateway::REDACTED);
+    assert_eq!(v["data"][3]["value"]["params"]["uid"], "7");
+    assert_eq!(
+        v["data"][3]["value"]["params"]["passkey"],
+        mpa_gateway::REDACTED
+    );
+    assert_eq!(v["data"][4]["value"], "/media/downloads");
+}
+
+/// Issue 25, item 4: `site.auth.options` answers the sign-in forms of the sites MoviePilot can
+/// authenticate with — descriptors like `{"name": "密钥", "type": "password"}` — which were
+/// redacted as if they were secrets. They reach the model whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn site_auth_options_keep_their_form_descriptors() {
+    let e = env().await;
+    let options = json!({
+        "hhclub": {"name": "HHCLUB", "params": {
+            "uid": {"name": "UID", "type": "str", "tooltip": "用户ID"},
+            "passkey": {"name": "密钥", "type": "password"},
+        }},
+        "iyuu": {"name": "IYUU", "params": {
+            "token": {"name": "令牌", "type": "password", "placeholder": "IYUU token"},
+            "password": {"label": "密码", "type": "password", "placeholder": "站点密码"},
+        }},
+    });
+    e.fake.add_fault(
+        serde_json::from_value::<Fault>(json!({
+            "operation": "site.auth.options",
+            "action": {"kind": "respond", "status": 200, "body": options}
+        }))
+        .unwrap(),
+    );
+    let (v, outcome) = e
+        .call(&e.alice, json!({"operation_id": "site.auth.options"}))
+        .await;
+    assert_eq!(outcome, Outcome::Succeeded, "{v}");
+    assert_eq!(v, json!({"success": true, "data": options}));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_effect_class_is_decided_per_call() {
     let e = env().await;
@@ -366,8 +488,9 @@ fn sample(kind: &mpa_gateway::FieldKind, f: &mpa_gateway::Field) -> Value {
     }
 }
 
-/// The smallest call the operation's contract accepts.
-fn minimal_args(op: &mpa_gateway::Operation) -> (Value, String) {
+/// The smallest call the operation's contract accepts, and the path it reaches on the
+/// catalogue's own server.
+pub(crate) fn minimal_args(op: &mpa_gateway::Operation) -> (Value, String) {
     let mut path = op.path.to_string();
     let mut params = serde_json::Map::new();
     for f in &op.path_params {

@@ -96,7 +96,7 @@ async fn session_search_spec_and_outputs_snapshot() {
     use mpa_protocol::Role::{Assistant, User};
     history
         .append(
-            &actor.user_key(),
+            &mpa_redact::UserKey::for_user(&actor.user_id),
             meta("past"),
             vec![
                 msg("p1", User, "How do I fix docker networking?", 1_000),

@@ -2,11 +2,11 @@
 //! check every REST route runs. Status codes and details follow MoviePilot's
 //! `app/api/endpoints/login.py`, `app/core/security.py` and `app/db/user_oper.py`.
 
+use crate::jwt;
 use crate::state::User;
-use mpa_protocol::jwt::{decode_hs256, encode_hs256};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
 
@@ -29,15 +29,10 @@ pub struct Claims {
     pub iat: Option<i64>,
 }
 
-pub(crate) fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-/// Signs a token for `user` valid for `ttl`, as MoviePilot's login does.
-pub fn issue_token(user: &User, secret: &str, ttl: Duration) -> String {
-    let iat = now();
+/// Signs a token for `user` valid for `ttl` from `now` (seconds since the epoch), as MoviePilot's
+/// login does.
+pub fn issue_token(user: &User, secret: &str, ttl: Duration, now: i64) -> String {
+    let iat = now;
     let claims = Claims {
         sub: json!(user.id.to_string()),
         username: Some(user.name.clone()),
@@ -47,7 +42,7 @@ pub fn issue_token(user: &User, secret: &str, ttl: Duration) -> String {
         exp: iat.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
         iat: Some(iat),
     };
-    encode_hs256(&claims, secret.as_bytes())
+    jwt::encode(&claims, secret.as_bytes())
 }
 
 /// A refused request: HTTP status, FastAPI body, and whether to add `WWW-Authenticate`.
@@ -79,6 +74,7 @@ pub(crate) fn login(
     users: &[User],
     secret: &str,
     ttl: Duration,
+    now: i64,
 ) -> Result<(User, Value), AuthFailure> {
     let field = |name: &str| form.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
     let (Some(username), Some(password)) = (field("username"), field("password")) else {
@@ -101,7 +97,7 @@ pub(crate) fn login(
     if !user.is_active {
         return Err(failure(403, "用户未启用", false));
     }
-    let token = issue_token(user, secret, ttl);
+    let token = issue_token(user, secret, ttl, now);
     let reply = json!({
         "access_token": token,
         "token_type": "bearer",
@@ -122,6 +118,7 @@ pub(crate) fn authenticate<'a>(
     authorization: Option<&str>,
     users: &'a [User],
     secret: &str,
+    now: i64,
 ) -> Result<(&'a User, bool), AuthFailure> {
     let token = authorization
         .and_then(|h| h.split_once(' '))
@@ -132,7 +129,7 @@ pub(crate) fn authenticate<'a>(
         return Err(failure(401, "Not authenticated", true));
     };
     let invalid = || failure(403, "token校验不通过", false);
-    let claims: Claims = decode_hs256(token, secret.as_bytes(), now()).map_err(|_| invalid())?;
+    let claims: Claims = jwt::decode(token, secret.as_bytes(), now).ok_or_else(invalid)?;
     if claims.purpose.as_deref() == Some("resource") {
         return Err(invalid());
     }
@@ -154,4 +151,9 @@ pub(crate) fn authenticate<'a>(
 /// MoviePilot answers 400 here; the fake answers 403 so a client cannot mistake it for bad input.
 pub(crate) fn not_superuser() -> AuthFailure {
     failure(403, "用户权限不足", false)
+}
+
+/// What the recorded MoviePilot v2 answers a non-superuser on a superuser route: HTTP 400.
+pub(crate) fn not_superuser_v2() -> AuthFailure {
+    failure(400, "用户权限不足", false)
 }

@@ -5,7 +5,7 @@
 use mpa_protocol::EffectClass;
 use std::sync::LazyLock;
 
-const TSV: &str = include_str!("../../../catalog/moviepilot-operations.tsv");
+pub(crate) const TSV: &str = include_str!("../../../catalog/moviepilot-operations.tsv");
 
 /// Values MoviePilot accepts for the one dynamic route segment, `{source}`.
 const SOURCES: [&str; 4] = ["tmdb", "douban", "bangumi", "anilist"];

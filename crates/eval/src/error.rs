@@ -16,6 +16,8 @@ pub enum EvalError {
         "状态文件缺少 config.secret_key / the state file {origin} must set config.secret_key (MoviePilot's SECRET_KEY, which signs the bearer tokens)"
     )]
     MissingSecret { origin: String },
+    #[error("OpenAPI 文档无效 / the OpenAPI document to serve is not usable: {reason}")]
+    InvalidOpenApi { reason: String },
     #[error("无法监听 / cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,

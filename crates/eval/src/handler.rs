@@ -5,6 +5,7 @@ use crate::auth::{self, AuthFailure, LOGIN_PATH};
 use crate::catalog::{Route, catalog};
 use crate::faults::{CallView, FaultAction};
 use crate::ledger::{AgentHeaders, Attempt, AttemptUser, Refusal, RefusalKind, Reply};
+use crate::recorded::{self, AnswerStyle, DocRouting};
 use crate::server::{ConnectionKill, Inner, Shared};
 use crate::state::User;
 use crate::world::{Call, Collection, Served, envelope_success};
@@ -95,11 +96,22 @@ fn sent(a: &mut Attempt, status: u16, body: &Value) {
 
 fn respond(status: u16, body: Value, mut headers: HeaderMap) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    (status, headers, body.to_string()).into_response()
+    let text = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    let payload = match (&body, text) {
+        (Value::String(s), true) => s.clone(),
+        (Value::Null, _) if status.is_redirection() => String::new(),
+        _ => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            body.to_string()
+        }
+    };
+    (status, headers, payload).into_response()
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -138,7 +150,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
     let kill = parts.extensions.get::<ConnectionKill>().cloned();
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
-    let query: Vec<(String, String)> =
+    if path == recorded::OPENAPI_PATH {
+        return openapi_document(&shared, &method);
+    }
+    let mut query: Vec<(String, String)> =
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
             .into_owned()
             .collect();
@@ -186,7 +201,44 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         return login(&shared, flight, &method, &bytes);
     }
 
-    let (op, path_params) = match catalog().resolve(&method, &path, &query) {
+    if let Some(doc) = shared.openapi.routes() {
+        match recorded::route_by_document(doc, &method, &path, &query) {
+            DocRouting::Operation { keep_query } => {
+                // The recorded server ignores what its route does not declare.
+                query.retain(|(k, _)| keep_query.contains(k));
+            }
+            DocRouting::NotFound => {
+                return flight.refuse(
+                    404,
+                    json!({"detail": "Not Found"}),
+                    RefusalKind::NotFound,
+                    "not found",
+                );
+            }
+            DocRouting::MethodNotAllowed => return method_not_allowed(flight),
+            DocRouting::Redirect(to) => {
+                let mut headers = HeaderMap::new();
+                if let Ok(v) = HeaderValue::from_str(&to) {
+                    headers.insert(header::LOCATION, v);
+                }
+                return flight.answer(307, Value::Null, headers, |a| {
+                    a.refusal = Some(Refusal {
+                        kind: RefusalKind::NotFound,
+                        message: format!("redirected to {to}"),
+                    });
+                });
+            }
+            DocRouting::Captured { route } => {
+                return flight.refuse(
+                    200,
+                    json!({}),
+                    RefusalKind::Captured,
+                    &format!("answered by {route}"),
+                );
+            }
+        }
+    }
+    let (op, mut path_params) = match catalog().resolve(&method, &path, &query) {
         Route::Operation { op, path_params } => (op, path_params),
         Route::MethodNotAllowed => return method_not_allowed(flight),
         Route::NotFound => {
@@ -198,6 +250,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             );
         }
     };
+    if shared.answers == AnswerStyle::RecordedV2 {
+        recorded::normalise_v2_request(&mut path_params, &mut query);
+    }
     let body_json = if bytes.is_empty() {
         Ok(None)
     } else {
@@ -227,7 +282,11 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         });
     });
     if op.admin && !super_user {
-        return auth_response(flight, auth::not_superuser(), RefusalKind::Forbidden);
+        let failure = match shared.answers {
+            AnswerStyle::Envelope => auth::not_superuser(),
+            AnswerStyle::RecordedV2 => auth::not_superuser_v2(),
+        };
+        return auth_response(flight, failure, RefusalKind::Forbidden);
     }
     let body = match body_json {
         Ok(b) => b,
@@ -264,7 +323,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         match action {
             FaultAction::Respond { status, body, .. } => {
                 let body = body.clone().unwrap_or_else(fault_body);
-                return flight.refuse(*status, body, RefusalKind::Fault, "answered by a fault");
+                let headers = reply_headers(shared.answers, &body, None);
+                return flight.answer(*status, body, headers, |a| {
+                    a.refusal = Some(Refusal {
+                        kind: RefusalKind::Fault,
+                        message: "answered by a fault".to_string(),
+                    });
+                });
             }
             FaultAction::Drop { .. } => return drop_connection(&shared, flight, kill).await,
             FaultAction::Stall { .. } => {}
@@ -297,7 +362,55 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             status,
             body,
             collection,
-        } => flight.answer(status, body, collection_headers(collection), |_| {}),
+        } => {
+            let body = match shared.answers {
+                AnswerStyle::Envelope => body,
+                AnswerStyle::RecordedV2 => recorded::shape_v2_reply(op, status, body),
+            };
+            let headers = reply_headers(shared.answers, &body, collection);
+            flight.answer(status, body, headers, |_| {})
+        }
+    }
+}
+
+/// The headers of a reply: collection headers in the world's style; none in the recorded
+/// server's, whose string bodies (a 500's text) go out as plain text.
+fn reply_headers(style: AnswerStyle, body: &Value, collection: Option<Collection>) -> HeaderMap {
+    match style {
+        AnswerStyle::Envelope => collection_headers(collection),
+        AnswerStyle::RecordedV2 => {
+            let mut headers = HeaderMap::new();
+            if body.is_string() {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+            }
+            headers
+        }
+    }
+}
+
+/// `GET /api/v1/openapi.json`: the served document, or 404 (counted, not in the ledger).
+fn openapi_document(shared: &Shared, method: &str) -> Response {
+    shared
+        .openapi_reads
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    match recorded::document_bytes(&shared.openapi) {
+        Some(bytes) if method == "GET" => {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            (StatusCode::OK, headers, bytes.to_vec()).into_response()
+        }
+        Some(_) => respond(
+            405,
+            json!({"detail": "Method Not Allowed"}),
+            HeaderMap::new(),
+        ),
+        None => respond(404, json!({"detail": "Not Found"}), HeaderMap::new()),
     }
 }
 
@@ -328,6 +441,7 @@ fn authenticate(
         header_str(headers, "authorization"),
         &inner.world.state.users,
         &shared.secret_key,
+        shared.clock.now(),
     )
     .map(|(user, super_user)| (user.clone(), super_user))
     .map_err(|failure| {
@@ -500,6 +614,7 @@ fn login(shared: &Arc<Shared>, flight: InFlight, method: &str, bytes: &[u8]) -> 
             &inner.world.state.users,
             &shared.secret_key,
             shared.token_ttl,
+            shared.clock.now(),
         )
     };
     match result {

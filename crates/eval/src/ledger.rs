@@ -99,6 +99,9 @@ pub enum RefusalKind {
     NotServed,
     /// A fault answered instead of the operation.
     Fault,
+    /// Another route of the served document answered it (a literal segment captured by a
+    /// parameterised route), as that server would.
+    Captured,
 }
 
 /// A change to the world.

@@ -166,6 +166,10 @@ impl ContextReport {
 /// The system under evaluation: runs the task through a host and returns its trace.
 pub trait Subject: Sync {
     fn run(&self, run: SubjectRun) -> impl Future<Output = Result<SubjectTrace, String>> + Send;
+
+    /// The system message the host's compaction opens its summariser requests with: a replay's
+    /// scripted model answers those with the trajectory's summary.
+    fn summary_prompt(&self) -> &str;
 }
 
 /// One attempt as the report lists it.
@@ -304,7 +308,7 @@ pub async fn run_scenario<S: Subject>(
     };
     let (scripted, endpoint) = match mode {
         Mode::Replay(t) => {
-            let model = ScriptedModel::start(t.script()?)
+            let model = ScriptedModel::start(t.script()?, subject.summary_prompt())
                 .await
                 .map_err(|e| format!("cannot start the scripted model: {e}"))?;
             let endpoint = ModelEndpoint {

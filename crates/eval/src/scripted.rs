@@ -2,9 +2,10 @@
 //! response by response (streamed or not, as asked), so a trajectory runs through the real
 //! host and its real model client. It records every request body it received.
 //!
-//! A summariser request of the host's compaction (its first message is the system message
-//! [`mpa_protocol::SUMMARY_PROMPT`]) is answered with the script's `summary` and consumes no
-//! step: the replayed conversation goes on where it was, now over the compacted context.
+//! A summariser request of the host's compaction (its first message is the system message the
+//! host's summariser opens with, given at start) is answered with the script's `summary` and
+//! consumes no step: the replayed conversation goes on where it was, now over the compacted
+//! context.
 
 use crate::trajectory::{Script, resolve};
 use axum::Router;
@@ -23,6 +24,8 @@ pub const SCRIPTED_MODEL: &str = "scripted-replay";
 
 struct Inner {
     script: Script,
+    /// The system message that marks a summariser request.
+    summary_prompt: String,
     next: usize,
     requests: Vec<Value>,
     /// Summariser requests answered (also in `requests`).
@@ -53,11 +56,17 @@ impl Drop for ScriptedModel {
 }
 
 impl ScriptedModel {
-    pub async fn start(script: Script) -> std::io::Result<ScriptedModel> {
+    /// Serves `script`; a request whose first message is the system message `summary_prompt`
+    /// is a summariser request.
+    pub async fn start(
+        script: Script,
+        summary_prompt: impl Into<String>,
+    ) -> std::io::Result<ScriptedModel> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared(Mutex::new(Inner {
             script,
+            summary_prompt: summary_prompt.into(),
             next: 0,
             requests: Vec::new(),
             summaries: 0,
@@ -115,14 +124,15 @@ fn tool_results(body: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// Whether `body` is a summariser request: its first message is the summariser's instructions.
-pub fn is_summariser_request(body: &Value) -> bool {
+/// Whether `body` is a summariser request: its first message is the summariser's instructions,
+/// `summary_prompt`.
+pub fn is_summariser_request(body: &Value, summary_prompt: &str) -> bool {
     body.get("messages")
         .and_then(Value::as_array)
         .and_then(|m| m.first())
         .is_some_and(|m| {
             m.get("role").and_then(Value::as_str) == Some("system")
-                && m.get("content").and_then(Value::as_str) == Some(mpa_protocol::SUMMARY_PROMPT)
+                && m.get("content").and_then(Value::as_str) == Some(summary_prompt)
         })
 }
 
@@ -134,7 +144,7 @@ async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> R
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let mut inner = shared.lock();
     inner.requests.push(request.clone());
-    if is_summariser_request(&request) {
+    if is_summariser_request(&request, &inner.summary_prompt) {
         inner.summaries += 1;
         let summary = inner.script.summary.clone();
         let response = if stream {

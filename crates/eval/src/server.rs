@@ -6,6 +6,7 @@ use crate::error::{EvalError, Result};
 use crate::faults::{Fault, FaultBook};
 use crate::handler;
 use crate::ledger::{Attempt, ToolEvent, WorldLedger};
+use crate::recorded::{AnswerStyle, OpenApiServing};
 use crate::state::{ConfigSection, DuplicateSubscription, Restrictions, StateFile, WorldState};
 use crate::world::World;
 use axum::Router;
@@ -15,8 +16,9 @@ use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +40,10 @@ pub struct FakeConfig {
     pub faults: Vec<Fault>,
     pub restrictions: Restrictions,
     pub duplicate_subscription: DuplicateSubscription,
+    /// The OpenAPI document served (and, for a given one, routed by).
+    pub openapi: OpenApiServing,
+    /// How replies are shaped.
+    pub answers: AnswerStyle,
 }
 
 impl fmt::Debug for FakeConfig {
@@ -49,7 +55,8 @@ impl fmt::Debug for FakeConfig {
             .field("faults", &self.faults)
             .field("restrictions", &self.restrictions)
             .field("duplicate_subscription", &self.duplicate_subscription)
-            .finish()
+            .field("answers", &self.answers)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,7 +70,21 @@ impl FakeConfig {
             faults: Vec::new(),
             restrictions: Restrictions::default(),
             duplicate_subscription: DuplicateSubscription::default(),
+            openapi: OpenApiServing::default(),
+            answers: AnswerStyle::default(),
         }
+    }
+
+    /// Serving as the recorded real MoviePilot v2: this OpenAPI document (its bytes), routing
+    /// by it, and its answer shapes.
+    pub fn recorded_v2(secret_key: impl Into<String>, openapi: Vec<u8>) -> Result<FakeConfig> {
+        let serving = OpenApiServing::document(openapi)
+            .map_err(|reason| EvalError::InvalidOpenApi { reason })?;
+        Ok(FakeConfig {
+            openapi: serving,
+            answers: AnswerStyle::RecordedV2,
+            ..FakeConfig::new(secret_key)
+        })
     }
 
     /// From a state file's `config` section; the secret is required there.
@@ -84,6 +105,8 @@ impl FakeConfig {
             faults: section.faults.clone(),
             restrictions: section.restrictions.clone(),
             duplicate_subscription: section.duplicate_subscription,
+            openapi: OpenApiServing::default(),
+            answers: AnswerStyle::default(),
         })
     }
 }
@@ -121,9 +144,36 @@ pub(crate) struct Inner {
     pub unknown_returned: bool,
 }
 
+/// The fake's wall clock: the real one, moved forward by what a test asked for, so a token can
+/// expire without the test sleeping.
+#[derive(Default)]
+pub(crate) struct Clock {
+    ahead_secs: AtomicI64,
+}
+
+impl Clock {
+    /// Seconds since the epoch, as the fake sees them.
+    pub(crate) fn now(&self) -> i64 {
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        real.saturating_add(self.ahead_secs.load(Ordering::SeqCst))
+    }
+
+    fn advance(&self, by: Duration) {
+        let secs = i64::try_from(by.as_secs()).unwrap_or(i64::MAX);
+        self.ahead_secs.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
 pub(crate) struct Shared {
     pub secret_key: String,
     pub token_ttl: Duration,
+    pub clock: Clock,
+    pub openapi: OpenApiServing,
+    pub answers: AnswerStyle,
+    /// Reads of the OpenAPI document (not in the ledger: they are no REST call).
+    pub openapi_reads: AtomicU64,
     pub inner: Mutex<Inner>,
 }
 
@@ -155,6 +205,10 @@ impl FakeMoviePilot {
         let shared = Arc::new(Shared {
             secret_key: config.secret_key,
             token_ttl: config.token_ttl,
+            clock: Clock::default(),
+            openapi: config.openapi,
+            answers: config.answers,
+            openapi_reads: AtomicU64::new(0),
             inner: Mutex::new(Inner {
                 world: World {
                     state: state.clone(),
@@ -198,6 +252,11 @@ impl FakeHandle {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many times the OpenAPI document was asked for.
+    pub fn openapi_reads(&self) -> u64 {
+        self.shared.openapi_reads.load(Ordering::SeqCst)
     }
 
     /// Every attempt so far, in arrival order (a copy).
@@ -257,7 +316,14 @@ impl FakeHandle {
             user,
             &self.shared.secret_key,
             self.shared.token_ttl,
+            self.shared.clock.now(),
         ))
+    }
+
+    /// Moves the fake's clock forward by `by`: the tokens it issued and the ones it checks age
+    /// at once (an expiry test needs no sleep).
+    pub fn advance_clock(&self, by: Duration) {
+        self.shared.clock.advance(by);
     }
 
     /// Stops accepting, closes every connection (stalled calls included) and waits for them.

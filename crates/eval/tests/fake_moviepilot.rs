@@ -4,13 +4,13 @@
     reason = "test helpers fail the test on any error"
 )]
 
+use mpa_eval::jwt::{decode, encode};
 use mpa_eval::{
     Attempt, DuplicateSubscription, Effect, EvalError, FakeConfig, FakeHandle, FakeMoviePilot,
     Fault, FaultAction, ObservationKind, RefusalKind, Reply, SERVED_OPERATIONS, StateFile,
     WorldState, catalog,
 };
 use mpa_protocol::Outcome;
-use mpa_protocol::jwt::{decode_hs256, encode_hs256};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -173,7 +173,7 @@ async fn login_issues_a_moviepilot_token() {
     assert_eq!(body["user_id"], 1);
     assert_eq!(body["user_name"], "admin");
     assert_eq!(body["level"], 1);
-    let claims: Value = decode_hs256(
+    let claims: Value = decode(
         body["access_token"].as_str().unwrap(),
         SECRET.as_bytes(),
         now(),
@@ -249,10 +249,10 @@ async fn rest_routes_accept_only_valid_jwt_bearers() {
     assert_eq!(in_query.status, StatusCode::UNAUTHORIZED);
 
     let claims = |exp: i64, sub: &str| json!({"sub": sub, "username": "admin", "super_user": true, "purpose": "authentication", "exp": exp});
-    let expired = encode_hs256(&claims(now() - 10, "1"), SECRET.as_bytes());
-    let foreign = encode_hs256(&claims(now() + 600, "1"), b"another-secret");
-    let ghost = encode_hs256(&claims(now() + 600, "99"), SECRET.as_bytes());
-    let resource = encode_hs256(
+    let expired = encode(&claims(now() - 10, "1"), SECRET.as_bytes());
+    let foreign = encode(&claims(now() + 600, "1"), b"another-secret");
+    let ghost = encode(&claims(now() + 600, "99"), SECRET.as_bytes());
+    let resource = encode(
         &json!({"sub": "1", "purpose": "resource", "exp": now() + 600}),
         SECRET.as_bytes(),
     );
@@ -267,7 +267,7 @@ async fn rest_routes_accept_only_valid_jwt_bearers() {
         assert_eq!(r.body, json!({"detail": detail}));
     }
     // A token minted with the secret for a known user works, login or not.
-    let minted = encode_hs256(&claims(now() + 600, "2"), SECRET.as_bytes());
+    let minted = encode(&claims(now() + 600, "2"), SECRET.as_bytes());
     assert_eq!(get(&h, &minted, path).await.status, StatusCode::OK);
 
     let ledger = h.ledger();
@@ -304,6 +304,33 @@ async fn rest_routes_accept_only_valid_jwt_bearers() {
     assert!(!serde_json::to_string(&ledger).unwrap().contains(&minted));
 }
 
+/// Issue 23 item 8: the expiry test slept three real seconds for a token to age; the fake's
+/// clock now moves on request.
+#[tokio::test]
+async fn a_token_expires_when_the_fake_clock_passes_its_exp() {
+    let mut config = FakeConfig::new(SECRET);
+    config.token_ttl = Duration::from_secs(60);
+    let h = start_with(config).await;
+    let path = "/api/v1/subscribe/";
+    let t = token(&h, "alice", "pw-alice").await;
+    let issued = h.token_for("alice").unwrap();
+    assert_eq!(get(&h, &t, path).await.status, StatusCode::OK);
+    h.advance_clock(Duration::from_secs(30));
+    assert_eq!(get(&h, &t, path).await.status, StatusCode::OK);
+    h.advance_clock(Duration::from_secs(31));
+    for old in [&t, &issued] {
+        let r = get(&h, old, path).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
+        assert_eq!(r.body, json!({"detail": "token校验不通过"}));
+    }
+    // Tokens issued now carry the fake's time: they work.
+    let before = now();
+    let fresh = token(&h, "alice", "pw-alice").await;
+    let claims: Value = decode(&fresh, SECRET.as_bytes(), before + 61).unwrap();
+    assert!(claims["iat"].as_i64().unwrap() >= before + 61);
+    assert_eq!(get(&h, &fresh, path).await.status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn a_non_superuser_is_refused_admin_operations() {
     let h = start(vec![]).await;
@@ -328,7 +355,7 @@ async fn a_non_superuser_is_refused_admin_operations() {
     assert!(a.effects.is_empty());
 
     // An admin account's token without `super_user` grants no admin rights either.
-    let plain = encode_hs256(
+    let plain = encode(
         &json!({"sub": "1", "username": "admin", "super_user": false, "exp": now() + 600}),
         SECRET.as_bytes(),
     );

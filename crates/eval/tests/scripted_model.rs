@@ -7,6 +7,9 @@ use mpa_eval::scripted::ScriptedModel;
 use mpa_eval::trajectory::Trajectory;
 use serde_json::{Value, json};
 
+/// The host's summariser instructions stand here for any system message the starter names.
+const SUMMARY_PROMPT: &str = "You are the context summariser (test).";
+
 async fn ask(model: &ScriptedModel, body: Value) -> Value {
     reqwest::Client::new()
         .post(format!("{}/chat/completions", model.base_url()))
@@ -30,7 +33,7 @@ fn turn_request(messages: Value) -> Value {
 
 fn summariser_request() -> Value {
     json!({"model": "scripted-replay", "messages": [
-        {"role": "system", "content": mpa_protocol::SUMMARY_PROMPT},
+        {"role": "system", "content": SUMMARY_PROMPT},
         {"role": "user", "content": "Conversation excerpt to summarise:\n\n[user] read pages"}]})
 }
 
@@ -49,7 +52,9 @@ async fn a_summariser_request_gets_the_summary_and_consumes_no_step() {
         "t",
     )
     .unwrap();
-    let model = ScriptedModel::start(t.script().unwrap()).await.unwrap();
+    let model = ScriptedModel::start(t.script().unwrap(), SUMMARY_PROMPT)
+        .await
+        .unwrap();
     let user = json!([{"role": "system", "content": "you are the agent"},
                       {"role": "user", "content": "confirm the subscription"}]);
 
@@ -80,12 +85,14 @@ async fn a_summariser_request_gets_the_summary_and_consumes_no_step() {
 #[tokio::test]
 async fn a_turn_request_that_merely_mentions_the_summariser_is_a_step() {
     let t = Trajectory::from_json(r#"{"final": {"status": "blocked"}}"#, "t").unwrap();
-    let model = ScriptedModel::start(t.script().unwrap()).await.unwrap();
+    let model = ScriptedModel::start(t.script().unwrap(), SUMMARY_PROMPT)
+        .await
+        .unwrap();
     // The summariser's words in a user message (not the system message) are no summariser call.
     let reply = ask(
         &model,
         turn_request(json!([{"role": "system", "content": "you are the agent"},
-                            {"role": "user", "content": mpa_protocol::SUMMARY_PROMPT}])),
+                            {"role": "user", "content": SUMMARY_PROMPT}])),
     )
     .await;
     assert_eq!(message(&reply)["content"], r#"{"status":"blocked"}"#);

@@ -8,7 +8,8 @@ use mpa_exec::{
     CommandSpec, ExecConfig, OutputCursor, Processes, ScopeId, ScopeOwner, SessionAction,
     SessionReport, SessionRequest, SessionStatus, Signal, StartRequest,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use std::time::{Duration, Instant};
 
 fn start_req(command: &str, use_pty: bool, yield_time: Duration) -> StartRequest {

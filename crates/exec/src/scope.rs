@@ -2,7 +2,7 @@
 //! by the host — per interactive conversation, per scheduled run, per subtask — and are named by
 //! an opaque [`ScopeId`] that a tool's arguments can never produce.
 
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::{Deserialize, Serialize};
 
 /// The owner of a scope: a user plus a label naming what the scope belongs to

@@ -9,12 +9,16 @@
 use crate::catalogue::{DEFAULT_TIMEOUT, HttpMethod, LONG_TIMEOUT};
 use crate::error::{GatewayError, Result};
 use crate::identity::{self, BearerToken, LoginResult};
+use crate::openapi::ServerApi;
 use crate::request::PreparedRequest;
+use crate::route;
+use crate::server::{NoOpenApi, ServerKnowledge, ServerView};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const SESSION_HEADER: &str = "x-moviepilot-agent-session";
@@ -23,6 +27,11 @@ pub const SOURCE_HEADER: &str = "x-moviepilot-agent-source";
 
 /// The sign-in route (OAuth2 password form).
 pub const LOGIN_PATH: &str = "/api/v1/login/access-token";
+
+/// FastAPI's OpenAPI document under MoviePilot's API prefix (no credentials needed).
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+/// The document is local and small; a server that takes longer is treated as unreachable.
+const OPENAPI_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Header values are ASCII; anything else (a Chinese channel name, a space) is percent-encoded,
 /// as MoviePilot's own gateway does.
@@ -172,7 +181,12 @@ impl std::error::Error for ApiError {}
 #[derive(Clone)]
 pub struct GatewayClient {
     http: reqwest::Client,
+    /// `MOVIEPILOT_URL` without a trailing slash, for display and sign-in.
     base_url: String,
+    /// The same, parsed: every request URL is this plus route segments.
+    base: reqwest::Url,
+    /// What is known of this server's routes (shared by all clones).
+    server: Arc<ServerView>,
     timeout: Duration,
     long_timeout: Duration,
     max_response_bytes: usize,
@@ -187,7 +201,7 @@ impl fmt::Debug for GatewayClient {
     }
 }
 
-fn check_base_url(raw: &str) -> Result<String> {
+fn check_base_url(raw: &str) -> Result<(String, reqwest::Url)> {
     let trimmed = raw.trim().trim_end_matches('/');
     let url = reqwest::Url::parse(trimmed).map_err(|_| GatewayError::InvalidBaseUrl {
         reason: "it does not parse as a URL",
@@ -207,7 +221,12 @@ fn check_base_url(raw: &str) -> Result<String> {
             reason: "it must not have a query or fragment",
         });
     }
-    Ok(trimmed.to_owned())
+    if url.cannot_be_a_base() {
+        return Err(GatewayError::InvalidBaseUrl {
+            reason: "it cannot take a path",
+        });
+    }
+    Ok((trimmed.to_owned(), url))
 }
 
 /// The innermost cause of an error chain, for a short reason text (never holds the URL: callers
@@ -254,6 +273,50 @@ fn transport_error(operation_id: &str, e: reqwest::Error, timeout: Duration) -> 
     }
 }
 
+/// Whether an answer says the route itself does not exist: FastAPI's own 404 (`{"detail":
+/// "Not Found"}`, unlike a handler's "record not found") and any 405.
+fn route_missing(status: u16, payload: &Value) -> bool {
+    match status {
+        405 => true,
+        404 => payload.get("detail").and_then(Value::as_str) == Some("Not Found"),
+        _ => false,
+    }
+}
+
+/// Whether a redirect answer to a call may come after the call took effect. 307/308 ask for the
+/// same request elsewhere (FastAPI's trailing-slash redirect is a 307, before any handler
+/// runs); 303 is the answer after a write, and 301/302 to a write are ambiguous. A read never
+/// acts.
+fn redirect_may_follow_an_effect(method: HttpMethod, status: u16) -> bool {
+    method != HttpMethod::Get && matches!(status, 301..=303)
+}
+
+/// A redirect target as the model may read it: resolved against the request, without user
+/// information, query or fragment (they may carry credentials), at most 200 characters.
+fn shown_location(request: &reqwest::Url, location: &str) -> String {
+    let shown = match request.join(location) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            let had_query = u.query().is_some();
+            u.set_query(None);
+            u.set_fragment(None);
+            let same_origin = u.origin() == request.origin();
+            let mut s = if same_origin {
+                u.path().to_owned()
+            } else {
+                u.to_string()
+            };
+            if had_query {
+                s.push_str("?…");
+            }
+            s
+        }
+        Err(_) => "an unreadable location".to_owned(),
+    };
+    shown.chars().take(200).collect()
+}
+
 fn header_text(v: &str) -> Option<HeaderValue> {
     let v = v.trim();
     if v.is_empty() {
@@ -273,9 +336,13 @@ fn payload_of(bytes: &[u8]) -> Value {
 impl GatewayClient {
     /// A client for `config.base_url` (checked here: http/https with a host).
     pub fn new(config: GatewayConfig) -> Result<Self> {
-        let base_url = check_base_url(&config.base_url)?;
+        let (base_url, base) = check_base_url(&config.base_url)?;
         let http = reqwest::Client::builder()
             .no_proxy()
+            // A redirect would repeat the call, bearer and all, at a path (or an origin) the
+            // catalogue never named: FastAPI answers 307 to a trailing-slash variant, and a
+            // resolved `..` once turned a plugin removal into a folder delete that way.
+            .redirect(reqwest::redirect::Policy::none())
             // A connect timeout is reported as a connect error, i.e. certainly not sent.
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("moviepilot-agent/", env!("CARGO_PKG_VERSION")))
@@ -286,6 +353,8 @@ impl GatewayClient {
         Ok(GatewayClient {
             http,
             base_url,
+            base,
+            server: Arc::new(ServerView::default()),
             timeout: config.timeout,
             long_timeout: config.long_timeout,
             max_response_bytes: config.max_response_bytes,
@@ -295,6 +364,45 @@ impl GatewayClient {
     /// The base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// What is known of this server's routes; [`ServerView::current`] reads them when due.
+    pub fn server(&self) -> &ServerView {
+        &self.server
+    }
+
+    /// The server's knowledge, read again first when due (see [`ServerView::current`]).
+    pub async fn server_knowledge(&self) -> Arc<ServerKnowledge> {
+        self.server.current(self).await
+    }
+
+    /// Reads `GET /api/v1/openapi.json` (FastAPI serves it without credentials; none are
+    /// sent) and parses it.
+    pub async fn fetch_openapi(&self) -> std::result::Result<ServerApi, NoOpenApi> {
+        let Some(url) = route::build_url(&self.base, OPENAPI_PATH, &[], None) else {
+            return Err(NoOpenApi::NotServed("no URL for it".into()));
+        };
+        let timeout = self.timeout.min(OPENAPI_TIMEOUT);
+        let response = self
+            .http
+            .get(url)
+            .header(ACCEPT, "application/json")
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| NoOpenApi::Unreachable(root_cause(&e.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(NoOpenApi::NotServed(format!(
+                "GET {OPENAPI_PATH} answered HTTP {}",
+                status.as_u16()
+            )));
+        }
+        let body = self
+            .read_body("openapi", response, timeout)
+            .await
+            .map_err(|e| NoOpenApi::Unreachable(e.to_string()))?;
+        ServerApi::parse(&body).map_err(|e| NoOpenApi::NotServed(e.reason))
     }
 
     /// The timeout a request gets.
@@ -358,12 +466,43 @@ impl GatewayClient {
         }
     }
 
+    /// The URL a prepared call goes to: the parsed base plus the route's segments (each value
+    /// one percent-encoded segment) and the encoded query. Refused (`NotSent`) unless its path is
+    /// exactly the request's route filled with its values.
+    pub fn request_url(&self, request: &PreparedRequest) -> Result<reqwest::Url> {
+        let not_sent = |reason: &str| GatewayError::NotSent {
+            operation_id: request.operation_id().to_owned(),
+            reason: reason.to_owned(),
+        };
+        let query = request.encoded_query();
+        let url = route::build_url(
+            &self.base,
+            request.route(),
+            request.path_values(),
+            Some(&query),
+        )
+        .ok_or_else(|| not_sent("its route could not be built from the path parameters"))?;
+        if !route::url_matches(&self.base, &url, request.route(), request.path_values()) {
+            return Err(not_sent(&format!(
+                "the built request did not match its route {}",
+                request.route()
+            )));
+        }
+        Ok(url)
+    }
+
     /// Sends a prepared call for the user in `ctx`. A 2xx answer is `Ok`; HTTP ≥ 400 is
-    /// `Err(GatewayError::Api)`; transport failures are `NotSent` or `MaybeSent`.
+    /// `Err(GatewayError::Api)`; a 3xx is `Err(GatewayError::Redirected)` and is not followed;
+    /// transport failures are `NotSent` or `MaybeSent`.
     pub async fn send(&self, request: &PreparedRequest, ctx: &CallContext) -> Result<ApiResponse> {
         let operation_id = request.operation_id();
+        // Checked against what is known of the server now; no I/O here.
+        let knowledge = self.server.knowledge();
+        let request = &*knowledge
+            .adapt(request)
+            .map_err(GatewayError::Unavailable)?;
         let timeout = self.timeout_for(request);
-        let url = format!("{}{}", self.base_url, request.path_and_query());
+        let url = self.request_url(request)?;
         let method = match request.method() {
             HttpMethod::Get => reqwest::Method::GET,
             HttpMethod::Post => reqwest::Method::POST,
@@ -373,7 +512,7 @@ impl GatewayClient {
         };
         let mut builder = self
             .http
-            .request(method, url)
+            .request(method, url.clone())
             .headers(self.headers(ctx)?)
             .timeout(timeout);
         if let Some(body) = request.body() {
@@ -385,6 +524,24 @@ impl GatewayClient {
             .await
             .map_err(|e| transport_error(operation_id, e, timeout))?;
         let status = response.status().as_u16();
+        if response.status().is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(|l| shown_location(&url, l));
+            tracing::warn!(
+                operation = operation_id,
+                status,
+                "moviepilot answered with a redirect; not followed"
+            );
+            return Err(GatewayError::Redirected {
+                operation_id: operation_id.to_owned(),
+                status,
+                location,
+                may_have_acted: redirect_may_follow_an_effect(request.method(), status),
+            });
+        }
         let collection = Collection::from_headers(response.headers());
         let body = self.read_body(operation_id, response, timeout).await?;
         tracing::debug!(
@@ -395,6 +552,15 @@ impl GatewayClient {
             "moviepilot api call"
         );
         let payload = payload_of(&body);
+        if route_missing(status, &payload) {
+            // The table said the route exists (or there is none): read the routes again.
+            self.server.mark_stale();
+            return Err(GatewayError::RouteNotServed {
+                operation_id: operation_id.to_owned(),
+                status,
+                server: knowledge.label(),
+            });
+        }
         if status >= 400 {
             return Err(GatewayError::Api(ApiError {
                 operation_id: operation_id.to_owned(),
@@ -413,9 +579,15 @@ impl GatewayClient {
     /// A wrong password and an unknown user both give `LoginRejected`.
     pub async fn login(&self, username: &str, password: &str) -> Result<LoginResult> {
         const OP: &str = "login";
+        let url = route::build_url(&self.base, LOGIN_PATH, &[], None).ok_or_else(|| {
+            GatewayError::NotSent {
+                operation_id: OP.to_owned(),
+                reason: "the sign-in URL could not be built".to_owned(),
+            }
+        })?;
         let response = self
             .http
-            .post(format!("{}{LOGIN_PATH}", self.base_url))
+            .post(url)
             .header(ACCEPT, "application/json")
             .form(&[("username", username), ("password", password)])
             .timeout(self.timeout)
@@ -425,7 +597,12 @@ impl GatewayClient {
         let status = response.status().as_u16();
         let body = self.read_body(OP, response, self.timeout).await?;
         match status {
-            200..=299 => identity::parse_login_answer(&body, username),
+            200..=299 => {
+                let signed_in = identity::parse_login_answer(&body, username)?;
+                // A sign-in is when a user meets this server again: read its routes anew.
+                self.server.mark_stale();
+                Ok(signed_in)
+            }
             // 400/401: bad credentials (MoviePilot words the two cases differently; the text is
             // dropped so they cannot be told apart).
             400 | 401 => Err(GatewayError::LoginRejected),

@@ -2,6 +2,7 @@
 //! response bodies are carried only by [`ApiError`], whose `Display` leaves them out.
 
 use crate::client::ApiError;
+use crate::reconcile::LiveRefusal;
 use crate::request::InputError;
 use mpa_protocol::Outcome;
 
@@ -46,6 +47,38 @@ pub enum GatewayError {
     #[error(transparent)]
     Api(#[from] ApiError),
 
+    /// The call cannot go to this server's routes (unavailable operation, a field the route
+    /// would ignore, …); nothing was sent.
+    #[error(transparent)]
+    Unavailable(#[from] LiveRefusal),
+
+    /// MoviePilot answered that the route itself does not exist (FastAPI's 404 "Not Found", or
+    /// 405): its version does not serve this operation. Nothing happened there.
+    #[error(
+        "{server} does not serve {operation_id}: it answered HTTP {status} (no such route{}); its routes are read again before the next call",
+        if *.status == 405 { " for this method" } else { "" }
+    )]
+    RouteNotServed {
+        operation_id: String,
+        status: u16,
+        server: String,
+    },
+
+    /// MoviePilot answered with a redirect (3xx), which is never followed: following it would
+    /// repeat the call, with the user's bearer, somewhere the catalogue never named.
+    /// `may_have_acted` is set when the redirect can come after a write took effect (a 303, or
+    /// a 301/302 to a write).
+    #[error(
+        "MoviePilot answered {operation_id} with HTTP {status}, a redirect{}; redirects are not followed",
+        .location.as_deref().map(|l| format!(" to {l}")).unwrap_or_default()
+    )]
+    Redirected {
+        operation_id: String,
+        status: u16,
+        location: Option<String>,
+        may_have_acted: bool,
+    },
+
     /// Wrong password and unknown user alike (never told apart).
     #[error("MoviePilot did not accept this username and password / MoviePilot 用户名或密码不正确")]
     LoginRejected,
@@ -85,8 +118,17 @@ impl GatewayError {
     pub fn outcome(&self) -> Outcome {
         match self {
             GatewayError::MaybeSent { .. } => Outcome::Unknown,
+            GatewayError::Redirected { may_have_acted, .. } => {
+                if *may_have_acted {
+                    Outcome::Unknown
+                } else {
+                    Outcome::Failed
+                }
+            }
             GatewayError::UnknownOperation { .. }
             | GatewayError::InvalidInput(_)
+            | GatewayError::Unavailable(_)
+            | GatewayError::RouteNotServed { .. }
             | GatewayError::InvalidBaseUrl { .. }
             | GatewayError::NotSent { .. }
             | GatewayError::Api(_)
@@ -103,12 +145,15 @@ impl GatewayError {
         match self {
             GatewayError::MaybeSent { .. }
             | GatewayError::Api(_)
+            | GatewayError::Redirected { .. }
+            | GatewayError::RouteNotServed { .. }
             | GatewayError::LoginRejected
             | GatewayError::AccountDisabled
             | GatewayError::LoginFailed { .. }
             | GatewayError::LoginBadResponse { .. } => true,
             GatewayError::UnknownOperation { .. }
             | GatewayError::InvalidInput(_)
+            | GatewayError::Unavailable(_)
             | GatewayError::InvalidBaseUrl { .. }
             | GatewayError::NotSent { .. }
             | GatewayError::InvalidIdentity { .. } => false,

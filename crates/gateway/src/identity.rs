@@ -8,7 +8,7 @@
 //! issued for the same user.
 
 use crate::error::{GatewayError, Result};
-use mpa_protocol::jwt;
+use crate::jwt;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -15,27 +15,47 @@
 //!   identify the normalised call for the invocation ledger.
 //! - [`GatewayClient::send`] → [`ApiResponse`] (with the [`Collection`] headers;
 //!   [`ApiResponse::result_json`] puts `collection` first) or a [`GatewayError`]: `Api`
-//!   (HTTP ≥ 400), `NotSent` (nothing happened) or `MaybeSent` (outcome unknown).
+//!   (HTTP ≥ 400), `Redirected` (3xx, never followed), `NotSent` (nothing happened) or
+//!   `MaybeSent` (outcome unknown). [`GatewayClient::request_url`] is the URL a call goes to.
 //! - Identity: [`mint_token`], [`verify_token`], [`token_expiry`], [`BearerToken`],
-//!   [`GatewayClient::login`] → [`LoginResult`].
+//!   [`GatewayClient::login`] → [`LoginResult`]; [`jwt`]: the HS256 tokens underneath.
+//! - [`ApiResponse::answer`] / [`ApiError::refusal`] read MoviePilot's answers as it writes them
+//!   ([`Answer`]: data, a bare value wrapped, a `success:false` rejection, an all-null empty
+//!   record; [`Refusal`]: permission denied, 422 field errors, a message, plain text).
+//! - The user's own server: [`GatewayClient::server_knowledge`] reads its OpenAPI
+//!   ([`ServerApi`]) when due and reconciles the catalogue with it ([`Reconciliation`]: each
+//!   operation [`Availability`], and [`Reconciliation::adapt`] to the live route);
+//!   [`GatewayClient::send`] refuses what the server does not serve ([`LiveRefusal`]) before
+//!   sending.
 //! - [`redact_secrets`] / [`is_secret_key`] (`mpa-redact`'s value rules) for results the tool
 //!   layer must not show.
 //!
 //! Invariants:
 //! - Only catalogue routes are ever requested; no argument can choose a URL, header, method or
-//!   token. Placeholders are percent-encoded; `{source}`/`{action}` are allow-listed.
+//!   token. A placeholder value is exactly one segment: empty, `.`, `..` and values with `/`,
+//!   `\` or control characters are refused (`invalid_path_parameter`); the URL is the parsed
+//!   base plus segments, and its path is checked against the template before sending.
+//!   `{source}`/`{action}` are allow-listed. Redirects are never followed (a 3xx is an error),
+//!   so the bearer never reaches another path or origin.
 //! - A refused call sends nothing. A transport failure after the request may have been written
 //!   is never reported as "not executed" (`MaybeSent`, [`Outcome::Unknown`](mpa_protocol::Outcome)).
 //! - Tokens appear in no `Debug`, `Display`, log line or error; environment proxies are ignored.
 
+mod answer;
 mod catalogue;
 mod client;
 mod contract;
 mod error;
 mod identity;
+pub mod jwt;
+mod openapi;
+mod reconcile;
 mod request;
+mod route;
+mod server;
 mod suggest;
 
+pub use answer::{Answer, FieldError, NOT_SUPERUSER_DETAIL, Refusal};
 pub use catalogue::{
     ALLOWED_ACTIONS, ALLOWED_SOURCES, CATALOGUE_TSV, Catalogue, CatalogueError, CollectionShape,
     Confirmation, DEFAULT_TIMEOUT, HttpMethod, LONG_TIMEOUT, Operation, Paging, Recovery, Role,
@@ -43,7 +63,7 @@ pub use catalogue::{
 };
 pub use client::{
     ApiError, ApiResponse, CHANNEL_HEADER, CallContext, Collection, GatewayClient, GatewayConfig,
-    LOGIN_PATH, SESSION_HEADER, SOURCE_HEADER,
+    LOGIN_PATH, OPENAPI_PATH, SESSION_HEADER, SOURCE_HEADER,
 };
 pub use contract::{BodyKind, BodySpec, Field, FieldKind, InputContract, ObjectContract};
 pub use error::{GatewayError, Result};
@@ -52,9 +72,12 @@ pub use identity::{
     token_expiry, verify_token,
 };
 pub use mpa_redact::{REDACTED, is_secret_key, redact_secrets};
+pub use openapi::{OpenApiError, QueryParam, RouteBody, ServerApi, ServerRoute};
+pub use reconcile::{Availability, AvailabilityCounts, LiveOperation, LiveRefusal, Reconciliation};
 pub use request::{
     DEFAULT_COUNT, DEFAULT_PAGE, InputError, Location, PreparedRequest, canonical_json,
 };
+pub use server::{NoOpenApi, RECHECK_AFTER, RETRY_UNREACHABLE_AFTER, ServerKnowledge, ServerView};
 
 impl Catalogue {
     /// The operation with this id, or `UnknownOperation` carrying close matches.

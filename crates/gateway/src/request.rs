@@ -10,12 +10,14 @@ use crate::contract::{BodyKind, Field, FieldKind};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fmt::Write as _;
 
-/// RFC 3986 unreserved characters stay; everything else (`/`, space, `?`, `%`, non-ASCII) is
-/// percent-encoded, so a value can never change the route or start a new query parameter.
+/// Query names and values: RFC 3986 unreserved characters stay; everything else (`&`, `=`,
+/// space, `%`, non-ASCII) is percent-encoded, so a value can never start a new query parameter.
+/// (Path values are segments appended by the URL library; see `route`.)
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
@@ -69,6 +71,13 @@ pub enum InputError {
     MissingQueryField {
         operation_id: &'static str,
         name: &'static str,
+    },
+    /// A path parameter value that cannot be exactly one route segment (empty, `.`, `..`, a
+    /// `/` or `\\`, control characters): it could name another route.
+    InvalidPathParameter {
+        operation_id: &'static str,
+        name: &'static str,
+        reason: &'static str,
     },
     /// A value of the wrong JSON type.
     WrongType {
@@ -133,6 +142,7 @@ impl InputError {
             | InputError::UnknownFields { operation_id, .. }
             | InputError::MissingPathParam { operation_id, .. }
             | InputError::MissingQueryField { operation_id, .. }
+            | InputError::InvalidPathParameter { operation_id, .. }
             | InputError::WrongType { operation_id, .. }
             | InputError::NotAllowed { operation_id, .. }
             | InputError::OutOfRange { operation_id, .. }
@@ -143,6 +153,15 @@ impl InputError {
             | InputError::BodyWrongShape { operation_id, .. }
             | InputError::BodyMissingFields { operation_id, .. }
             | InputError::BodyTooFewFields { operation_id, .. } => operation_id,
+        }
+    }
+
+    /// The error code a model reads: `invalid_path_parameter` for a value that could change
+    /// the route, `invalid_input` for everything else.
+    pub fn code(&self) -> &'static str {
+        match self {
+            InputError::InvalidPathParameter { .. } => "invalid_path_parameter",
+            _ => "invalid_input",
         }
     }
 }
@@ -200,6 +219,15 @@ impl fmt::Display for InputError {
             InputError::MissingQueryField { operation_id, name } => {
                 write!(f, "{operation_id}: missing required query field `{name}`")
             }
+            InputError::InvalidPathParameter {
+                operation_id,
+                name,
+                reason,
+            } => write!(
+                f,
+                "{operation_id}: path parameter `{name}` {reason}; a path parameter is exactly one \
+                 route segment (not empty, not `.` or `..`, no `/`, `\\` or control characters)"
+            ),
             InputError::WrongType {
                 operation_id,
                 location,
@@ -324,15 +352,21 @@ fn preview(v: &Value) -> String {
     out
 }
 
-/// A validated call, ready to send: the filled route, the wire query, the body, and the
-/// normalised arguments (defaults applied) that identify it in the ledger.
+/// A validated call, ready to send: the route template and the values of its placeholders,
+/// the wire query, the body, and the normalised arguments (defaults applied) that identify it in
+/// the ledger. The URL is built by [`GatewayClient`](crate::GatewayClient) from its parsed base,
+/// segment by segment, and checked against `route` before anything is sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedRequest {
     operation_id: &'static str,
     method: HttpMethod,
     long_running: bool,
-    path: String,
-    query: Vec<(&'static str, String)>,
+    /// The template the request must match: the catalogue's, or the live route it was adapted
+    /// to on the user's server.
+    route: Cow<'static, str>,
+    /// Placeholder values in route order, unencoded; each is one segment.
+    path_values: Vec<String>,
+    query: Vec<(Cow<'static, str>, String)>,
     body: Option<Value>,
     canonical_path_params: BTreeMap<&'static str, Value>,
     canonical_query: BTreeMap<&'static str, Value>,
@@ -352,16 +386,46 @@ impl PreparedRequest {
         self.long_running
     }
 
-    /// The route with placeholders filled and percent-encoded.
-    pub fn path(&self) -> &str {
-        &self.path
+    /// The route template the request is built from and checked against.
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    /// The placeholder values, unencoded, in route order.
+    pub fn path_values(&self) -> &[String] {
+        &self.path_values
+    }
+
+    /// The route with placeholders filled and percent-encoded, exactly as it follows the base
+    /// URL's path on the wire.
+    pub fn path(&self) -> String {
+        static ROOT: std::sync::LazyLock<Option<reqwest::Url>> =
+            std::sync::LazyLock::new(|| reqwest::Url::parse("http://moviepilot.invalid/").ok());
+        ROOT.as_ref()
+            .and_then(|root| crate::route::build_url(root, &self.route, &self.path_values, None))
+            .map(|u| u.path().to_owned())
+            .unwrap_or_default()
     }
 
     /// The query pairs as sent (unencoded), in catalogue order; an array value is one pair per
     /// element. Defaults are not sent — MoviePilot applies its own — except the other half of
     /// legacy pagination once either `page` or `count` is given.
-    pub fn query_pairs(&self) -> &[(&'static str, String)] {
+    pub fn query_pairs(&self) -> &[(Cow<'static, str>, String)] {
         &self.query
+    }
+
+    /// The query as it goes on the wire (`a=1&b=x%20y`), empty when there is none.
+    pub fn encoded_query(&self) -> String {
+        let mut s = String::new();
+        for (i, (k, v)) in self.query.iter().enumerate() {
+            if i > 0 {
+                s.push('&');
+            }
+            s.extend(utf8_percent_encode(k, COMPONENT));
+            s.push('=');
+            s.extend(utf8_percent_encode(v, COMPONENT));
+        }
+        s
     }
 
     /// The JSON body, for operations other than GET.
@@ -371,14 +435,30 @@ impl PreparedRequest {
 
     /// `path?query`, encoded, as it appears in the HTTP request line.
     pub fn path_and_query(&self) -> String {
-        let mut s = self.path.clone();
-        for (i, (k, v)) in self.query.iter().enumerate() {
-            s.push(if i == 0 { '?' } else { '&' });
-            s.extend(utf8_percent_encode(k, COMPONENT));
-            s.push('=');
-            s.extend(utf8_percent_encode(v, COMPONENT));
+        let mut s = self.path();
+        let q = self.encoded_query();
+        if !q.is_empty() {
+            s.push('?');
+            s.push_str(&q);
         }
         s
+    }
+
+    /// The same call for another route: the live route's template, placeholder values and
+    /// query (reconciliation). The canonical arguments stay the contract's, so the ledger
+    /// identifies the call the same way on every server.
+    pub(crate) fn for_live_route(
+        &self,
+        route: Cow<'static, str>,
+        path_values: Vec<String>,
+        query: Vec<(Cow<'static, str>, String)>,
+    ) -> PreparedRequest {
+        PreparedRequest {
+            route,
+            path_values,
+            query,
+            ..self.clone()
+        }
     }
 
     /// The normalised call as a JSON value: `{operation_id, path_params, query, body}` with
@@ -652,27 +732,25 @@ impl Operation {
         let (query_pairs, canonical_query) = self.check_query(query_map)?;
         let body = self.check_body(body)?;
 
-        let mut path = String::with_capacity(self.path.len() + 16);
-        let mut rest = self.path;
-        while let Some(open) = rest.find('{') {
-            let Some(len) = rest[open..].find('}') else {
-                break;
-            };
-            path.push_str(&rest[..open]);
-            let name = &rest[open + 1..open + len];
-            if let Some(v) = canonical_path_params.get(name) {
-                path.extend(utf8_percent_encode(&wire_text(v), COMPONENT));
-            }
-            rest = &rest[open + len + 1..];
-        }
-        path.push_str(rest);
+        let path_values = crate::route::template_segments(self.path)
+            .filter_map(|seg| match seg {
+                crate::route::TemplateSegment::Param(name) => {
+                    canonical_path_params.get(name).map(wire_text)
+                }
+                crate::route::TemplateSegment::Literal(_) => None,
+            })
+            .collect();
 
         Ok(PreparedRequest {
             operation_id: self.id,
             method: self.method,
             long_running: self.is_long_running(),
-            path,
-            query: query_pairs,
+            route: Cow::Borrowed(self.path),
+            path_values,
+            query: query_pairs
+                .into_iter()
+                .map(|(k, v)| (Cow::Borrowed(k), v))
+                .collect(),
             body,
             canonical_path_params,
             canonical_query,
@@ -698,7 +776,6 @@ impl Operation {
         for field in &self.path_params {
             let v = match map.get(field.name) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) if s.trim().is_empty() => None,
                 Some(v) => Some(v),
             };
             let Some(v) = v else {
@@ -726,6 +803,13 @@ impl Operation {
                     });
                 }
                 value = Value::String(lower);
+            }
+            if let Some(reason) = crate::route::segment_refusal(&wire_text(&value)) {
+                return Err(InputError::InvalidPathParameter {
+                    operation_id: self.id,
+                    name: field.name,
+                    reason,
+                });
             }
             out.insert(field.name, value);
         }

@@ -6,4 +6,6 @@ mod catalogue;
 mod client;
 mod common;
 mod identity;
+mod reconcile;
+mod routes;
 mod validation;

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{encode, serve};
+use common::{encode, encode_segment, serve};
 use mpa_gateway::{
     BodyKind, Catalogue, CollectionShape, Confirmation, FieldKind, GatewayError, HttpMethod,
     InputError, Location, Operation, Paging, Recovery, Role, Sensitivity, catalogue,
@@ -481,7 +481,7 @@ fn sample(kind: &FieldKind, name: &str) -> Value {
         FieldKind::Const(c) => json!(c),
         FieldKind::Array(_) => json!(["x"]),
         FieldKind::String | FieldKind::Named(_) if name == "source" => json!("tmdb"),
-        FieldKind::String | FieldKind::Named(_) => json!("v 1/二"),
+        FieldKind::String | FieldKind::Named(_) => json!("v 1:二?"),
     }
 }
 
@@ -499,7 +499,7 @@ fn minimal_call(op: &Operation) -> (Value, Value, Value, String) {
     let mut target = op.path.to_owned();
     for f in &op.path_params {
         let v = sample(&f.kind, f.name);
-        target = target.replace(&format!("{{{}}}", f.name), &encode(&wire(&v)));
+        target = target.replace(&format!("{{{}}}", f.name), &encode_segment(&wire(&v)));
         path_params.insert(f.name.into(), v);
     }
     let mut query = serde_json::Map::new();

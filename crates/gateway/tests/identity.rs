@@ -66,7 +66,7 @@ fn a_minted_token_has_moviepilots_claims() {
     assert_eq!(TOKEN_PURPOSE, "authentication");
     // The claim types MoviePilot's TokenPayload reads: sub a string of digits, the rest typed.
     let raw: serde_json::Value =
-        mpa_protocol::jwt::decode_hs256(token.expose(), SECRET.as_bytes(), 1_000_001).unwrap();
+        mpa_gateway::jwt::decode_hs256(token.expose(), SECRET.as_bytes(), 1_000_001).unwrap();
     assert_eq!(
         raw,
         json!({"sub": "42", "username": "alice", "super_user": true, "level": 2,
@@ -96,7 +96,7 @@ fn a_minted_token_has_moviepilots_claims() {
     );
 
     // A token for another purpose is not a REST token.
-    let resource = mpa_protocol::jwt::encode_hs256(
+    let resource = mpa_gateway::jwt::encode_hs256(
         &json!({"sub": "1", "username": "a", "super_user": false, "level": 1,
                 "purpose": "resource", "exp": 2_000_000, "iat": 1}),
         SECRET.as_bytes(),

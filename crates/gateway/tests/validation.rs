@@ -31,7 +31,7 @@ fn refusal(id: &str, path: Value, query: Value, body: Value) -> (InputError, Str
 fn pairs(r: &PreparedRequest) -> Vec<(&str, &str)> {
     r.query_pairs()
         .iter()
-        .map(|(k, v)| (*k, v.as_str()))
+        .map(|(k, v)| (k.as_ref(), v.as_str()))
         .collect()
 }
 
@@ -83,18 +83,37 @@ fn a_missing_path_param_is_named_with_the_route() {
         text,
         "subscription.get: missing path parameter `subscribe_id` (route /api/v1/subscribe/{subscribe_id}); give it in path_params"
     );
-    // Empty and null count as missing, like MoviePilot's executor.
-    for v in [json!(""), json!("  "), Value::Null] {
-        let (e, _) = refusal(
+    // Null counts as missing, like MoviePilot's executor; an empty value is not a segment.
+    let (e, _) = refusal(
+        "config.public.get",
+        json!({"key": null}),
+        Value::Null,
+        Value::Null,
+    );
+    assert!(matches!(
+        e,
+        InputError::MissingPathParam { name: "key", .. }
+    ));
+    for v in [json!(""), json!("  ")] {
+        let (e, text) = refusal(
             "config.public.get",
             json!({"key": v}),
             Value::Null,
             Value::Null,
         );
-        assert!(matches!(
+        assert_eq!(
             e,
-            InputError::MissingPathParam { name: "key", .. }
-        ));
+            InputError::InvalidPathParameter {
+                operation_id: "config.public.get",
+                name: "key",
+                reason: "is empty",
+            }
+        );
+        assert_eq!(e.code(), "invalid_path_parameter");
+        assert!(
+            text.starts_with("config.public.get: path parameter `key` is empty;"),
+            "{text}"
+        );
     }
 }
 
@@ -641,17 +660,21 @@ fn legacy_pagination_defaults_the_other_half() {
 
 #[test]
 fn placeholders_are_percent_encoded() {
+    // One segment each: the URL library's path-segment encoding (`?`, `#`, `%`, space, `\`,
+    // non-ASCII encoded; `:`, `&`, `=` kept, as a path allows them).
     let r = prepare(
         "config.public.get",
-        json!({"key": "a/b c中文?x=1&y#z%"}),
+        json!({"key": "a:b c中文?x=1&y#z%"}),
         Value::Null,
         Value::Null,
     )
     .unwrap();
     assert_eq!(
         r.path(),
-        "/api/v1/system/setting/public/a%2Fb%20c%E4%B8%AD%E6%96%87%3Fx%3D1%26y%23z%25"
+        "/api/v1/system/setting/public/a:b%20c%E4%B8%AD%E6%96%87%3Fx=1&y%23z%25"
     );
+    assert_eq!(r.path_values(), ["a:b c中文?x=1&y#z%"]);
+    assert_eq!(r.route(), "/api/v1/system/setting/public/{key}");
     let r = prepare(
         "media.search",
         Value::Null,

@@ -7,7 +7,7 @@
 
 use crate::History;
 use crate::backfill::{MAX_TASKS, pause_after};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -15,7 +15,8 @@ use crate::recall::{DiscoverRequest, SearchOutcome, SearchRole};
 use crate::{
     BackfillOptions, History, HistoryConfig, SearchContext, SearchRequest, corpus, import,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 
 use crate::error::Result;
 use crate::{CapturedMessage, History, Provenance, SessionMeta};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::Deserialize;
 use std::io::BufRead;
 

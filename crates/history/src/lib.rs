@@ -63,7 +63,7 @@ pub use store::write::MAX_SESSION_ID_CHARS;
 /// on the connection before touching `messages_fts_cjk`.
 pub use tokenizer::{TokenizeReason, register_cjk_tokenizer, tokenize};
 
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -10,7 +10,8 @@ use mpa_history::{
     CapturedMessage, History, HistoryConfig, Provenance, Role, SearchContext, SearchRequest,
     SessionMeta,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 
 fn user(name: &str) -> UserKey {
     UserKey::for_user(&UserId(name.to_owned()))

@@ -55,11 +55,23 @@ mod difflib;
 mod durable_fs;
 mod error;
 pub mod memory;
+mod origin;
 pub mod patch_matcher;
 pub mod skills;
 pub mod threat;
 
 pub use error::{Error, Result};
 pub use memory::{Memory, MemoryConfig};
-pub use mpa_protocol::{ReviewToken, WriteOrigin};
+pub use origin::{ReviewToken, WriteOrigin};
 pub use skills::Skills;
+
+/// The key of an actor's own stores (`actor.user_key()` inside this crate).
+pub(crate) trait ActorKey {
+    fn user_key(&self) -> mpa_redact::UserKey;
+}
+
+impl ActorKey for mpa_protocol::Actor {
+    fn user_key(&self) -> mpa_redact::UserKey {
+        mpa_redact::UserKey::for_user(&self.user_id)
+    }
+}

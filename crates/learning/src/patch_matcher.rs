@@ -3,6 +3,9 @@
 //! Strategies run in a fixed order and the **first** one that finds at least one match
 //! decides: exact, line_trimmed, whitespace_normalized, indentation_flexible,
 //! escape_normalized, trimmed_boundary, unicode_normalized, block_anchor, context_aware.
+//! indentation_flexible and trimmed_boundary accept only windows line_trimmed already accepts,
+//! so in this order (the reference's) they never decide; [`Strategy::spans`] runs one strategy
+//! alone, and the tests pin both facts.
 //! Non-exact matches pass the escape-drift guards and are re-indented to the file; ambiguity
 //! is refused unless `replace_all`; similarity uses [`ratio`], which equals Python difflib's
 //! `SequenceMatcher.ratio()` including autojunk.
@@ -26,6 +29,35 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the order [`find`] tries them.
+    pub const ALL: [Strategy; 9] = [
+        Strategy::Exact,
+        Strategy::LineTrimmed,
+        Strategy::WhitespaceNormalized,
+        Strategy::IndentationFlexible,
+        Strategy::EscapeNormalized,
+        Strategy::TrimmedBoundary,
+        Strategy::UnicodeNormalized,
+        Strategy::BlockAnchor,
+        Strategy::ContextAware,
+    ];
+
+    /// Where this strategy alone matches `old` in `content` (byte spans of the file), whatever
+    /// the strategies before it would find.
+    pub fn spans(self, content: &str, old: &str) -> Vec<Span> {
+        match self {
+            Strategy::Exact => exact(content, old),
+            Strategy::LineTrimmed => line_trimmed(content, old),
+            Strategy::WhitespaceNormalized => whitespace_normalized(content, old),
+            Strategy::IndentationFlexible => indentation_flexible(content, old),
+            Strategy::EscapeNormalized => escape_normalized(content, old),
+            Strategy::TrimmedBoundary => trimmed_boundary(content, old),
+            Strategy::UnicodeNormalized => unicode_normalized(content, old),
+            Strategy::BlockAnchor => block_anchor(content, old),
+            Strategy::ContextAware => context_aware(content, old),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Exact => "exact",
@@ -79,8 +111,8 @@ pub enum PatchError {
     Refused { reason: String },
 }
 
-type Span = (usize, usize);
-type StrategyFn = fn(&str, &str) -> Vec<Span>;
+/// A byte range of the file, end exclusive.
+pub type Span = (usize, usize);
 
 /// Apply `old → new` to `content`.
 pub fn apply(
@@ -138,22 +170,11 @@ pub fn apply(
     })
 }
 
-/// Run the strategies in order; the first with ≥1 match decides.
+/// Run the strategies in order ([`Strategy::ALL`]); the first with ≥1 match decides.
 pub fn find(content: &str, old: &str) -> Option<(Strategy, Vec<Span>)> {
-    let strategies: [(Strategy, StrategyFn); 9] = [
-        (Strategy::Exact, exact),
-        (Strategy::LineTrimmed, line_trimmed),
-        (Strategy::WhitespaceNormalized, whitespace_normalized),
-        (Strategy::IndentationFlexible, indentation_flexible),
-        (Strategy::EscapeNormalized, escape_normalized),
-        (Strategy::TrimmedBoundary, trimmed_boundary),
-        (Strategy::UnicodeNormalized, unicode_normalized),
-        (Strategy::BlockAnchor, block_anchor),
-        (Strategy::ContextAware, context_aware),
-    ];
-    strategies.iter().find_map(|(s, f)| {
-        let spans = f(content, old);
-        (!spans.is_empty()).then_some((*s, spans))
+    Strategy::ALL.into_iter().find_map(|s| {
+        let spans = s.spans(content, old);
+        (!spans.is_empty()).then_some((s, spans))
     })
 }
 
@@ -665,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn trimmed_boundary_and_escape() {
+    fn escape_normalized_and_the_newline_drift_guard() {
         let content = "a\n  b\nc";
         let r = apply(content, "a\\n  b", "A\n  B", false).unwrap();
         assert_eq!(r.strategy, Strategy::EscapeNormalized);

@@ -70,7 +70,7 @@ impl Env {
     fn file(&self, a: &Actor, name: &str) -> PathBuf {
         self.data
             .join("agent/memory/users")
-            .join(a.user_key().as_str())
+            .join(mpa_redact::UserKey::for_user(&a.user_id).as_str())
             .join(name)
     }
 

@@ -1,6 +1,6 @@
 //! Acceptance checklist items 46–54 (fuzzy matcher) plus CRLF / CJK / tab cases.
 
-use mpa_learning::patch_matcher::{PatchError, Strategy, apply};
+use mpa_learning::patch_matcher::{PatchError, PatchResult, Strategy, apply};
 
 #[test]
 fn item46_two_exact_matches_are_ambiguous() {
@@ -162,4 +162,181 @@ fn first_strategy_with_a_match_decides() {
         apply(content, "x = 1 ", "x = 2", false).unwrap_err(),
         PatchError::Ambiguous { count: 2, .. }
     ));
+}
+
+/// `apply`'s result, after checking that every strategy before the one it reports finds
+/// nothing: the pick is the order's, so a test naming a strategy fails if another one decides.
+#[expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
+fn picked(content: &str, old: &str, new: &str) -> PatchResult {
+    let r = apply(content, old, new, false).unwrap();
+    let at = Strategy::ALL.iter().position(|s| *s == r.strategy).unwrap();
+    for earlier in &Strategy::ALL[..at] {
+        assert_eq!(
+            earlier.spans(content, old),
+            Vec::new(),
+            "{} matched before {}",
+            earlier.name(),
+            r.strategy.name()
+        );
+    }
+    r
+}
+
+#[test]
+fn strategy_exact() {
+    let r = picked("a = 1\nb = 2\n", "b = 2", "b = 3");
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::Exact, "a = 1\nb = 3\n")
+    );
+}
+
+#[test]
+fn strategy_line_trimmed() {
+    let r = picked("list:\n    one  \n    two\n", "one\ntwo", "uno\ndos");
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::LineTrimmed, "list:\n    uno\n    dos\n")
+    );
+}
+
+#[test]
+fn strategy_whitespace_normalized() {
+    let r = picked("let  x =   1; y", "let x = 1;", "let x = 2;");
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::WhitespaceNormalized, "let x = 2; y")
+    );
+}
+
+#[test]
+fn strategy_escape_normalized() {
+    let r = picked(
+        "first line\nsecond line\n",
+        "first line\\nsecond line",
+        "one\ntwo",
+    );
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::EscapeNormalized, "one\ntwo\n")
+    );
+}
+
+#[test]
+fn strategy_unicode_normalized() {
+    let r = picked(
+        "Say \u{201C}hi\u{201D} \u{2014} ok\n",
+        "Say \"hi\" -- ok",
+        "Say \"hi\" -- bye",
+    );
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (
+            Strategy::UnicodeNormalized,
+            "Say \u{201C}hi\u{201D} \u{2014} bye\n"
+        )
+    );
+}
+
+#[test]
+fn strategy_block_anchor() {
+    let content = "## Step\nalpha beta gamma one\ndelta epsilon\n## End\n";
+    let old = "## Step\nalpha beta gamma zzz\ndelta epsilonn\n## End";
+    let r = picked(content, old, "## Step\nnew\n## End");
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::BlockAnchor, "## Step\nnew\n## End\n")
+    );
+}
+
+#[test]
+fn strategy_context_aware() {
+    let content =
+        "intro\n## Steps to follow\nopen the downloader app\ncheck the queue now\n## The end\n";
+    let old = "## Steps to folow\nopen the downloader ap\ncheck the queue now\n## The end.";
+    let r = picked(content, old, "## Steps\ndone");
+    assert_eq!(
+        (r.strategy, r.content.as_str()),
+        (Strategy::ContextAware, "intro\n## Steps\ndone\n")
+    );
+}
+
+/// The file text a strategy alone matches.
+fn matched<'c>(s: Strategy, content: &'c str, old: &str) -> Vec<&'c str> {
+    s.spans(content, old)
+        .into_iter()
+        .map(|(from, to)| &content[from..to])
+        .collect()
+}
+
+/// Alone, indentation_flexible strips leading whitespace only: trailing whitespace must match.
+#[test]
+fn strategy_indentation_flexible() {
+    let content = "  keep  \n\tthis\n";
+    let s = Strategy::IndentationFlexible;
+    assert_eq!(matched(s, content, "keep  \n  this"), ["  keep  \n\tthis"]);
+    assert_eq!(s.spans(content, "keep\nthis"), Vec::new(), "trailing kept");
+    // In the matcher's order line_trimmed accepts the same window first.
+    assert_eq!(
+        picked(content, "keep  \n  this", "x").strategy,
+        Strategy::LineTrimmed
+    );
+}
+
+/// Alone, trimmed_boundary strips only the first and last lines: inner lines match exactly.
+#[test]
+fn strategy_trimmed_boundary() {
+    let content = "   begin\n  middle\n end   \n";
+    let s = Strategy::TrimmedBoundary;
+    assert_eq!(
+        matched(s, content, "begin\n  middle\nend"),
+        ["   begin\n  middle\n end   "]
+    );
+    assert_eq!(
+        s.spans(content, "begin\nmiddle\nend"),
+        Vec::new(),
+        "inner lines exact"
+    );
+    assert_eq!(
+        picked(content, "begin\n  middle\nend", "x").strategy,
+        Strategy::LineTrimmed
+    );
+}
+
+/// Why no test sees indentation_flexible or trimmed_boundary decide: on any input where one
+/// of them matches, line_trimmed (tried before both) matches too. Random line mixes of
+/// leading/trailing spaces and tabs, fixed seed.
+#[test]
+fn line_trimmed_shadows_indentation_flexible_and_trimmed_boundary() {
+    use rand::{Rng, SeedableRng};
+    let pieces = ["a", " a", "a ", "\ta", "  a  ", "b", " b", "b\t", "", " "];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let line = |rng: &mut rand::rngs::StdRng| pieces[rng.random_range(0..pieces.len())];
+    let mut decided = [0usize; 2];
+    for _ in 0..20_000 {
+        let content: Vec<&str> = (0..rng.random_range(1..7))
+            .map(|_| line(&mut rng))
+            .collect();
+        let old: Vec<&str> = (0..rng.random_range(1..4))
+            .map(|_| line(&mut rng))
+            .collect();
+        let (content, old) = (content.join("\n"), old.join("\n"));
+        for (k, s) in [Strategy::IndentationFlexible, Strategy::TrimmedBoundary]
+            .into_iter()
+            .enumerate()
+        {
+            if !s.spans(&content, &old).is_empty() {
+                decided[k] += 1;
+                assert!(
+                    !Strategy::LineTrimmed.spans(&content, &old).is_empty(),
+                    "{} matched {old:?} in {content:?} without line_trimmed",
+                    s.name()
+                );
+            }
+        }
+    }
+    assert!(
+        decided.iter().all(|n| *n > 100),
+        "the inputs exercise both: {decided:?}"
+    );
 }

@@ -61,7 +61,7 @@ impl Env {
     fn personal(&self, a: &Actor) -> PathBuf {
         self.data
             .join("agent/runtime/learning/users")
-            .join(a.user_key().as_str())
+            .join(mpa_redact::UserKey::for_user(&a.user_id).as_str())
             .join("skills")
     }
 }

@@ -32,7 +32,7 @@ fn md(name: &str, body: &str) -> String {
 
 fn personal(data: &Path) -> PathBuf {
     data.join("agent/runtime/learning/users")
-        .join(actor().user_key().as_str())
+        .join(mpa_redact::UserKey::for_user(&actor().user_id).as_str())
         .join("skills")
 }
 

@@ -1,8 +1,10 @@
-//! Plain data shared by every crate of moviepilot-agent. No I/O, no async runtime.
+//! Plain data shared by every crate of moviepilot-agent: serde types only — no I/O, no async
+//! runtime, no crypto, no prompts (the floors test fails if this crate gains a dependency beyond
+//! serde, serde_json, schemars and thiserror).
 //!
 //! Roles:
-//! - [`UserId`] / [`UserKey`]: who owns data. A `UserKey` is the irreversible directory name
-//!   derived from the stable user id; renames never change it.
+//! - [`UserId`]: who owns data (stable, never reused, unchanged by renames; the directory name
+//!   derived from it is `mpa_redact::UserKey`).
 //! - [`Message`], [`ToolCall`], [`ContentPart`]: the chat transcript in the OpenAI shape.
 //! - [`ToolSpec`]: what the model is told about a tool.
 //! - [`Outcome`]: what actually happened to an effect — the product's honesty enum.
@@ -10,26 +12,12 @@
 //! - [`Durability`]: how hard the SQLite stores sync (the product's setting, or a throwaway
 //!   data directory's).
 
-pub mod jwt;
 mod moviepilot_call;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 pub use moviepilot_call::MoviePilotCall;
-
-/// The system message of a context-summariser request (the host's compaction, spec runtime.md
-/// §12): the summariser's instructions. Shared so a scripted model (the evaluation's replay) can
-/// tell a summariser request from a turn's model call by its first message.
-pub const SUMMARY_PROMPT: &str = "You are the context summariser of a media-library assistant. \
-Summarise the conversation excerpt you are given so the assistant can continue the task without \
-it. Keep, precisely and in the original language: the user's task and every constraint on it; \
-forbidden actions; parameter boundaries (allowed operations, page sizes, counts, filters); the \
-output fields the user asked for; every id, name, path and number that was observed (subscription \
-ids, media ids, torrent hashes, page numbers already read); what was done and with which outcome \
-(succeeded, failed, pending, unknown); open questions. Never infer new pages or items from totals: \
-only record what was actually read. Write plain text, at most 30 lines, no preamble.";
 
 /// Stable identity of a user (never reused, unchanged by renames).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -42,28 +30,10 @@ impl fmt::Display for UserId {
     }
 }
 
-/// Directory-safe, irreversible key for a user's files: the first 32 hex chars of
-/// SHA-256 of `"mpa-user:" + stable id`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct UserKey(String);
-
-impl UserKey {
-    pub fn for_user(id: &UserId) -> Self {
-        let digest = Sha256::digest(format!("mpa-user:{}", id.0).as_bytes());
-        let mut hex = hex::encode(digest);
-        hex.truncate(32);
-        Self(hex)
-    }
-
-    pub fn as_str(&self) -> &str {
+/// The stable id as text (what `mpa_redact::UserKey::for_user` derives a user's key from).
+impl AsRef<str> for UserId {
+    fn as_ref(&self) -> &str {
         &self.0
-    }
-}
-
-impl fmt::Display for UserKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -73,12 +43,6 @@ pub struct Actor {
     pub user_id: UserId,
     pub user_name: String,
     pub is_admin: bool,
-}
-
-impl Actor {
-    pub fn user_key(&self) -> UserKey {
-        UserKey::for_user(&self.user_id)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -413,47 +377,6 @@ pub struct RequestBudget {
     pub tool_discovery: Option<std::collections::BTreeMap<String, String>>,
 }
 
-/// Identity and cancellation flag of one background learning review. One token is shared by every
-/// store the review writes to, so a single `cancel()` seals all of its later writes.
-#[derive(Debug, Clone)]
-pub struct ReviewToken {
-    id: String,
-    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl ReviewToken {
-    pub fn new(id: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            cancelled: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        }
-    }
-
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn cancel(&self) {
-        self.cancelled
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-/// Who asked for a write to memory or skills. Set by the host, never derived from tool arguments.
-#[derive(Debug, Clone, Default)]
-pub enum WriteOrigin {
-    /// The user's own turn.
-    #[default]
-    Foreground,
-    /// A background learning review: guarded writes, replace/remove staged as proposals, nothing
-    /// written once the token is cancelled.
-    BackgroundReview(ReviewToken),
-}
-
 /// How hard the SQLite stores push their commits to the disk. Set by the host from how its data
 /// directory is used, never by a tool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -689,14 +612,6 @@ pub enum AgentOrigin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn user_key_is_stable_and_irreversible() {
-        let k = UserKey::for_user(&UserId("42".into()));
-        assert_eq!(k.as_str().len(), 32);
-        assert_eq!(k, UserKey::for_user(&UserId("42".into())));
-        assert_ne!(k, UserKey::for_user(&UserId("43".into())));
-    }
 
     #[test]
     fn effect_classes_roundtrip_by_name() {

@@ -1,7 +1,7 @@
-//! The one secret redactor of moviepilot-agent. A leaf crate (no workspace dependency), so every
-//! crate that keeps or shows text may use the same rules: the evidence history and chat
-//! snapshots (at capture), the model client's error messages, and MoviePilot results before the
-//! model sees them.
+//! What the host keeps must not reveal: secrets (redacted) and who a user is (pseudonymised).
+//! A leaf crate (no workspace dependency), so every crate that keeps or shows text may use the
+//! same rules: the evidence history and chat snapshots (at capture), the model client's error
+//! messages, MoviePilot results before the model sees them, and every per-user file's name.
 //!
 //! Public API:
 //! - [`redact`]: text rules — bearer and `Authorization` credentials, cookies, JWTs, PEM private
@@ -14,15 +14,19 @@
 //!   MoviePilot result): values of credential keys and setting rows become [`REDACTED`], form
 //!   descriptors of credential fields stay readable, and every other string goes through the
 //!   text rules.
+//! - [`UserKey`]: a user's irreversible on-disk name, derived from the stable user id.
 //!
 //! Invariants:
 //! - Redacting twice changes nothing more (a stored line and a live one read the same).
 //! - Counts and limits named after a secret word (`max_tokens`, `token_count`, `passkey_expire`)
 //!   and ordinary sentences about passwords are left alone.
 //! - Nothing here logs or keeps what it removed.
+//! - [`UserKey::for_user`] never changes a byte: data directories are named by it.
 
 mod text;
+mod user_key;
 mod value;
 
 pub use text::{KnownSecret, redact, redact_known};
+pub use user_key::UserKey;
 pub use value::{REDACTED, is_secret_key, redact_secrets};

@@ -246,6 +246,13 @@ pub async fn stop_session(
     Ok(Json(json!({"stopped": stopped})))
 }
 
-pub async fn healthz() -> impl IntoResponse {
-    (StatusCode::OK, Json(json!({"status": "ok"})))
+/// Liveness, and what is known of the configured MoviePilot: whether its routes were read
+/// (`reconciled`, with how many operations it offers) or only the catalogue is used
+/// (`catalogue_only`, with why). No I/O: the state the gateway holds.
+pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let mut body = json!({"status": "ok"});
+    if let Some(mp) = mpa_core::moviepilot::live::agent_health(&state.agent) {
+        body["moviepilot"] = serde_json::to_value(mp).unwrap_or(Value::Null);
+    }
+    (StatusCode::OK, Json(body))
 }

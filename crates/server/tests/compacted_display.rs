@@ -19,7 +19,7 @@ const SUMMARY: &str = "The user asked questions 0 to 3; each got a long answer."
 /// A summariser request (the host's compaction) is the one whose first message is the
 /// summariser's instructions.
 fn is_summariser(req: &Value) -> bool {
-    req["messages"][0]["content"] == mpa_protocol::SUMMARY_PROMPT
+    req["messages"][0]["content"] == mpa_core::prompt::SUMMARY_PROMPT
 }
 
 /// "question N" gets "answer N" and about 2,500 tokens of padding: four turns fill most of a

@@ -93,7 +93,7 @@ fn chats_of(env: &Env, user: &UserId) -> Vec<(String, String, String, String)> {
 
 /// `user`'s evidence rows.
 fn evidence_of(env: &Env, user: &UserId) -> Vec<(String, String, String, String)> {
-    let key = mpa_protocol::UserKey::for_user(user).as_str().to_owned();
+    let key = mpa_redact::UserKey::for_user(user).as_str().to_owned();
     env.evidence().into_iter().filter(|r| r.0 == key).collect()
 }
 

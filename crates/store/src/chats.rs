@@ -197,7 +197,7 @@ impl Store {
         let agent = to_json("agent_messages", &chat.agent_messages)?;
         let display = to_json("display_messages", &chat.display_messages)?;
         let state = to_json("session_state", &chat.session_state)?;
-        self.run(move |conn| {
+        self.run_snapshot(move |conn| {
             // The chat and its journal change together.
             let c = conn.transaction()?;
             c.execute(
@@ -250,7 +250,7 @@ impl Store {
     /// id can be checked against the caller before anything of the chat is loaded.
     pub async fn chat_owner(&self, session_id: &str) -> Result<Option<UserId>> {
         let sid = session_id.to_string();
-        self.run(move |c| {
+        self.read(move |c| {
             Ok(c.query_row(
                 "SELECT user_id FROM chats WHERE session_id = ?1",
                 params![sid],
@@ -264,7 +264,7 @@ impl Store {
 
     pub async fn chat(&self, session_id: &str) -> Result<Option<Chat>> {
         let sid = session_id.to_string();
-        self.run(move |c| {
+        self.read(move |c| {
             c.query_row(
                 "SELECT c.session_id, c.user_id, c.channel, c.title, c.agent_messages,
                         c.display_messages, c.message_count,
@@ -307,7 +307,7 @@ impl Store {
         let user = user.map(|u| u.0.clone());
         let limit = i64::from(count.clamp(1, 200));
         let offset = i64::from(page.max(1) - 1) * limit;
-        self.run(move |c| {
+        self.read(move |c| {
             let mut stmt = c.prepare(
                 "SELECT session_id, user_id, channel, title, message_count, created_at, updated_at,
                         turn_status

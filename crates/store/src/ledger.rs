@@ -225,7 +225,7 @@ impl Store {
             tool_name.to_string(),
             arguments_digest.to_string(),
         );
-        self.run(move |c| {
+        self.read(move |c| {
             Ok(c.query_row(
                 &format!(
                     "SELECT {COLUMNS} FROM agent_invocations WHERE principal_id = ?1 AND session_id = ?2 \
@@ -252,7 +252,7 @@ impl Store {
             session_id.to_string(),
             invocation_id.to_string(),
         );
-        self.run(move |c| {
+        self.read(move |c| {
             Ok(c.query_row(
                 &format!(
                     "SELECT {COLUMNS} FROM agent_invocations \
@@ -276,7 +276,7 @@ impl Store {
     ) -> Result<Vec<LedgerRecord>> {
         let (p, s) = (principal_id.to_string(), session_id.to_string());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |c| {
+        self.read(move |c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {COLUMNS} FROM agent_invocations WHERE principal_id = ?1 AND session_id = ?2 \
                  AND status IN ('running', 'unknown') ORDER BY id DESC LIMIT ?3"

@@ -22,8 +22,13 @@
 //! Invariants: user ids are random UUIDs, never reused and never derived from names, so a rename
 //! changes nothing and a re-used name never inherits another user's chats. The store never sees a
 //! password or a login token, only their hashes; the one secret it keeps is a MoviePilot user's own
-//! sign-in token ([`moviepilot`]), needed to call MoviePilot as that user. Every call runs on the blocking pool behind a
-//! semaphore, never on the async executor.
+//! sign-in token ([`moviepilot`]), needed to call MoviePilot as that user.
+//!
+//! Connections: one writer thread runs the writes back to back, short ones before waiting chat
+//! snapshots (`writer`); up to four read connections (`query_only`, on the blocking pool) read
+//! while it writes, as WAL allows — so a long chat snapshot never holds up a login's token
+//! lookup, a ledger read or a chat list, and a login's token write waits at most for the write
+//! already running. Nothing runs on the async executor.
 
 pub mod chats;
 pub mod ledger;
@@ -31,6 +36,7 @@ pub mod migrations;
 pub mod moviepilot;
 pub mod tokens;
 pub mod users;
+mod writer;
 
 pub use chats::{Chat, ChatSummary, TurnJournal};
 pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
@@ -40,10 +46,12 @@ pub use mpa_protocol::Durability;
 pub use users::User;
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Semaphore;
+use writer::{Class, Writer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -78,7 +86,13 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A handle to the main database; clones share one connection and one semaphore.
+/// Read connections at most; more concurrent reads wait for one.
+const READERS: usize = 4;
+
+/// How long a statement waits for another process's lock on the file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A handle to the main database; clones share the writer and the read connections.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -86,8 +100,25 @@ pub struct Store {
 
 struct Inner {
     path: PathBuf,
-    conn: Mutex<Connection>,
-    permits: Semaphore,
+    writer: Writer,
+    read_permits: Semaphore,
+    /// Idle read connections, opened when first needed.
+    readers: Mutex<Vec<Connection>>,
+}
+
+fn worker_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Worker(e.to_string())
+}
+
+/// A read connection: it cannot write (`query_only`), and it never creates the file.
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "query_only", "ON")?;
+    Ok(conn)
 }
 
 pub(crate) fn ts(s: String) -> Result<DateTime<Utc>> {
@@ -127,7 +158,7 @@ impl Store {
     pub fn open_with(path: &Path, durability: Durability) -> Result<Store> {
         let mut conn = Connection::open(path)?;
         restrict_file(path);
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         migrations::check_version(&conn, path)?;
         if durability == Durability::Throwaway {
             // Before the switch to WAL, which on a new file is a rollback-journal write.
@@ -145,8 +176,9 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
-                conn: Mutex::new(conn),
-                permits: Semaphore::new(4),
+                writer: Writer::start(conn)?,
+                read_permits: Semaphore::new(READERS),
+                readers: Mutex::new(Vec::with_capacity(READERS)),
             }),
         })
     }
@@ -155,28 +187,73 @@ impl Store {
         &self.inner.path
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Runs the write `f` on the writer, after the write running now and the short writes
+    /// queued before it.
     pub(crate) async fn run<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
+        self.inner.writer.run(Class::Short, f).await
+    }
+
+    /// [`Store::run`] for a whole chat snapshot: short writes queued with it go first.
+    pub(crate) async fn run_snapshot<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        self.inner.writer.run(Class::Snapshot, f).await
+    }
+
+    /// Queues a short write nobody waits for (housekeeping a read noticed).
+    pub(crate) fn run_later(&self, f: impl FnOnce(&mut Connection) -> Result<()> + Send + 'static) {
+        self.inner.writer.submit(
+            Class::Short,
+            Box::new(move |conn| {
+                // Housekeeping: a failure leaves things as they were, and the next sight retries.
+                let _ = f(conn);
+            }),
+        );
+    }
+
+    /// Runs `f` with a read connection on the blocking pool. It sees every write committed
+    /// before it started and never waits for the writer.
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let _permit = self
             .inner
-            .permits
+            .read_permits
             .acquire()
             .await
-            .map_err(|e| StoreError::Worker(e.to_string()))?;
+            .map_err(worker_error)?;
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let mut conn = inner
-                .conn
+            let idle = inner
+                .readers
                 .lock()
-                .map_err(|_| StoreError::Worker("connection lock poisoned".into()))?;
-            f(&mut conn)
+                .map_err(|_| StoreError::Worker("reader pool lock poisoned".into()))?
+                .pop();
+            let conn = match idle {
+                Some(c) => c,
+                None => open_reader(&inner.path)?,
+            };
+            let out = f(&conn);
+            let mut idle = inner
+                .readers
+                .lock()
+                .map_err(|_| StoreError::Worker("reader pool lock poisoned".into()))?;
+            // More than READERS only when callers gave up while their reads ran.
+            if idle.len() < READERS {
+                idle.push(conn);
+            }
+            out
         })
         .await
-        .map_err(|e| StoreError::Worker(e.to_string()))?
+        .map_err(worker_error)?
     }
 }
 
@@ -200,3 +277,6 @@ fn restrict_file(path: &Path) {
     // Best effort: the file may not exist yet (-wal/-shm appear lazily).
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
 }
+
+#[cfg(test)]
+mod concurrency_tests;

@@ -179,7 +179,7 @@ impl Store {
 
     pub async fn moviepilot_link(&self, user: &UserId) -> Result<Option<MoviePilotLink>> {
         let id = user.0.clone();
-        self.run(move |c| {
+        self.read(move |c| {
             let row: Option<(Option<String>, Option<String>)> = c
                 .query_row(
                     "SELECT moviepilot_user_id, moviepilot_user_name FROM users WHERE id = ?1",
@@ -201,7 +201,7 @@ impl Store {
     /// The account linked to MoviePilot user `mp_user_id`.
     pub async fn user_by_moviepilot_id(&self, mp_user_id: &str) -> Result<Option<User>> {
         let mp = mp_user_id.to_string();
-        self.run(move |c| {
+        self.read(move |c| {
             let id: Option<String> = c
                 .query_row(
                     "SELECT id FROM users WHERE moviepilot_user_id = ?1",
@@ -231,7 +231,7 @@ impl Store {
 
     pub async fn moviepilot_token(&self, user: &UserId) -> Result<Option<String>> {
         let id = user.0.clone();
-        self.run(move |c| {
+        self.read(move |c| {
             Ok(c.query_row(
                 "SELECT moviepilot_token FROM users WHERE id = ?1",
                 params![id],

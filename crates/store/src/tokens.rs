@@ -7,6 +7,13 @@ use chrono::{DateTime, Utc};
 use mpa_protocol::UserId;
 use rusqlite::{OptionalExtension, params};
 
+/// What a token lookup found.
+enum Lookup {
+    Unknown,
+    Expired,
+    Valid(Option<User>),
+}
+
 impl Store {
     pub async fn insert_token(
         &self,
@@ -25,29 +32,40 @@ impl Store {
         .await
     }
 
-    /// The user owning an unexpired token (expired tokens are deleted on sight).
+    /// The user owning an unexpired token. A read: it never waits for the writer (a long chat
+    /// snapshot). An expired token is refused at once and deleted by the writer in its turn.
     pub async fn token_user(&self, token_hash: String) -> Result<Option<User>> {
-        self.run(move |c| {
-            let row: Option<(String, String)> = c
-                .query_row(
-                    "SELECT user_id, expires_at FROM auth_tokens WHERE token_hash = ?1",
-                    params![token_hash],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((user_id, expires)) = row else {
-                return Ok(None);
-            };
-            if ts(expires)? <= Utc::now() {
-                c.execute(
-                    "DELETE FROM auth_tokens WHERE token_hash = ?1",
-                    params![token_hash],
-                )?;
-                return Ok(None);
+        let hash = token_hash.clone();
+        let found = self
+            .read(move |c| {
+                let row: Option<(String, String)> = c
+                    .query_row(
+                        "SELECT user_id, expires_at FROM auth_tokens WHERE token_hash = ?1",
+                        params![hash],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                Ok(match row {
+                    None => Lookup::Unknown,
+                    Some((_, expires)) if ts(expires.clone())? <= Utc::now() => Lookup::Expired,
+                    Some((user_id, _)) => Lookup::Valid(query_user(c, By::Id, &user_id)?),
+                })
+            })
+            .await?;
+        match found {
+            Lookup::Valid(user) => Ok(user),
+            Lookup::Unknown => Ok(None),
+            Lookup::Expired => {
+                self.run_later(move |c| {
+                    c.execute(
+                        "DELETE FROM auth_tokens WHERE token_hash = ?1",
+                        params![token_hash],
+                    )?;
+                    Ok(())
+                });
+                Ok(None)
             }
-            query_user(c, By::Id, &user_id)
-        })
-        .await
+        }
     }
 
     /// Deletes every login token of `user`; returns how many there were.

@@ -61,16 +61,16 @@ impl Store {
 
     pub async fn user_by_name(&self, name: &str) -> Result<Option<User>> {
         let name = name.to_string();
-        self.run(move |c| query_user(c, By::Name, &name)).await
+        self.read(move |c| query_user(c, By::Name, &name)).await
     }
 
     pub async fn user_by_id(&self, id: &UserId) -> Result<Option<User>> {
         let id = id.0.clone();
-        self.run(move |c| query_user(c, By::Id, &id)).await
+        self.read(move |c| query_user(c, By::Id, &id)).await
     }
 
     pub async fn list_users(&self) -> Result<Vec<User>> {
-        self.run(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT id, name, is_admin, password_hash, created_at FROM users ORDER BY name",
             )?;

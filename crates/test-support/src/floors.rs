@@ -23,6 +23,10 @@ pub const CAPABILITY: &[&str] = &[
 /// the plain data of `mpa-protocol` and the one redactor, `mpa-redact`.
 pub const LEAVES: &[&str] = &["mpa-protocol", "mpa-redact"];
 
+/// The only crates `mpa-protocol` may depend on for its product code: it is plain serde data,
+/// with no crypto, no runtime and no I/O.
+pub const PROTOCOL_DEPENDENCIES: &[&str] = &["serde", "serde_json", "schemars", "thiserror"];
+
 /// The workspace crates `package` may depend on, normally (`dev` = false) or for its tests.
 pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = match package {
@@ -52,7 +56,9 @@ pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
     out
 }
 
-/// Every dependency edge that breaks a floor, as `"from -> to (normal|dev)"`.
+/// Every dependency edge that breaks a floor, as `"from -> to (normal|dev)"`: a workspace crate
+/// outside the importer's floor, or any crate outside [`PROTOCOL_DEPENDENCIES`] under
+/// `mpa-protocol`'s product code (a build dependency counts as product code).
 pub fn violations(metadata: &Value) -> Vec<String> {
     let mut out = Vec::new();
     let packages = metadata["packages"].as_array().cloned().unwrap_or_default();
@@ -61,10 +67,13 @@ pub fn violations(metadata: &Value) -> Vec<String> {
         let name = p["name"].as_str().unwrap_or_default();
         for d in p["dependencies"].as_array().into_iter().flatten() {
             let dep = d["name"].as_str().unwrap_or_default();
+            let dev = d["kind"].as_str() == Some("dev");
             if !members.contains(&dep) {
+                if name == "mpa-protocol" && !dev && !PROTOCOL_DEPENDENCIES.contains(&dep) {
+                    out.push(format!("{name} -> {dep} (normal)"));
+                }
                 continue;
             }
-            let dev = d["kind"].as_str() == Some("dev");
             if !allowed(name, dev).contains(&dep) {
                 out.push(format!(
                     "{name} -> {dep} ({})",

@@ -73,3 +73,26 @@ fn mpa_redact_is_a_leaf_every_crate_may_import() {
         vec!["mpa-redact -> mpa-protocol (normal)"]
     );
 }
+
+/// `mpa-protocol` is plain serde data: a crypto, runtime or I/O dependency in its product code
+/// fails the floors (tests may use anything).
+#[test]
+fn mpa_protocol_gaining_a_dependency_is_reported() {
+    let dep = |name: &str, kind: Option<&str>| json!({"name": name, "kind": kind});
+    let meta = json!({"packages": [
+        {"name": "mpa-protocol", "dependencies": [
+            dep("serde", None), dep("serde_json", None), dep("schemars", None),
+            dep("thiserror", None), dep("sha2", None), dep("tokio", Some("build")),
+            dep("proptest", Some("dev")),
+        ]},
+        // Other crates may use any external crate.
+        {"name": "mpa-history", "dependencies": [dep("sha2", None)]},
+    ]});
+    assert_eq!(
+        violations(&meta),
+        vec![
+            "mpa-protocol -> sha2 (normal)",
+            "mpa-protocol -> tokio (normal)"
+        ]
+    );
+}

@@ -3,8 +3,10 @@
 //! the gateway is configured ([`rules`]). The `moviepilot_api` tool itself is
 //! `tools::moviepilot_api`.
 
+pub mod doctor;
 pub mod guides;
 pub mod identity;
+pub mod live;
 pub mod rules;
 pub mod secret_read;
 

@@ -91,7 +91,7 @@ impl ExecuteCommand {
     /// the session state so the host can close it with the conversation.
     fn scope_of(&self, ctx: &ToolContext) -> ScopeId {
         let scope = self.processes.open_scope(ScopeOwner {
-            user_key: ctx.actor.user_key(),
+            user_key: mpa_redact::UserKey::for_user(&ctx.actor.user_id),
             label: scope_label(&ctx.session_id),
         });
         ctx.session.put(TerminalScope(Some(scope.clone())));

@@ -37,6 +37,9 @@ pub struct CallFacts<'a> {
     pub effect: EffectClass,
     /// This call needs an administrator (the tool's own flag, or e.g. an admin-only operation).
     pub requires_admin: bool,
+    /// What needs the administrator when it is not the whole tool ("the MoviePilot operation
+    /// scheduler.list"): the refusal names it, so the tool is not taken for admin-only.
+    pub admin_subject: Option<&'a str>,
     /// The parsed arguments object (`None` when they were not a JSON object).
     pub args: Option<&'a serde_json::Value>,
     /// How many calls of this same tool the model response holds (1 outside a turn).

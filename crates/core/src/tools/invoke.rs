@@ -289,10 +289,10 @@ pub async fn dispatch(
     let raw_args = args.as_ref().ok().cloned();
     let prepared = args.and_then(|args| tool.tool.prepare(args));
     // The gates answer first: a refused caller never learns how its arguments were wrong.
-    let (effect, requires_admin) = prepared
+    let (effect, requires_admin, admin_subject) = prepared
         .as_ref()
-        .map(|p| (p.effect(), p.requires_admin()))
-        .unwrap_or((tool.meta.effect, false));
+        .map(|p| (p.effect(), p.requires_admin(), p.admin_subject()))
+        .unwrap_or((tool.meta.effect, false, None));
     let facts = CallFacts {
         actor: &ctx.actor,
         origin,
@@ -302,6 +302,7 @@ pub async fn dispatch(
         meta: &tool.meta,
         effect,
         requires_admin,
+        admin_subject: admin_subject.as_deref(),
         args: raw_args.as_ref(),
         same_tool_in_response,
         session: &ctx.session,

@@ -141,7 +141,7 @@ pub struct ToolContext {
     /// State of this agent loop's run (a turn, a review, a nested loop): gates count here.
     pub turn: Arc<crate::sync::Slots>,
     /// Set when the call belongs to a background review (writes are guarded or staged).
-    pub review: Option<mpa_protocol::ReviewToken>,
+    pub review: Option<mpa_learning::ReviewToken>,
     /// The calling agent: its services, tools and event stream (see [`crate::handle`]).
     pub agent: crate::handle::AgentHandle,
 }
@@ -166,10 +166,10 @@ impl ToolContext {
 
     /// Who writes: the foreground turn, or a background review with its cancel flag. Decided by
     /// the host (the review sets [`ToolContext::review`]), never by tool arguments.
-    pub fn write_origin(&self) -> mpa_protocol::WriteOrigin {
+    pub fn write_origin(&self) -> mpa_learning::WriteOrigin {
         match &self.review {
-            Some(token) => mpa_protocol::WriteOrigin::BackgroundReview(token.clone()),
-            None => mpa_protocol::WriteOrigin::Foreground,
+            Some(token) => mpa_learning::WriteOrigin::BackgroundReview(token.clone()),
+            None => mpa_learning::WriteOrigin::Foreground,
         }
     }
 }
@@ -309,6 +309,11 @@ pub trait PreparedCall: Send {
     fn requires_admin(&self) -> bool {
         false
     }
+    /// What needs the administrator, when it is one part of a tool others may use (a
+    /// MoviePilot operation): the refusal names it instead of the whole tool.
+    fn admin_subject(&self) -> Option<String> {
+        None
+    }
     /// The digest of the call's canonical arguments when the tool normalises them itself (e.g.
     /// defaults applied); the host digests the raw arguments otherwise.
     fn canonical_digest(&self) -> Option<String> {
@@ -331,6 +336,16 @@ pub trait PreparedCall: Send {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     fn meta(&self) -> ToolMeta;
+    /// A description that follows the world (e.g. what the user's MoviePilot serves), read
+    /// each time specs are offered; `None` keeps the registered one.
+    fn live_description(&self) -> Option<String> {
+        None
+    }
+    /// The sub-operations (id, category) a multiplexing tool offers this actor, for tool
+    /// search; `None` when it has none.
+    fn offered_operations(&self, _actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        None
+    }
     /// Parses the arguments object; invalid arguments are answered without running anything.
     fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput>;
 }
@@ -354,6 +369,11 @@ pub trait TypedTool: Send + Sync + 'static {
         self.meta().requires_admin
     }
 
+    /// See [`PreparedCall::admin_subject`].
+    fn admin_subject(&self, _args: &Self::Args) -> Option<String> {
+        None
+    }
+
     /// See [`PreparedCall::canonical_digest`].
     fn canonical_digest(&self, _args: &Self::Args) -> Option<String> {
         None
@@ -366,6 +386,16 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// See [`PreparedCall::read_back_check`].
     fn read_back_check(&self, _args: &Self::Args) -> Option<Box<dyn ledger::ReadBackCheck>> {
+        None
+    }
+
+    /// See [`Tool::live_description`].
+    fn live_description(&self) -> Option<String> {
+        None
+    }
+
+    /// See [`Tool::offered_operations`].
+    fn offered_operations(&self, _actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
         None
     }
 
@@ -398,6 +428,10 @@ impl<T: TypedTool> PreparedCall for TypedCall<T> {
 
     fn requires_admin(&self) -> bool {
         self.requires_admin
+    }
+
+    fn admin_subject(&self) -> Option<String> {
+        self.tool.admin_subject(&self.args)
     }
 
     fn canonical_digest(&self) -> Option<String> {
@@ -497,6 +531,14 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.0.meta()
     }
 
+    fn live_description(&self) -> Option<String> {
+        self.0.live_description()
+    }
+
+    fn offered_operations(&self, actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        self.0.offered_operations(actor)
+    }
+
     fn prepare(&self, args: serde_json::Value) -> Result<Box<dyn PreparedCall>, ToolOutput> {
         // Deserialised from a borrow so the raw arguments are still there for the error reply.
         match T::Args::deserialize(&args) {
@@ -573,6 +615,18 @@ pub struct RegisteredTool {
     pub tool: Arc<dyn Tool>,
 }
 
+impl RegisteredTool {
+    /// The spec as offered now: the registered one, with the tool's live description if it
+    /// has one ([`Tool::live_description`]).
+    pub fn current_spec(&self) -> ToolSpec {
+        let mut spec = self.spec.clone();
+        if let Some(d) = self.tool.live_description() {
+            spec.description = d;
+        }
+        spec
+    }
+}
+
 /// The set of tools a session can call, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -608,7 +662,7 @@ impl ToolRegistry {
         self.tools
             .values()
             .filter(|t| policy::visible(actor, &t.meta))
-            .map(|t| t.spec.clone())
+            .map(RegisteredTool::current_spec)
             .collect()
     }
 

@@ -10,8 +10,10 @@ use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
 use async_trait::async_trait;
-use mpa_gateway::{CallContext, GatewayError, Operation, catalogue};
-use mpa_protocol::{EffectClass, Outcome};
+use mpa_gateway::{
+    Answer, CallContext, GatewayError, LiveRefusal, Operation, Refusal, ServerKnowledge, catalogue,
+};
+use mpa_protocol::{Actor, EffectClass, Outcome};
 use serde_json::{Map, Value, json};
 
 pub const NAME: &str = "moviepilot_api";
@@ -133,6 +135,190 @@ impl ReadBackCheck for SettingReadBack {
     }
 }
 
+/// A call this server cannot take (see `mpa_gateway::Reconciliation::adapt`): nothing was sent.
+fn live_refusal(op: &Operation, refusal: &LiveRefusal) -> ToolOutput {
+    let mut v = obj(json!({
+        "error": refusal.code(),
+        "operation_id": op.id,
+        "message": format!("{refusal}; nothing was sent"),
+    }));
+    match refusal {
+        LiveRefusal::Unavailable { server, status, .. } => {
+            v.insert("server".into(), json!(server));
+            v.insert("availability".into(), json!(status));
+            v.insert(
+                "hint".into(),
+                json!(format!(
+                    "the skill moviepilot-api-{} lists what this server offers",
+                    op.category
+                )),
+            );
+        }
+        LiveRefusal::NotAccepted { .. }
+        | LiveRefusal::NoPaging { .. }
+        | LiveRefusal::Untranslatable { .. }
+        | LiveRefusal::ValueReachesOtherRoute { .. } => {
+            v.insert("input_contract".into(), contract(op));
+        }
+    }
+    failure(v, Outcome::Failed)
+}
+
+/// How a failed send reads to the model. Exhaustive: a new way to fail must decide what it
+/// means for the call's effect.
+fn gateway_failure(op: &Operation, e: GatewayError) -> ToolOutput {
+    let outcome = e.outcome();
+    match e {
+        GatewayError::Api(api) => {
+            let refusal = api.refusal();
+            if let Refusal::PermissionDenied { detail } = &refusal {
+                return permission_denied(op, api.status, detail.as_deref(), outcome);
+            }
+            let mut v = obj(json!({
+                "error": "api_error",
+                "operation_id": op.id,
+                "status_code": api.status,
+            }));
+            match refusal {
+                Refusal::FieldErrors(errors) => {
+                    v.insert("field_errors".into(), json!(errors));
+                }
+                Refusal::Message(m) | Refusal::Text(m) => {
+                    v.insert("message".into(), json!(m));
+                }
+                Refusal::Other(data) => {
+                    v.insert("data".into(), data);
+                }
+                Refusal::PermissionDenied { .. } => {}
+            }
+            if matches!(api.status, 400 | 422) {
+                v.insert(
+                    "guidance".into(),
+                    json!("MoviePilot refused the input: correct it against the input contract; do not repeat the same call"),
+                );
+                v.insert("input_contract".into(), contract(op));
+            }
+            failure(v, outcome)
+        }
+        GatewayError::Unavailable(refusal) => live_refusal(op, &refusal),
+        e @ GatewayError::RouteNotServed { .. } => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!("{e}; nothing happened in MoviePilot"),
+            })),
+            outcome,
+        ),
+        GatewayError::Redirected {
+            status,
+            ref location,
+            may_have_acted,
+            ..
+        } => {
+            let mut v = obj(json!({
+                "error": "redirect_not_followed",
+                "operation_id": op.id,
+                "status_code": status,
+            }));
+            if let Some(l) = location {
+                v.insert("location".into(), json!(l));
+            }
+            v.insert(
+                "message".into(),
+                json!(if may_have_acted {
+                    format!(
+                        "{e}. It may already have taken effect; verify read-only before retrying"
+                    )
+                } else {
+                    format!("{e}; nothing further was sent")
+                }),
+            );
+            failure(v, outcome)
+        }
+        e @ GatewayError::MaybeSent { .. } => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!(
+                    "{e}. It may already have taken effect; verify read-only before retrying"
+                ),
+            })),
+            outcome,
+        ),
+        e @ (GatewayError::NotSent { .. }
+        | GatewayError::InvalidBaseUrl { .. }
+        | GatewayError::InvalidIdentity { .. }
+        | GatewayError::UnknownOperation { .. }
+        | GatewayError::InvalidInput(_)
+        | GatewayError::LoginRejected
+        | GatewayError::AccountDisabled
+        | GatewayError::LoginFailed { .. }
+        | GatewayError::LoginBadResponse { .. }) => failure(
+            obj(json!({
+                "error": "operation_unavailable",
+                "operation_id": op.id,
+                "message": format!("{e}; nothing happened in MoviePilot"),
+            })),
+            outcome,
+        ),
+    }
+}
+
+/// A read whose record came back with every field null: said as such, not passed on as data.
+fn empty_record(op: &Operation) -> Value {
+    json!({
+        "success": true,
+        "data": null,
+        "empty_record": true,
+        "message": format!(
+            "MoviePilot returned an empty record for {} (every field null): nothing matched, or \
+             this MoviePilot did not understand the parameters. This is not data / MoviePilot 返回了空记录",
+            op.id
+        ),
+    })
+}
+
+/// MoviePilot refused the call for this account (`400 用户权限不足`, 401, 403).
+fn permission_denied(
+    op: &Operation,
+    status: u16,
+    detail: Option<&str>,
+    outcome: Outcome,
+) -> ToolOutput {
+    let said = detail.map(|d| format!(" ({d})")).unwrap_or_default();
+    let why = match status {
+        401 => "it did not accept this account's sign-in; sign in again".to_owned(),
+        403 if detail.is_some_and(|d| d.contains("token")) => {
+            "it did not accept the agent's token for this account (MOVIEPILOT_SECRET_KEY may not \
+             be MoviePilot's SECRET_KEY); ask an administrator"
+                .to_owned()
+        }
+        _ => format!(
+            "it requires the role `{}`{}, which this MoviePilot account does not have; ask an \
+             administrator",
+            op.role,
+            if op.role.requires_admin() {
+                " (a MoviePilot superuser)"
+            } else {
+                ""
+            }
+        ),
+    };
+    failure(
+        obj(json!({
+            "error": "moviepilot_permission_denied",
+            "operation_id": op.id,
+            "status_code": status,
+            "required_role": op.role.as_str(),
+            "message": format!(
+                "MoviePilot refused {} with HTTP {status}{said}: {why}. Nothing was changed / MoviePilot 拒绝了该操作（权限不足）",
+                op.id
+            ),
+        })),
+        outcome,
+    )
+}
+
 fn obj(pairs: Value) -> Map<String, Value> {
     match pairs {
         Value::Object(m) => m,
@@ -146,7 +332,23 @@ fn contract(op: &Operation) -> Value {
 
 /// The description names the categories, not 229 operations.
 fn description() -> String {
+    description_for(&ServerKnowledge::Unchecked)
+}
+
+/// The description on a server: when its routes leave operations out, it says how many are
+/// offered and why the others are not.
+fn description_for(knowledge: &ServerKnowledge) -> String {
     let cats = catalogue().categories().join(", ");
+    let server = match knowledge.reconciliation() {
+        Some(r) if r.counts().unavailable() > 0 => format!(
+            " On this MoviePilot ({}) {}: the others are newer than this server, answered by \
+             another route, or need other parameters, so they are not offered, and a call to one \
+             is refused without sending anything.",
+            r.label(),
+            r.counts()
+        ),
+        _ => String::new(),
+    };
     format!(
         "Call MoviePilot's REST API: search and look up media, subscribe, search torrents and add downloads, \
          read the download and transfer queues and the library, manage sites, settings, plugins, workflows and \
@@ -155,7 +357,7 @@ fn description() -> String {
          Each category's operations and input contracts are in the skill `moviepilot-api-<category>` — read it \
          with skill_view before using an operation you do not know. Administrator operations need an \
          administrator. A result's outcome is what MoviePilot answered: pending (accepted, not finished) and \
-         unknown (may or may not have happened; verify read-only before any retry) are not success."
+         unknown (may or may not have happened; verify read-only before any retry) are not success.{server}"
     )
 }
 
@@ -182,12 +384,33 @@ impl TypedTool for MoviePilotApi {
         op_of(args).is_some_and(|op| op.role.requires_admin())
     }
 
+    fn admin_subject(&self, args: &MoviePilotApiArgs) -> Option<String> {
+        op_of(args).map(|op| format!("the MoviePilot operation {} (role {})", op.id, op.role))
+    }
+
     fn canonical_digest(&self, args: &MoviePilotApiArgs) -> Option<String> {
         prepare(args)?.ok().map(|p| p.arguments_digest())
     }
 
     fn shares_identity(&self) -> bool {
         true
+    }
+
+    fn live_description(&self) -> Option<String> {
+        Some(description_for(&self.access.client.server().knowledge()))
+    }
+
+    fn offered_operations(&self, actor: &Actor) -> Option<Vec<(&'static str, &'static str)>> {
+        let knowledge = self.access.client.server().knowledge();
+        Some(
+            catalogue()
+                .operations()
+                .iter()
+                .filter(|op| actor.is_admin || !op.role.requires_admin())
+                .filter(|op| knowledge.offers(op.id))
+                .map(|op| (op.id, op.category))
+                .collect(),
+        )
     }
 
     fn read_back_check(&self, args: &MoviePilotApiArgs) -> Option<Box<dyn ReadBackCheck>> {
@@ -230,7 +453,7 @@ impl TypedTool for MoviePilotApi {
             Err(e) => {
                 return failure(
                     obj(json!({
-                        "error": "invalid_input",
+                        "error": e.code(),
                         "operation_id": op.id,
                         "message": format!("{e}; nothing was sent"),
                         "input_contract": contract(op),
@@ -239,6 +462,12 @@ impl TypedTool for MoviePilotApi {
                 );
             }
         };
+        // What this server serves, read again first when due; a call it cannot take is answered
+        // here, before a token is minted or anything is sent.
+        let knowledge = self.access.client.server_knowledge().await;
+        if let Err(refusal) = knowledge.adapt(&prepared) {
+            return live_refusal(op, &refusal);
+        }
         let token = match self.access.identity.bearer(&ctx.actor).await {
             Ok(t) => t,
             Err(e) => {
@@ -271,54 +500,19 @@ impl TypedTool for MoviePilotApi {
         };
         match self.access.client.send(&prepared, &call).await {
             Ok(resp) => {
-                let mut result = resp.result_json();
+                let (mut result, outcome) = match resp.answer(op.effect.is_read()) {
+                    Answer::Data(v) => (v, op.success_outcome()),
+                    Answer::Rejected(v) => (v, Outcome::Failed),
+                    Answer::EmptyRecord => (empty_record(op), Outcome::Succeeded),
+                };
                 // Secrets never reach the model: only a read the user confirmed keeps them, and
                 // its result goes to the user alone (see `moviepilot::secret_read`).
                 if !(confirmed_secret_read && show_secrets) {
                     mpa_gateway::redact_secrets(&mut result);
                 }
-                let rejected = result.get("success") == Some(&Value::Bool(false));
-                let outcome = if rejected {
-                    Outcome::Failed
-                } else {
-                    op.success_outcome()
-                };
                 ToolOutput::json(&result, outcome)
             }
-            Err(GatewayError::Api(api)) => {
-                let mut v = obj(json!({
-                    "error": "api_error",
-                    "operation_id": op.id,
-                    "status_code": api.status,
-                    "data": api.data,
-                }));
-                if matches!(api.status, 400 | 422) {
-                    v.insert(
-                        "guidance".into(),
-                        json!("MoviePilot refused the input: correct it against the input contract; do not repeat the same call"),
-                    );
-                    v.insert("input_contract".into(), contract(op));
-                }
-                failure(v, Outcome::Failed)
-            }
-            Err(e @ GatewayError::MaybeSent { .. }) => failure(
-                obj(json!({
-                    "error": "operation_unavailable",
-                    "operation_id": op.id,
-                    "message": format!(
-                        "{e}. It may already have taken effect; verify read-only before retrying"
-                    ),
-                })),
-                Outcome::Unknown,
-            ),
-            Err(e) => failure(
-                obj(json!({
-                    "error": "operation_unavailable",
-                    "operation_id": op.id,
-                    "message": format!("{e}; nothing happened in MoviePilot"),
-                })),
-                Outcome::Failed,
-            ),
+            Err(e) => gateway_failure(op, e),
         }
     }
 }

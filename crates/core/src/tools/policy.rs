@@ -76,13 +76,18 @@ pub fn visible(actor: &Actor, meta: &ToolMeta) -> bool {
 
 pub fn decide(f: &CallFacts<'_>) -> Decision {
     if (f.meta.requires_admin || f.requires_admin) && !f.actor.is_admin {
-        return Decision::Deny(ToolOutput::failure(
-            "permission_denied",
-            format!(
+        let message = match f.admin_subject {
+            Some(subject) if !f.meta.requires_admin => format!(
+                "{subject} is available to administrators only; {} itself stays available for \
+                 the operations your role allows — ask an administrator for this one",
+                f.tool
+            ),
+            _ => format!(
                 "{} is available to administrators only; ask an administrator or use another tool",
                 f.tool
             ),
-        ));
+        };
+        return Decision::Deny(ToolOutput::failure("permission_denied", message));
     }
     match f.origin {
         Origin::Review { memory_due } => {
@@ -145,6 +150,7 @@ mod tests {
             meta: &meta,
             effect: meta.effect,
             requires_admin: false,
+            admin_subject: None,
             args: None,
             same_tool_in_response: n,
             session: &session,

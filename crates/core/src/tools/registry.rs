@@ -217,7 +217,7 @@ impl ToolView {
     pub fn specs_for(&self, actor: &Actor) -> Vec<ToolSpec> {
         self.iter()
             .filter(|t| policy::visible(actor, &t.meta))
-            .map(|t| t.spec.clone())
+            .map(RegisteredTool::current_spec)
             .collect()
     }
 
@@ -227,7 +227,7 @@ impl ToolView {
     pub fn publishable_specs(&self, actor: &Actor) -> Vec<ToolSpec> {
         self.iter()
             .filter(|t| policy::visible(actor, &t.meta) && !t.meta.internal)
-            .map(|t| t.spec.clone())
+            .map(RegisteredTool::current_spec)
             .collect()
     }
 }

@@ -215,20 +215,16 @@ pub fn catalogue_for(tools: &ToolView, actor: &Actor) -> Vec<Entry> {
         .filter(|t| super::policy::visible(actor, &t.meta))
         .map(|t| {
             let mut e = Entry::new(&t.spec, &t.meta);
-            if t.spec.name == super::moviepilot_api::NAME {
-                let cat = mpa_gateway::catalogue();
-                e.operations = cat
-                    .operations()
-                    .iter()
-                    .filter(|op| actor.is_admin || !op.role.requires_admin())
-                    .map(|op| (op.id, op.category))
-                    .collect();
-                for c in cat.categories() {
+            // A multiplexing tool (`moviepilot_api`) is found by the operations it offers this
+            // actor on this server.
+            if let Some(ops) = t.tool.offered_operations(actor) {
+                for (_, c) in &ops {
                     let tag = category_tag(c).to_string();
                     if ALIASES.iter().any(|(t, _)| *t == tag) && !e.tags.contains(&tag) {
                         e.tags.push(tag);
                     }
                 }
+                e.operations = ops;
             }
             e
         })

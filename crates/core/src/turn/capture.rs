@@ -7,7 +7,8 @@
 use crate::session::SessionData;
 use crate::transcript::Transcript;
 use mpa_history::{CapturedMessage, Provenance, SessionMeta};
-use mpa_protocol::{Message, Role, UserKey};
+use mpa_protocol::{Message, Role};
+use mpa_redact::UserKey;
 
 pub const UID_KEY: &str = "mpa_uid";
 

@@ -41,9 +41,8 @@ pub const ANCHOR_KEY: &str = "moviepilot_compaction_anchor_id";
 /// again, the display list does not show it twice.
 pub const PINNED_KEY: &str = "moviepilot_compaction_pinned";
 
-/// The summariser's instructions (in `mpa-protocol`, where the evaluation's scripted model
-/// recognises a summariser request by them).
-pub use mpa_protocol::SUMMARY_PROMPT;
+/// The summariser's instructions.
+pub use crate::prompt::SUMMARY_PROMPT;
 
 const SUMMARY_HEADER: &str = "[Summary of the earlier conversation / 较早对话的摘要. The messages \
 it replaces are kept in the session history: use session_search for exact wording. The plan and \

@@ -7,7 +7,7 @@ use super::common::{SessionSearchExt, env, meta, msg, user};
 use mpa_history::{
     BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, Role, SessionMeta,
 };
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,8 @@
 
 use super::common::SessionSearchExt;
 use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::json;
 
 fn msg(i: usize, text: &str) -> CapturedMessage {

@@ -2,7 +2,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use mpa_history::{
     CapturedMessage, History, HistoryConfig, Provenance, Role, SearchContext, SessionMeta,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::{Value, json};
 
 pub struct Env {

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 struct Fixture {
     rt: tokio::runtime::Runtime,
     env: Env,
-    user: mpa_protocol::UserKey,
+    user: mpa_redact::UserKey,
 }
 
 fn fixture() -> &'static Fixture {

@@ -28,7 +28,8 @@ use mpa_history::legacy::{
     ImportSummary, MoviePilotSource, import_hermes, import_moviepilot, legacy_identity,
 };
 use mpa_history::{History, HistoryConfig, HistoryError, SearchContext};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use sha2::Digest;

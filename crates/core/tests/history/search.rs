@@ -4,7 +4,7 @@ use super::common::*;
 use mpa_history::{Role, SessionMeta};
 use serde_json::{Value, json};
 
-async fn mp_corpus() -> (Env, mpa_protocol::UserKey) {
+async fn mp_corpus() -> (Env, mpa_redact::UserKey) {
     let e = env();
     let u = user("a");
     e.session(&u, meta("a", "web"), &["docker networking fixed"], 10.0)
@@ -275,7 +275,7 @@ async fn lineage_dedup_hidden_sources_and_cron_demotion() {
     assert_eq!(session_ids(&r)[0], "chat");
 }
 
-async fn compaction_fixture() -> (Env, mpa_protocol::UserKey) {
+async fn compaction_fixture() -> (Env, mpa_redact::UserKey) {
     let e = env();
     let u = user("a");
     e.session(

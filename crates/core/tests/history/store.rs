@@ -2,7 +2,8 @@
 
 use super::common::*;
 use mpa_history::{History, HistoryConfig, HistoryError, Provenance, Role, SessionMeta};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 

@@ -7,7 +7,8 @@ use mpa_exec::{
     CommandSpec, ExecConfig, ExecLimits, OutputCursor, Processes, Result, RunReport, RunRequest,
     ScopeId, ScopeOwner, SessionAction, SessionReport, SessionRequest, SessionStatus, StartRequest,
 };
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

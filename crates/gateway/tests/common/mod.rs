@@ -210,3 +210,17 @@ pub fn encode(s: &str) -> String {
     }
     out
 }
+
+/// A path segment as the URL library writes it (WHATWG's path-segment set for http URLs),
+/// written independently of the crate: controls, space, `"#<>?`{}%/\\` and non-ASCII become `%XX`.
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b <= 0x20 || b >= 0x7f || b"\"#<>?`{}%/\\".contains(&b) {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(b as char);
+        }
+    }
+    out
+}

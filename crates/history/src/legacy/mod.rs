@@ -36,7 +36,7 @@ use source::*;
 
 use crate::error::{HistoryError, Result, io_err};
 use crate::{CapturedMessage, History, Provenance, Role, SessionMeta, store};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};

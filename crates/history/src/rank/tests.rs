@@ -8,7 +8,8 @@ use super::postings::Posting;
 use super::walk::parse_for_test;
 use super::*;
 use crate::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
-use mpa_protocol::{UserId, UserKey};
+use mpa_protocol::UserId;
+use mpa_redact::UserKey;
 use rusqlite::Connection;
 use std::collections::BTreeMap;
 

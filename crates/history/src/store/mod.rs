@@ -14,7 +14,8 @@ pub(crate) use write::*;
 
 use crate::error::{HistoryError, Result, io_err};
 use crate::{AppendReport, CapturedMessage, CleanupReport, DeleteReport, Provenance, SessionMeta};
-use mpa_protocol::{Role, UserId, UserKey};
+use mpa_protocol::{Role, UserId};
+use mpa_redact::UserKey;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};

@@ -26,8 +26,10 @@ pub use search::{
 pub use snapshot::{MemorySnapshot, SnapshotStore};
 pub use store::{Scope, Target};
 
+use crate::ActorKey;
 use crate::{ReviewToken, WriteOrigin};
-use mpa_protocol::{Actor, UserKey};
+use mpa_protocol::Actor;
+use mpa_redact::UserKey;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

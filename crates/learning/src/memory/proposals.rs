@@ -12,6 +12,7 @@ use super::request::{Op, ReplaceMode, WriteRequest};
 use super::store::{Store, Target};
 use super::write::failure;
 use super::{MAX_PROPOSAL_BYTES, MAX_PROPOSALS, Memory};
+use crate::ActorKey;
 use crate::{ReviewToken, WriteOrigin, durable_fs};
 use mpa_protocol::Actor;
 use serde::{Deserialize, Serialize};

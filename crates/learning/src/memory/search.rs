@@ -7,6 +7,7 @@
 use super::Memory;
 use super::entries::preview;
 use super::store::Scope;
+use crate::ActorKey;
 use crate::{Error, Result};
 use mpa_protocol::Actor;
 use regex::{Regex, RegexBuilder};

@@ -2,6 +2,7 @@
 
 use super::Memory;
 use super::entries::{join, parse};
+use crate::ActorKey;
 use crate::durable_fs::{self, MutationLock};
 use crate::{Error, Result};
 use mpa_protocol::Actor;

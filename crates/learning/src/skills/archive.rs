@@ -8,7 +8,7 @@ use super::plan::{OpFail, Plan};
 use super::reply::{ManageReport, OpResult};
 use super::validate;
 use crate::{Error, Result, WriteOrigin, durable_fs};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::Path;

@@ -4,7 +4,9 @@
 use super::Skills;
 use super::reply::{SkillList, SkillSummary};
 use super::validate;
-use mpa_protocol::{Actor, UserKey};
+use crate::ActorKey;
+use mpa_protocol::Actor;
+use mpa_redact::UserKey;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fs;

@@ -5,6 +5,7 @@ use super::Skills;
 use super::catalog::SkillSource;
 use super::ownership::{self, CreatedBy, Record};
 use super::validate;
+use crate::ActorKey;
 use crate::durable_fs::MutationLock;
 use mpa_protocol::Actor;
 

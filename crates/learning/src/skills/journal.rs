@@ -6,7 +6,7 @@ use super::Skills;
 use super::ownership::{self, Sidecar};
 use super::plan::Plan;
 use crate::{Error, Result, WriteOrigin, durable_fs};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};

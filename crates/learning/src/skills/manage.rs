@@ -6,6 +6,7 @@ use super::ownership;
 use super::plan::Plan;
 use super::reply::{ManageFailure, ManageReport};
 use super::request::{ManageOp, check_batch};
+use crate::ActorKey;
 use crate::durable_fs::MutationLock;
 use crate::{Error, WriteOrigin};
 use mpa_protocol::Actor;

@@ -23,8 +23,10 @@ pub use reply::{ManageFailure, ManageReport, OpResult, SkillFile, SkillList, Ski
 pub use request::{ManageOp, Patch};
 pub use validate::{MAX_CONTENT_CHARS, MAX_FILE_BYTES, NEW_DESCRIPTION_CHARS, SUPPORT_DIRS};
 
+use crate::ActorKey;
 use crate::{ReviewToken, WriteOrigin};
-use mpa_protocol::{Actor, UserKey};
+use mpa_protocol::Actor;
+use mpa_redact::UserKey;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

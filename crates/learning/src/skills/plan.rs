@@ -9,7 +9,7 @@ use super::request::{ManageOp, Patch};
 use super::validate::{self, FileTarget};
 use crate::patch_matcher::{self, PatchError};
 use crate::{WriteOrigin, durable_fs, threat};
-use mpa_protocol::UserKey;
+use mpa_redact::UserKey;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@ use super::Skills;
 use super::catalog::{SkillSource, sha256_hex, support_files};
 use super::reply::SkillFile;
 use super::validate::{self, FileTarget};
+use crate::ActorKey;
 use crate::{Error, Result, WriteOrigin, durable_fs};
 use mpa_protocol::Actor;
 use std::fs;

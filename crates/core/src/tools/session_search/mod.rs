@@ -11,7 +11,8 @@ use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use args::SessionSearchArgs;
 use async_trait::async_trait;
 use mpa_history::{History, SearchContext};
-use mpa_protocol::{EffectClass, Outcome, UserKey};
+use mpa_protocol::{EffectClass, Outcome};
+use mpa_redact::UserKey;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -119,7 +120,7 @@ impl TypedTool for SessionSearch {
     }
 
     async fn run(&self, ctx: ToolContext, args: SessionSearchArgs) -> ToolOutput {
-        let user = ctx.actor.user_key();
+        let user = mpa_redact::UserKey::for_user(&ctx.actor.user_id);
         output(answer(&self.history, &user, Some(ctx.session_id.clone()), args).await)
     }
 }

@@ -1,6 +1,6 @@
-//! HS256 JSON Web Tokens, the only kind MoviePilot's REST API accepts as a bearer. Shared by the
-//! gateway (minting tokens for a recorded MoviePilot user, reading a token's expiry) and the fake
-//! MoviePilot (issuing and checking them), so both speak exactly the same format.
+//! HS256 JSON Web Tokens, the only kind MoviePilot's REST API accepts as a bearer: minting tokens
+//! for a recorded MoviePilot user, checking them, reading a token's own expiry. (The fake
+//! MoviePilot in `mpa-eval` reads and writes them with code of its own, as MoviePilot does.)
 //!
 //! Pure functions: no clock is read here (callers pass `now`), nothing is logged, and errors never
 //! contain the token or the secret.
