@@ -143,6 +143,7 @@ fn account(l: &Loop, c: &Call) {
         meta: &c.meta,
         effect: c.effect,
         requires_admin: false,
+        admin_subject: None,
         args: Some(&c.args),
         same_tool_in_response: 1,
         session,

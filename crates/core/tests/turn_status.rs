@@ -151,6 +151,12 @@ async fn three_announcements_in_a_row_get_two_nudges_and_the_turn_is_partial() {
     let turn = h.turn("partial", "how are my downloads?").await;
     assert_eq!(turn.status, TurnStatus::Partial);
     assert_eq!(error_codes(&turn.events), ["continuation_exhausted"]);
+    // The user reads that the turn is unfinished, next to what the model said last.
+    assert!(turn.events.iter().any(|e| matches!(
+        e,
+        Event::Error { message, .. } if message.starts_with("本轮未完成：模型仍只描述下一步")
+    )));
+    assert_eq!(turn.final_text, "Now I will look at the queue:");
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3, "two nudges, no third");
     assert_eq!(last_message(&reqs[1])["content"], CONTINUE_NUDGE);

@@ -59,7 +59,10 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     assert_eq!(chat.session_state, serde_json::json!({}));
     // No turn ended under this version: no status, in the chat and its list row.
     assert_eq!(chat.turn_status, None);
-    assert_eq!(store.list_chats(None, 1, 10).await.unwrap()[0].turn_status, None);
+    assert_eq!(
+        store.list_chats(None, 1, 10).await.unwrap()[0].turn_status,
+        None
+    );
     // Users and tokens are untouched.
     let alice = store.token_user("tokenhash".into()).await.unwrap().unwrap();
     assert_eq!((alice.name.as_str(), alice.is_admin), ("alice", true));

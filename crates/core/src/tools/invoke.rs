@@ -67,12 +67,38 @@ impl Invoked {
 pub struct Ran {
     invoked: Invoked,
     ctx: ToolContext,
+    call: Call,
+}
+
+/// What the gates know of a call besides its context (see [`CallFacts`]).
+struct Call {
     origin: Origin,
     meta: ToolMeta,
     effect: EffectClass,
     requires_admin: bool,
+    admin_subject: Option<String>,
     args: Option<serde_json::Value>,
     same_tool_in_response: usize,
+}
+
+impl Call {
+    fn facts<'a>(&'a self, ctx: &'a ToolContext, call: &'a ToolCall) -> CallFacts<'a> {
+        CallFacts {
+            actor: &ctx.actor,
+            origin: self.origin,
+            channel: &ctx.channel,
+            tool: &call.name,
+            call_id: &call.id,
+            meta: &self.meta,
+            effect: self.effect,
+            requires_admin: self.requires_admin,
+            admin_subject: self.admin_subject.as_deref(),
+            args: self.args.as_ref(),
+            same_tool_in_response: self.same_tool_in_response,
+            session: &ctx.session,
+            turn: &ctx.turn,
+        }
+    }
 }
 
 /// What [`dispatch`] returns.
@@ -102,27 +128,9 @@ impl Dispatched {
         let Ran {
             mut invoked,
             ctx,
-            origin,
-            meta,
-            effect,
-            requires_admin,
-            args,
-            same_tool_in_response,
+            call: info,
         } = ran;
-        let facts = CallFacts {
-            actor: &ctx.actor,
-            origin,
-            channel: &ctx.channel,
-            tool: &call.name,
-            call_id: &call.id,
-            meta: &meta,
-            effect,
-            requires_admin,
-            args: args.as_ref(),
-            same_tool_in_response,
-            session: &ctx.session,
-            turn: &ctx.turn,
-        };
+        let facts = info.facts(&ctx, call);
         invoked.halt =
             inv.gates
                 .observe(&facts, &mut invoked.output, invoked.full_content.as_deref());
@@ -293,22 +301,16 @@ pub async fn dispatch(
         .as_ref()
         .map(|p| (p.effect(), p.requires_admin(), p.admin_subject()))
         .unwrap_or((tool.meta.effect, false, None));
-    let facts = CallFacts {
-        actor: &ctx.actor,
+    let info = Call {
         origin,
-        channel: &ctx.channel,
-        tool: &call.name,
-        call_id: &call.id,
-        meta: &tool.meta,
+        meta: tool.meta,
         effect,
         requires_admin,
-        admin_subject: admin_subject.as_deref(),
-        args: raw_args.as_ref(),
+        admin_subject,
+        args: raw_args.clone(),
         same_tool_in_response,
-        session: &ctx.session,
-        turn: &ctx.turn,
     };
-    let verdict = inv.gates.check(&facts);
+    let verdict = inv.gates.check(&info.facts(&ctx, call));
     // A call that reaches an answer (a refusal, invalid arguments, a recorded receipt, the tool's
     // own result) is observed: a refused call the model repeats is a loop too.
     let ran = |output: ToolOutput, ctx: ToolContext| {
@@ -320,12 +322,7 @@ pub async fn dispatch(
         Dispatched::Ran(Box::new(Ran {
             invoked,
             ctx,
-            origin,
-            meta: tool.meta,
-            effect,
-            requires_admin,
-            args: raw_args.clone(),
-            same_tool_in_response,
+            call: info,
         }))
     };
     match verdict {

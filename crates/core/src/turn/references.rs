@@ -33,61 +33,37 @@ pub const REFERENCE_KEY: &str = "result_reference";
 pub fn join(
     transcript: &Transcript,
     call: &ToolCall,
-    invoked: Invoked,
+    mut invoked: Invoked,
 ) -> (Message, Option<String>) {
-    let Invoked {
-        mut output,
-        full_content,
-        result_id,
-        halt,
-    } = invoked;
-    let whole = full_content.as_deref().unwrap_or(&output.content);
+    let whole = invoked
+        .full_content
+        .as_deref()
+        .unwrap_or(&invoked.output.content);
     let long = whole.len() >= MIN_CHARS && whole.chars().count() >= MIN_CHARS;
-    if output.outcome != Outcome::Succeeded || !long {
-        return message_of(
-            call,
-            Invoked {
-                output,
-                full_content,
-                result_id,
-                halt,
-            },
-        );
+    if invoked.output.outcome != Outcome::Succeeded || !long {
+        return message_of(call, invoked);
     }
     let digest = digest_of(&call.name, whole);
     let earlier = original(transcript, &digest).map(str::to_string);
-    output
+    invoked
+        .output
         .metadata
         .insert(DIGEST_KEY.into(), Value::String(digest));
     let Some(earlier) = earlier else {
-        return message_of(
-            call,
-            Invoked {
-                output,
-                full_content,
-                result_id,
-                halt,
-            },
-        );
+        return message_of(call, invoked);
     };
-    let stub = reference(call, &earlier, result_id.as_deref());
-    let full = match full_content {
+    let stub = reference(call, &earlier, invoked.result_id.as_deref());
+    let full = match invoked.full_content.take() {
         Some(full) => full,
-        None => std::mem::take(&mut output.content),
+        None => std::mem::take(&mut invoked.output.content),
     };
-    output.content = stub;
-    output
+    invoked.output.content = stub;
+    invoked
+        .output
         .metadata
         .insert(REFERENCE_KEY.into(), Value::String(earlier));
-    message_of(
-        call,
-        Invoked {
-            output,
-            full_content: Some(full),
-            result_id,
-            halt,
-        },
-    )
+    invoked.full_content = Some(full);
+    message_of(call, invoked)
 }
 
 fn digest_of(tool: &str, text: &str) -> String {

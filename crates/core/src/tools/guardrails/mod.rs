@@ -98,8 +98,10 @@ pub enum Severity {
     Stop,
 }
 
-/// Channels where a person or a client watches the turn and can stop it.
-const WATCHED_CHANNELS: [&str; 5] = ["web", "cli", "openai", "test", ""];
+/// Channels where a person or a client watches the turn and can stop it. `eval` is MoviePilot's
+/// live evaluation, which runs the agent as a web session would (its model-call budget bounds a
+/// loop), so a scenario scores what a web user would get.
+const WATCHED_CHANNELS: [&str; 6] = ["web", "cli", "openai", "eval", "test", ""];
 
 impl Severity {
     pub fn of(origin: Origin, channel: &str) -> Self {
@@ -515,6 +517,7 @@ mod tests {
         assert_eq!(Severity::of(Origin::Turn, "web"), Severity::Warn);
         assert_eq!(Severity::of(Origin::Turn, "openai"), Severity::Warn);
         assert_eq!(Severity::of(Origin::Turn, "cli"), Severity::Warn);
+        assert_eq!(Severity::of(Origin::Turn, "eval"), Severity::Warn);
         assert_eq!(Severity::of(Origin::Subagent, "telegram"), Severity::Warn);
         assert_eq!(Severity::of(Origin::Turn, "telegram"), Severity::Stop);
         assert_eq!(Severity::of(Origin::Turn, "scheduled"), Severity::Stop);
