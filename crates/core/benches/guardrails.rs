@@ -7,7 +7,7 @@
 #![expect(clippy::unwrap_used, reason = "a bench's panic is its failure report")]
 
 use divan::Bencher;
-use mpa_core::sync::Slots;
+use mpa_core::Slots;
 use mpa_core::tools::gate::{CallFacts, Gate, Verdict};
 use mpa_core::tools::guardrails::{LoopClass, LoopGuard, WriteOutcomes};
 use mpa_core::tools::policy::Origin;
