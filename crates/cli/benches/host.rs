@@ -112,6 +112,7 @@ async fn turn_and_bare(mock: &MockModelServer, context: usize, iterations: u32) 
                 display_messages: serde_json::json!([]),
                 message_count: context as i64,
                 session_state: mpa_store::chats::empty_object(),
+                turn_status: None,
                 created_at: chrono::Utc::now(),
                 updated_at: chrono::Utc::now(),
             })

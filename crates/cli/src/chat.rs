@@ -161,8 +161,8 @@ impl Renderer {
             }
             Event::TurnEnded { status, .. } => {
                 self.break_line(&mut out);
-                if *status == TurnStatus::Stopped {
-                    eprintln!("(stopped)");
+                if let Some(note) = status_note(*status) {
+                    eprintln!("{note}");
                 }
             }
             Event::Protected { content } => {
@@ -200,10 +200,30 @@ impl Renderer {
     }
 }
 
+/// The line a host stop state gets after the answer (it says what the host saw, not whether
+/// the task is done).
+fn status_note(status: TurnStatus) -> Option<&'static str> {
+    match status {
+        TurnStatus::Stopped => Some("(stopped)"),
+        TurnStatus::Blocked => Some("(blocked: a host guardrail stopped repeated tool calls)"),
+        TurnStatus::Waiting => Some("(waiting: a submitted operation has not finished yet)"),
+        TurnStatus::Unknown => {
+            Some("(unknown: an operation may or may not have happened; verify before retrying)")
+        }
+        TurnStatus::Partial => Some("(partial: the answer is not complete)"),
+        TurnStatus::Completed | TurnStatus::Failed | TurnStatus::IterationLimit => None,
+    }
+}
+
 fn exit_code(status: TurnStatus) -> u8 {
     match status {
-        TurnStatus::Completed => 0,
-        TurnStatus::Failed | TurnStatus::IterationLimit | TurnStatus::Partial => 1,
+        // Accepted and not finished yet, as `mpagent tool` exits 0 for `pending`.
+        TurnStatus::Completed | TurnStatus::Waiting => 0,
+        TurnStatus::Failed
+        | TurnStatus::IterationLimit
+        | TurnStatus::Partial
+        | TurnStatus::Blocked
+        | TurnStatus::Unknown => 1,
         TurnStatus::Stopped => 130,
     }
 }

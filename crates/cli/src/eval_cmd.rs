@@ -336,12 +336,8 @@ impl Subject for HostSubject {
             })
             .await
             .map_err(|e| format!("the host could not run the task: {e}"))?;
-            let status = serde_json::to_value(out.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
             Ok(SubjectTrace {
-                turn_status: status,
+                turn_status: out.status.as_str().to_string(),
                 final_text: out.final_text,
                 calls: out
                     .calls

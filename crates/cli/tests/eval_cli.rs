@@ -109,6 +109,9 @@ fn check_run(scenario: &str, path: &Path, out: &Output, dir: &Path) {
     assert_eq!(report["evidence_kind"], "scripted_replay");
     assert_eq!(report["intelligence_evaluated"], false);
     assert_eq!(report["tokens"], Value::Null);
+    if let Some(status) = &expect.turn_status {
+        assert_eq!(report["turn_status"], status.as_str(), "{name}");
+    }
     if let Some(n) = expect.host_collapsed_writes {
         assert_eq!(report["metrics"]["host_collapsed_writes"], n, "{name}");
     }
@@ -561,7 +564,8 @@ async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing(
     assert_eq!(report["tokens"]["output"], 140);
     assert_eq!(report["usage_complete"], true);
     assert_eq!(report["budgets"]["max_model_calls"], 6);
-    assert_eq!(report["turn_status"], "completed");
+    // The world's receipt for the only landed write was lost: the host does not call that done.
+    assert_eq!(report["turn_status"], "unknown");
     assert!(report["elapsed_ms"].as_u64().unwrap() > 0);
     let trace = report["tool_trace"].as_array().unwrap();
     assert_eq!(trace.len(), 2);

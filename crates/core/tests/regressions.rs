@@ -282,6 +282,7 @@ async fn host_commands_do_not_count_as_user_turns_when_the_memory_counter_is_res
             agent_messages: messages,
             display_messages: json!([]),
             session_state: json!({}),
+            turn_status: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),
         })

@@ -229,8 +229,13 @@ async fn a_review_makes_at_most_16_model_calls() {
     let mock = MockModelServer::start().await;
     let e = env(&mock, 1).await;
     mock.push(MockReply::text("hi"));
-    // The review never stops on its own: every answer lists skills again.
-    mock.set_default(MockReply::tool_calls(&[("l", "skills_list", json!({}))]).usage(10, 5));
+    // The review never stops on its own: every answer lists skills again, of another category
+    // each time (the same call again would be a loop the guardrails stop sooner).
+    mock.set_responder(|req| {
+        let n = req["messages"].as_array().map_or(0, Vec::len);
+        MockReply::tool_calls(&[("l", "skills_list", json!({"category": format!("c{n}")}))])
+            .usage(10, 5)
+    });
     assert_eq!(turn(&e, "cap", "hello").await, TurnStatus::Completed);
     let s = e.agent.live("cap").unwrap();
     assert!(s.wait_idle(Duration::from_secs(60)).await);

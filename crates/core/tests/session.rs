@@ -224,6 +224,7 @@ async fn an_unreadable_saved_state_is_reported_and_the_chat_still_opens() {
             message_count: 2,
             session_state: json!({"system_prompt": "FROZEN PROMPT", "usage": "not usage",
                 "review": {"turns": "many"}}),
+            turn_status: None,
             created_at: now,
             updated_at: now,
         })

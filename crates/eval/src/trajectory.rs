@@ -77,6 +77,10 @@ pub struct TrajectoryExpect {
     /// Compactions the host must have reported (`context.compactions` of the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compactions: Option<usize>,
+    /// The host's stop state the run must end with (`turn_status` of the report): a write whose
+    /// outcome stayed unknown leaves the turn `unknown`, whatever the final answer claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_status: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

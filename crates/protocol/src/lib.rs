@@ -440,7 +440,8 @@ pub struct ClientContext {
     pub messages: Vec<Message>,
 }
 
-/// How a turn ended.
+/// How a turn ended: a host stop state, never proof that the user's goal was reached (a
+/// `completed` turn only means the model gave a final answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
@@ -452,7 +453,15 @@ pub enum TurnStatus {
     Failed,
     /// `LLM_MAX_ITERATIONS` model calls were made without a final answer.
     IterationLimit,
-    /// The answer was cut off by the model's output limit: what arrived is kept, marked as cut.
+    /// A host guardrail stopped the turn (a tool loop without progress).
+    Blocked,
+    /// A write of the turn was accepted but has not finished (`pending`): the result is still to
+    /// come.
+    Waiting,
+    /// A write of the turn may or may not have happened (`unknown`): verify before retrying.
+    Unknown,
+    /// The turn ended without a complete answer: the answer was cut off by the output limit, or
+    /// the model kept announcing work it did not do after the host's continuation prompts.
     Partial,
 }
 
@@ -476,6 +485,42 @@ impl SteeringStatus {
             SteeringStatus::Applied => "applied",
             SteeringStatus::Discarded => "discarded",
         }
+    }
+}
+
+impl TurnStatus {
+    pub const ALL: [TurnStatus; 8] = [
+        TurnStatus::Completed,
+        TurnStatus::Stopped,
+        TurnStatus::Failed,
+        TurnStatus::IterationLimit,
+        TurnStatus::Blocked,
+        TurnStatus::Waiting,
+        TurnStatus::Unknown,
+        TurnStatus::Partial,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Completed => "completed",
+            TurnStatus::Stopped => "stopped",
+            TurnStatus::Failed => "failed",
+            TurnStatus::IterationLimit => "iteration_limit",
+            TurnStatus::Blocked => "blocked",
+            TurnStatus::Waiting => "waiting",
+            TurnStatus::Unknown => "unknown",
+            TurnStatus::Partial => "partial",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for TurnStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -622,6 +667,15 @@ mod tests {
         }
         assert_eq!(EffectClass::parse("write"), None);
         assert!(EffectClass::SensitiveRead.is_read() && !EffectClass::Unknown.is_read());
+    }
+
+    #[test]
+    fn turn_statuses_roundtrip_by_name() {
+        for t in TurnStatus::ALL {
+            assert_eq!(TurnStatus::parse(t.as_str()), Some(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+        assert_eq!(TurnStatus::parse("done"), None);
     }
 
     #[test]

@@ -166,6 +166,9 @@ fn summary_json(c: &mpa_core::ChatSummary, processing: bool) -> Value {
         "user_id": c.user_id.0,
         "channel": c.channel,
         "message_count": c.message_count,
+        // How the last turn ended: a host stop state (blocked, waiting, unknown, partial, …),
+        // not proof the task is done; null while a turn runs.
+        "turn_status": c.turn_status,
         "created_at": c.created_at.to_rfc3339(),
         "updated_at": c.updated_at.to_rfc3339(),
         "is_processing": processing,
@@ -232,6 +235,7 @@ pub async fn session_detail(
                 "user_id": r.owner.0,
                 "channel": WEB_CHANNEL,
                 "message_count": 0,
+                "turn_status": null,
                 "display_messages": [],
                 "is_processing": processing,
                 "steering_pending": pending,

@@ -213,6 +213,8 @@ pub async fn completions(
                     "finish_reason": finish_reason(status),
                 }],
                 "usage": usage_json(&usage),
+                // The host's stop state (an extension field OpenAI clients ignore).
+                "turn_status": status,
             }))
             .into_response(),
         }
@@ -329,7 +331,14 @@ fn usage_json(u: &Usage) -> Value {
 
 fn finish_reason(status: TurnStatus) -> &'static str {
     match status {
-        TurnStatus::Completed | TurnStatus::Stopped | TurnStatus::Failed => "stop",
+        // A host stop state (blocked, waiting, unknown) still ends with the host's own words;
+        // `turn_status` next to it says which.
+        TurnStatus::Completed
+        | TurnStatus::Stopped
+        | TurnStatus::Failed
+        | TurnStatus::Blocked
+        | TurnStatus::Waiting
+        | TurnStatus::Unknown => "stop",
         TurnStatus::IterationLimit | TurnStatus::Partial => "length",
     }
 }
@@ -413,6 +422,7 @@ async fn stream_chunks(
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                 "system_fingerprint": session_id,
                 "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(status)}],
+                "turn_status": status,
             });
             last["usage"] = usage_json(&usage);
             frame(&last)

@@ -13,4 +13,5 @@ mod session_ids;
 mod slow_clients;
 mod steering;
 mod storage_failures;
+mod turn_status;
 mod web_tool_lines;

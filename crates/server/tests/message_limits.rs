@@ -165,6 +165,7 @@ async fn a_session_broken_by_an_oversize_message_recovers() {
             display_messages: json!([]),
             message_count: 2,
             session_state: json!({}),
+            turn_status: None,
             created_at: now,
             updated_at: now,
         })

@@ -490,6 +490,7 @@ async fn chats_stored_under_old_ids_stay_with_their_owner() {
             display_messages: json!([{"role": "user", "content": "an old question"}]),
             message_count: 2,
             session_state: json!({}),
+            turn_status: None,
             created_at: now,
             updated_at: now,
         })

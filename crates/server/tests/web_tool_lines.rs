@@ -1,7 +1,8 @@
 //! The web page's tool lines show the outcome word in the page's language, and an unknown write
 //! looks different from a success: `tests/browser/tool_lines.mjs` renders them from the real
 //! `app.js` in Node with a minimal DOM (no browser needed), as does the history of a compacted
-//! chat (every earlier line, then the marker where the model's context was summarised). The
+//! chat (every earlier line, then the marker where the model's context was summarised), and a
+//! turn's host stop state (blocked, waiting, unknown, partial) as a small label. The
 //! Chromium test in `crates/cli/tests/serve_e2e.rs` checks the same lines on the live page.
 
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
@@ -87,5 +88,20 @@ fn a_compacted_chat_shows_every_earlier_line_and_a_marker_where_the_model_got_a_
             "{lang}"
         );
         assert!(rows[3]["text"].as_str().unwrap().contains("pages 1-4 read"));
+    }
+}
+
+#[test]
+fn host_stop_states_are_small_labels_in_english_and_chinese_not_verdicts() {
+    let Some(report) = page_report() else {
+        return;
+    };
+    for lang in ["en", "zh"] {
+        let rows = report["turnStatus"][lang].as_array().unwrap();
+        let labelled: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r["labels"][0]["status"].as_str())
+            .collect();
+        assert_eq!(labelled, ["unknown", "blocked"], "{lang}");
     }
 }

@@ -22,6 +22,12 @@ const I18N = {
     steerQueued: 'Queued — joins the running task at its next step',
     steerWaiting: 'Waiting — runs after the current reply',
     steerDiscarded: 'Not added — the task was stopped first',
+    ts_blocked: 'Stopped by the host: repeated tool calls without progress',
+    ts_waiting: 'Waiting: an operation was submitted and has not finished',
+    ts_unknown: 'Result unknown: an operation may or may not have happened',
+    ts_partial: 'Incomplete answer',
+    ts_iteration_limit: 'Stopped at the step limit',
+    tsHint: 'How the host saw this turn end — not proof that the task is done.',
   },
   zh: {
     appName: 'MoviePilot 智能助手', loginHint: '登录后即可与智能助手对话。', username: '用户名', password: '密码',
@@ -35,6 +41,9 @@ const I18N = {
     compacted: '从这里起，模型依据上方消息的摘要继续工作（上方消息仍完整保留在此）。', summary: '摘要',
     steerQueued: '已排队——将在下一步加入当前任务', steerWaiting: '等待中——当前回复结束后处理',
     steerDiscarded: '未加入——任务已先停止',
+    ts_blocked: '已被宿主停止：工具重复调用没有进展', ts_waiting: '等待中：操作已提交，尚未完成',
+    ts_unknown: '结果未知：操作可能已生效，也可能没有', ts_partial: '回答不完整', ts_iteration_limit: '已达步数上限',
+    tsHint: '这是宿主看到的本轮结束状态，不代表任务已经完成。',
   },
 };
 
@@ -190,6 +199,8 @@ function renderSessions() {
     title.className = 'title';
     title.textContent = s.title || t('untitled');
     a.append(title);
+    const label = !s.is_processing && statusLabel(s.turn_status);
+    if (label) { label.textContent = ''; a.append(label); }
     if (s.is_processing) {
       const dot = document.createElement('span');
       dot.className = 'dot';
@@ -274,6 +285,31 @@ function addAssistant(text, notice) {
   return b;
 }
 
+// How a turn ended when it did not simply complete: a host stop state (blocked, waiting,
+// unknown, partial), shown as a small label — never as proof that the task is done.
+const STOP_STATES = ['blocked', 'waiting', 'unknown', 'partial', 'iteration_limit'];
+
+function statusLabel(status) {
+  if (!STOP_STATES.includes(status)) return null;
+  const el = document.createElement('span');
+  el.className = 'turn-status status-' + status;
+  el.dataset.turnStatus = status;
+  el.textContent = t('ts_' + status);
+  el.title = t('tsHint');
+  return el;
+}
+
+function addTurnStatus(status) {
+  const el = statusLabel(status);
+  if (!el) return;
+  emptyNode.remove();
+  const row = document.createElement('div');
+  row.className = 'turn-status-row';
+  row.append(el);
+  $('messages').append(row);
+  scrollDown();
+}
+
 function addError(text) {
   bubble('error').textContent = text;
   scrollDown();
@@ -339,7 +375,7 @@ function renderHistory(messages, processing) {
   for (const m of messages || []) {
     if (processing && m.recovery) continue;
     if (m.role === 'user') addUser(m.content, m.steering_message_id);
-    else if (m.role === 'assistant') addAssistant(m.content, m.notice);
+    else if (m.role === 'assistant') { addAssistant(m.content, m.notice); addTurnStatus(m.turn_status); }
     else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome);
     else if (m.role === 'context') addContextMarker(m.summary);
   }
@@ -493,6 +529,7 @@ async function stream(r, text, it = null, first = null) {
     } else if (f.type === 'done') {
       endSegment();
       if (f.status === 'stopped') addAssistant(t('stopped'), true);
+      else addTurnStatus(f.status);
     }
   };
   try {

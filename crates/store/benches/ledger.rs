@@ -131,6 +131,7 @@ fn chat_snapshot_per_step(b: Bencher, n: usize) {
             display_messages: display.clone(),
             message_count: n as i64,
             session_state: serde_json::json!({}),
+            turn_status: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),
         }))

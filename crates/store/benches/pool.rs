@@ -73,6 +73,7 @@ fn long_chat(owner: &UserId, messages: usize) -> Chat {
         agent_messages: agent,
         display_messages: serde_json::Value::Array(display),
         session_state: serde_json::json!({}),
+        turn_status: None,
         created_at: Utc::now(),
         updated_at: Utc::now(),
     }

@@ -3,7 +3,7 @@
 
 use crate::{Result, Store, StoreError, ts};
 use chrono::{DateTime, Utc};
-use mpa_protocol::{Message, UserId};
+use mpa_protocol::{Message, TurnStatus, UserId};
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,10 @@ pub struct Chat {
     /// existed.
     #[serde(default = "empty_object")]
     pub session_state: serde_json::Value,
+    /// How the last turn ended (`None` while a turn runs, or before any ended): a host stop
+    /// state, not proof the user's goal was reached.
+    #[serde(default)]
+    pub turn_status: Option<TurnStatus>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -42,6 +46,7 @@ impl Chat {
             channel: self.channel.clone(),
             title: self.title.clone(),
             message_count: self.message_count,
+            turn_status: self.turn_status,
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -56,8 +61,14 @@ pub struct ChatSummary {
     pub channel: String,
     pub title: String,
     pub message_count: i64,
+    pub turn_status: Option<TurnStatus>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A stored status name; one this version does not know reads as none.
+fn turn_status(s: Option<String>) -> Option<TurnStatus> {
+    s.as_deref().and_then(TurnStatus::parse)
 }
 
 fn to_json<T: Serialize>(what: &str, v: &T) -> Result<String> {
@@ -79,6 +90,7 @@ struct ChatRow {
     display_messages: String,
     message_count: i64,
     session_state: String,
+    turn_status: Option<String>,
     created_at: String,
     updated_at: String,
     journal: Option<String>,
@@ -123,6 +135,7 @@ impl ChatRow {
             display_messages,
             message_count,
             session_state,
+            turn_status: turn_status(self.turn_status),
             created_at: ts(self.created_at)?,
             updated_at: ts(self.updated_at)?,
         })
@@ -214,12 +227,13 @@ impl Store {
             let c = conn.transaction()?;
             c.execute(
                 "INSERT INTO chats (session_id, user_id, channel, title, agent_messages, display_messages,
-                                    message_count, session_state, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                                    message_count, session_state, created_at, updated_at, turn_status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT(session_id) DO UPDATE SET
                     title = excluded.title, agent_messages = excluded.agent_messages,
                     display_messages = excluded.display_messages, message_count = excluded.message_count,
-                    session_state = excluded.session_state, updated_at = excluded.updated_at",
+                    session_state = excluded.session_state, updated_at = excluded.updated_at,
+                    turn_status = excluded.turn_status",
                 params![
                     chat.session_id,
                     chat.user_id.0,
@@ -230,7 +244,8 @@ impl Store {
                     chat.message_count,
                     state,
                     chat.created_at.to_rfc3339(),
-                    chat.updated_at.to_rfc3339()
+                    chat.updated_at.to_rfc3339(),
+                    chat.turn_status.map(TurnStatus::as_str)
                 ],
             )?;
             // A full snapshot leaves an empty journal on its own base, so the next turn's steps
@@ -279,7 +294,7 @@ impl Store {
                 "SELECT c.session_id, c.user_id, c.channel, c.title, c.agent_messages,
                         c.display_messages, c.message_count,
                         COALESCE(j.session_state, c.session_state), c.created_at,
-                        COALESCE(j.updated_at, c.updated_at), j.journal
+                        COALESCE(j.updated_at, c.updated_at), j.journal, c.turn_status
                  FROM chats c LEFT JOIN chat_journals j ON j.session_id = c.session_id
                  WHERE c.session_id = ?1",
                 params![sid],
@@ -296,6 +311,7 @@ impl Store {
                         created_at: r.get(8)?,
                         updated_at: r.get(9)?,
                         journal: r.get(10)?,
+                        turn_status: r.get(11)?,
                     })
                 },
             )
@@ -318,7 +334,8 @@ impl Store {
         let offset = i64::from(page.max(1) - 1) * limit;
         self.read(move |c| {
             let mut stmt = c.prepare(
-                "SELECT session_id, user_id, channel, title, message_count, created_at, updated_at
+                "SELECT session_id, user_id, channel, title, message_count, created_at, updated_at,
+                        turn_status
                  FROM chats WHERE (?1 IS NULL OR user_id = ?1)
                  ORDER BY updated_at DESC, session_id LIMIT ?2 OFFSET ?3",
             )?;
@@ -331,17 +348,20 @@ impl Store {
                     r.get::<_, i64>(4)?,
                     r.get::<_, String>(5)?,
                     r.get::<_, String>(6)?,
+                    r.get::<_, Option<String>>(7)?,
                 ))
             })?;
             let mut out = Vec::new();
             for r in rows {
-                let (session_id, user_id, channel, title, message_count, created, updated) = r?;
+                let (session_id, user_id, channel, title, message_count, created, updated, status) =
+                    r?;
                 out.push(ChatSummary {
                     session_id,
                     user_id: UserId(user_id),
                     channel,
                     title,
                     message_count,
+                    turn_status: turn_status(status),
                     created_at: ts(created)?,
                     updated_at: ts(updated)?,
                 });
@@ -374,6 +394,7 @@ mod tests {
             display_messages: serde_json::json!([{"role": "user", "content": "hello"}]),
             message_count: 1,
             session_state: serde_json::json!({"frozen_memory": "m", "review": {"turns": 3}}),
+            turn_status: None,
             created_at: Utc::now(),
             updated_at: Utc::now(),
         }

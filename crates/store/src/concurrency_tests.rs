@@ -132,6 +132,7 @@ fn snapshot_of(owner: &UserId) -> Chat {
         display_messages: serde_json::json!([]),
         message_count: 1,
         session_state: serde_json::json!({}),
+        turn_status: None,
         created_at: Utc::now(),
         updated_at: Utc::now(),
     }

@@ -84,9 +84,21 @@ CREATE TABLE chat_journals (
 );
 ";
 
+/// Version 5: how the chat's last turn ended (a `TurnStatus` name: completed, blocked, waiting,
+/// unknown, partial, …), for the session list; NULL while a turn runs or before any ended.
+const MIGRATION_5: &str = "
+ALTER TABLE chats ADD COLUMN turn_status TEXT;
+";
+
 /// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can
 /// build a database exactly as an older release left it.
-pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+pub const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
 
 /// Schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

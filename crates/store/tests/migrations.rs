@@ -46,8 +46,8 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     assert_eq!(user_version(&path), 1);
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 4);
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(user_version(&path), 5);
 
     // The old chat reads back whole, with an empty session state.
     let chat = store.chat("s1").await.unwrap().unwrap();
@@ -57,6 +57,12 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     assert_eq!(chat.agent_messages[0].text(), "hello");
     assert_eq!(chat.message_count, 1);
     assert_eq!(chat.session_state, serde_json::json!({}));
+    // No turn ended under this version: no status, in the chat and its list row.
+    assert_eq!(chat.turn_status, None);
+    assert_eq!(
+        store.list_chats(None, 1, 10).await.unwrap()[0].turn_status,
+        None
+    );
     // Users and tokens are untouched.
     let alice = store.token_user("tokenhash".into()).await.unwrap().unwrap();
     assert_eq!((alice.name.as_str(), alice.is_admin), ("alice", true));
@@ -65,16 +71,26 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     // The new column is written and read like every other.
     let mut next = chat.clone();
     next.session_state = serde_json::json!({"frozen_memory": "m", "turns_since_review": 2});
+    next.turn_status = Some(mpa_protocol::TurnStatus::Waiting);
     store.save_chat(next.clone()).await.unwrap();
     drop(store);
 
     // Opening again migrates nothing and loses nothing.
     let store = Store::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
+    let again = store.chat("s1").await.unwrap().unwrap();
+    assert_eq!(again.session_state, next.session_state);
+    assert_eq!(again.turn_status, Some(mpa_protocol::TurnStatus::Waiting));
     assert_eq!(
-        store.chat("s1").await.unwrap().unwrap().session_state,
-        next.session_state
+        store.list_chats(None, 1, 10).await.unwrap()[0].turn_status,
+        Some(mpa_protocol::TurnStatus::Waiting)
     );
+    // A status this version does not know reads as none, never as an error.
+    Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE chats SET turn_status = 'paused_by_future'", [])
+        .unwrap();
+    assert_eq!(store.chat("s1").await.unwrap().unwrap().turn_status, None);
 }
 
 #[tokio::test]

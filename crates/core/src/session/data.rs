@@ -160,6 +160,8 @@ pub struct SessionData {
     /// The last turn's snapshot could not be written: what is in memory is newer than the store.
     /// The actor saves it before it retires and keeps running until it could.
     pub unsaved: bool,
+    /// How the last turn ended, as the chat keeps it (none before the first turn).
+    pub turn_status: Option<mpa_protocol::TurnStatus>,
 }
 
 impl SessionData {
@@ -175,11 +177,13 @@ impl SessionData {
             persisted: PersistedState::default(),
             state_lost: None,
             unsaved: false,
+            turn_status: None,
         }
     }
 
     pub fn from_chat(chat: Chat) -> Self {
         let (persisted, state_lost) = PersistedState::restore(&chat.session_state);
+        let turn_status = chat.turn_status;
         if state_lost.is_some() {
             tracing::warn!(session = %chat.session_id, "session opened with part of its saved state reset");
         }
@@ -196,6 +200,7 @@ impl SessionData {
             // The plan is restored from the newest snapshot at the start of the next turn.
             state: Arc::new(SessionState::new()),
             unsaved: false,
+            turn_status,
         }
     }
 

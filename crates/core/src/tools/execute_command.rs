@@ -9,6 +9,7 @@ mod args;
 
 pub use args::{ExecuteCommandArgs, RunTimeout};
 
+use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, ToolResult, TypedTool};
 use async_trait::async_trait;
 use mpa_exec::{
@@ -55,9 +56,11 @@ impl TypedTool for ExecuteCommand {
     }
 
     fn meta(&self) -> ToolMeta {
+        // A run of distinct failures is diagnosis; `read`/`wait`/`status`/`list` poll.
         ToolMeta::new(EffectClass::ArbitraryExecution)
             .admin()
             .self_capped()
+            .loop_class(LoopClass::TERMINAL)
     }
 
     fn invalid_arguments(&self, args: &serde_json::Value, error: serde_json::Error) -> ToolOutput {

@@ -136,8 +136,16 @@ pub trait Gate: Send + Sync + 'static {
         Verdict::Allow
     }
 
-    /// Per call, after it ran (not for calls a gate answered); may annotate the output.
-    fn observe(&self, _call: &CallFacts<'_>, _output: &mut ToolOutput) -> Option<Halt> {
+    /// Per call, after it ran (also for calls a gate answered in `check`), in the order the
+    /// model emitted the calls; may add host notes ([`ToolOutput::add_note`]) or metadata. `output`
+    /// is what the model will read (a preview when the result was capped); `full` is the whole
+    /// result in that case.
+    fn observe(
+        &self,
+        _call: &CallFacts<'_>,
+        _output: &mut ToolOutput,
+        _full: Option<&str>,
+    ) -> Option<Halt> {
         None
     }
 }
@@ -155,8 +163,11 @@ impl Gates {
             Arc::new(CutOffArguments),
             // Then who may call what, per call.
             Arc::new(super::policy::Policy),
-            // Slot: loop guardrails (spec learning-guardrails.md §5) count calls in the turn's
-            // slots, block in `check`, warn or halt in `observe`.
+            // Then loops (spec learning-guardrails.md §5): budgets per batch, blocks per call,
+            // warnings and halts on each result, counted in the turn's slots.
+            Arc::new(super::guardrails::LoopGuard::default()),
+            // Observes only: which writes of the turn are still unknown or pending.
+            Arc::new(super::guardrails::WriteOutcomes),
         ])
     }
 
@@ -198,10 +209,15 @@ impl Gates {
     }
 
     /// Every gate observes; the first halt wins.
-    pub fn observe(&self, call: &CallFacts<'_>, output: &mut ToolOutput) -> Option<Halt> {
+    pub fn observe(
+        &self,
+        call: &CallFacts<'_>,
+        output: &mut ToolOutput,
+        full: Option<&str>,
+    ) -> Option<Halt> {
         let mut halt = None;
         for g in self.0.iter() {
-            if let Some(h) = g.observe(call, output) {
+            if let Some(h) = g.observe(call, output, full) {
                 halt.get_or_insert(h);
             }
         }

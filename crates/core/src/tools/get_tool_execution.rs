@@ -2,6 +2,7 @@
 //! current user and session. Another session's or user's id answers exactly like a missing one.
 //! Querying never retries anything.
 
+use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, ToolResult, TypedTool};
 use async_trait::async_trait;
 use mpa_protocol::Outcome;
@@ -54,7 +55,8 @@ impl TypedTool for GetToolExecution {
     }
 
     fn meta(&self) -> ToolMeta {
-        ToolMeta::read().internal()
+        // It polls a receipt that moves on its own (pending → succeeded).
+        ToolMeta::read().internal().loop_class(LoopClass::POLLER)
     }
 
     async fn run(&self, ctx: ToolContext, args: GetToolExecutionArgs) -> ToolOutput {

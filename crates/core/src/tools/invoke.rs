@@ -6,17 +6,20 @@
 //! Order: ([`invoke_one`]: the batch gates on a batch of one) → lookup in the registry as of now
 //! → parse the arguments object → prepare (typed arguments, per-call effect) → the gates' per-call
 //! checks → ledger claim for writes (or the answer from an existing record) → run under the
-//! timeout on its own task → ledger finish with the receipt → the gates observe the output → cap
-//! (unless the tool sizes its own results), keeping the whole of a capped result in the session's
-//! result store.
+//! timeout on its own task → ledger finish with the receipt → cap (unless the tool sizes its own
+//! results), keeping the whole of a capped result in the session's result store ([`dispatch`]
+//! ends here) → the gates observe the result ([`Dispatched::conclude`]; a turn's tool stage
+//! concludes a response's calls in the order the model emitted them, whatever order they
+//! finished in).
 
+use super::ToolMeta;
 use super::gate::{Batch, BatchCall, CallFacts, Gates, Halt, Verdict};
 use super::policy::Origin;
 use super::read_tool_result::{MAX_RESULT_BYTES, NotKept, ResultStore};
 use super::registry::Tools;
 use super::{PreparedCall, ToolContext, ToolOutput, ledger};
 use crate::result_cap::{Archive, over_cap, preview};
-use mpa_protocol::{Outcome, ToolCall};
+use mpa_protocol::{EffectClass, Outcome, ToolCall};
 use std::time::Duration;
 
 /// What the call path needs from the host.
@@ -41,6 +44,8 @@ pub struct Invoker<'a> {
 pub struct Invoked {
     pub output: ToolOutput,
     pub full_content: Option<String>,
+    /// Where the session's result store keeps the whole of a capped result (`read_tool_result`).
+    pub result_id: Option<String>,
     /// A gate ends the turn after this call's batch.
     pub halt: Option<Halt>,
 }
@@ -50,8 +55,119 @@ impl Invoked {
         Self {
             output,
             full_content: None,
+            result_id: None,
             halt: None,
         }
+    }
+}
+
+/// A call that ran (or that a per-call gate answered), capped, before the gates observe it: a
+/// batch concludes its calls in the order the model emitted them, whatever order they finished
+/// in, so what the gates count does not depend on timing.
+pub struct Ran {
+    invoked: Invoked,
+    ctx: ToolContext,
+    call: Call,
+}
+
+/// What the gates know of a call besides its context (see [`CallFacts`]).
+struct Call {
+    origin: Origin,
+    meta: ToolMeta,
+    effect: EffectClass,
+    requires_admin: bool,
+    admin_subject: Option<String>,
+    args: Option<serde_json::Value>,
+    same_tool_in_response: usize,
+}
+
+impl Call {
+    fn facts<'a>(&'a self, ctx: &'a ToolContext, call: &'a ToolCall) -> CallFacts<'a> {
+        CallFacts {
+            actor: &ctx.actor,
+            origin: self.origin,
+            channel: &ctx.channel,
+            tool: &call.name,
+            call_id: &call.id,
+            meta: &self.meta,
+            effect: self.effect,
+            requires_admin: self.requires_admin,
+            admin_subject: self.admin_subject.as_deref(),
+            args: self.args.as_ref(),
+            same_tool_in_response: self.same_tool_in_response,
+            session: &ctx.session,
+            turn: &ctx.turn,
+        }
+    }
+}
+
+/// What [`dispatch`] returns.
+pub enum Dispatched {
+    /// Final already (no such tool; a gate's halt answered it).
+    Done(Box<Invoked>),
+    /// Ran: [`Dispatched::conclude`] lets the gates observe it.
+    Ran(Box<Ran>),
+}
+
+impl Dispatched {
+    /// The result as the model will read it, without host notes (for the activity line).
+    pub fn output(&self) -> &ToolOutput {
+        match self {
+            Dispatched::Done(i) => &i.output,
+            Dispatched::Ran(r) => &r.invoked.output,
+        }
+    }
+
+    /// The gates observe the result (they may add host notes, [`ToolOutput::add_note`], and
+    /// halt the turn).
+    pub fn conclude(self, inv: Invoker<'_>, call: &ToolCall) -> Invoked {
+        let ran = match self {
+            Dispatched::Done(i) => return *i,
+            Dispatched::Ran(r) => *r,
+        };
+        let Ran {
+            mut invoked,
+            ctx,
+            call: info,
+        } = ran;
+        let facts = info.facts(&ctx, call);
+        invoked.halt =
+            inv.gates
+                .observe(&facts, &mut invoked.output, invoked.full_content.as_deref());
+        invoked
+    }
+}
+
+/// Caps a result the tool does not size itself, keeping the whole of it in the session's result
+/// store so the model can read on without running the tool again; the preview says what actually
+/// happened to it.
+fn cap(inv: Invoker<'_>, ctx: &ToolContext, call: &ToolCall, output: ToolOutput) -> Invoked {
+    if !over_cap(&output.content, inv.max_result_chars) {
+        return Invoked::uncapped(output);
+    }
+    let kept = ctx
+        .session
+        .with(|st: &mut ResultStore| st.put(&ctx.actor, &call.name, &output.content));
+    let archive = match &kept {
+        Ok(id) => Archive::Kept { result_id: id },
+        Err(NotKept::TooLarge) => Archive::TooLarge {
+            limit_bytes: MAX_RESULT_BYTES,
+        },
+    };
+    let shown = preview(
+        &call.name,
+        &output.content,
+        output.outcome,
+        inv.max_result_chars,
+        archive,
+    );
+    let mut capped = output;
+    let full = std::mem::replace(&mut capped.content, shown);
+    Invoked {
+        output: capped,
+        full_content: Some(full),
+        result_id: kept.ok(),
+        halt: None,
     }
 }
 
@@ -132,8 +248,9 @@ pub async fn invoke_one(
     done
 }
 
-/// Runs one admitted call. `same_tool_in_response` counts the calls of this tool in the model
-/// response (1 outside a turn).
+/// Runs one admitted call to its end: [`dispatch`], then [`Dispatched::conclude`], with the host
+/// notes appended to what the model reads. `same_tool_in_response` counts the calls of this tool
+/// in the model response (1 outside a turn).
 pub async fn invoke(
     inv: Invoker<'_>,
     ctx: ToolContext,
@@ -141,20 +258,36 @@ pub async fn invoke(
     call: &ToolCall,
     same_tool_in_response: usize,
 ) -> Invoked {
+    let mut done = dispatch(inv, ctx, origin, call, same_tool_in_response)
+        .await
+        .conclude(inv, call);
+    done.output.render_notes();
+    done
+}
+
+/// Runs one admitted call up to its output: lookup, arguments, the gates' checks, the ledger,
+/// the run, the cap. The gates observe it in [`Dispatched::conclude`].
+pub async fn dispatch(
+    inv: Invoker<'_>,
+    ctx: ToolContext,
+    origin: Origin,
+    call: &ToolCall,
+    same_tool_in_response: usize,
+) -> Dispatched {
     // The registry as of now: a set removed since the model saw its tool answers `unknown_tool`;
     // a call already running keeps its tool.
     let view = inv.tools.view_for(&ctx.session);
     let Some(tool) = view.get(&call.name) else {
         // Only what the caller may use: the answer must not advertise admin-only tools.
         let known: Vec<&str> = view.names_for(&ctx.actor).collect();
-        return Invoked::uncapped(ToolOutput::failure(
+        return Dispatched::Done(Box::new(Invoked::uncapped(ToolOutput::failure(
             "unknown_tool",
             format!(
                 "there is no tool named {:?}; available tools: {}",
                 call.name,
                 known.join(", ")
             ),
-        ));
+        ))));
     };
     let args = parse_args(&call.arguments).map_err(|msg| {
         ToolOutput::failure(
@@ -169,34 +302,43 @@ pub async fn invoke(
         .as_ref()
         .map(|p| (p.effect(), p.requires_admin(), p.admin_subject()))
         .unwrap_or((tool.meta.effect, false, None));
-    let facts = CallFacts {
-        actor: &ctx.actor,
+    let info = Call {
         origin,
-        channel: &ctx.channel,
-        tool: &call.name,
-        call_id: &call.id,
-        meta: &tool.meta,
+        meta: tool.meta,
         effect,
         requires_admin,
-        admin_subject: admin_subject.as_deref(),
-        args: raw_args.as_ref(),
+        admin_subject,
+        args: raw_args.clone(),
         same_tool_in_response,
-        session: &ctx.session,
-        turn: &ctx.turn,
     };
-    match inv.gates.check(&facts) {
+    let verdict = inv.gates.check(&info.facts(&ctx, call));
+    // A call that reaches an answer (a refusal, invalid arguments, a recorded receipt, the tool's
+    // own result) is observed: a refused call the model repeats is a loop too.
+    let ran = |output: ToolOutput, ctx: ToolContext| {
+        let invoked = if tool.meta.self_capped {
+            Invoked::uncapped(output)
+        } else {
+            cap(inv, &ctx, call, output)
+        };
+        Dispatched::Ran(Box::new(Ran {
+            invoked,
+            ctx,
+            call: info,
+        }))
+    };
+    match verdict {
         Verdict::Allow => {}
-        Verdict::Answer(out) => return Invoked::uncapped(out),
+        Verdict::Answer(out) => return ran(out, ctx),
         Verdict::Halt { output, halt } => {
-            return Invoked {
+            return Dispatched::Done(Box::new(Invoked {
                 halt: Some(halt),
                 ..Invoked::uncapped(output)
-            };
+            }));
         }
     }
     let prepared = match prepared {
         Ok(p) => p,
-        Err(out) => return Invoked::uncapped(out),
+        Err(out) => return ran(out, ctx),
     };
     // Writes are claimed in the durable ledger before they run; a duplicate is answered from its
     // record and never runs again.
@@ -211,7 +353,7 @@ pub async fn invoke(
         let id = ledger::identity(&ctx, &call.name, &call.id, &raw, prepared.as_ref());
         match ledger::claim(store, &id, check.as_deref(), &ctx).await {
             Ok(h) => held = Some(h),
-            Err(answer) => return Invoked::uncapped(answer),
+            Err(answer) => return ran(answer, ctx),
         }
     }
     let output = run_bounded(
@@ -222,42 +364,11 @@ pub async fn invoke(
         held.is_some(),
     )
     .await;
-    let mut output = match held {
+    let output = match held {
         Some(h) => h.finish(output, check.as_deref(), &ctx).await,
         None => output,
     };
-    let halt = inv.gates.observe(&facts, &mut output);
-    if tool.meta.self_capped || !over_cap(&output.content, inv.max_result_chars) {
-        return Invoked {
-            halt,
-            ..Invoked::uncapped(output)
-        };
-    }
-    // The whole result stays in the session's memory so the model can read on without running
-    // the tool again; the preview says what actually happened to it.
-    let kept = ctx
-        .session
-        .with(|st: &mut ResultStore| st.put(&ctx.actor, &call.name, &output.content));
-    let archive = match &kept {
-        Ok(id) => Archive::Kept { result_id: id },
-        Err(NotKept::TooLarge) => Archive::TooLarge {
-            limit_bytes: MAX_RESULT_BYTES,
-        },
-    };
-    let shown = preview(
-        &call.name,
-        &output.content,
-        output.outcome,
-        inv.max_result_chars,
-        archive,
-    );
-    let mut capped = output;
-    let full = std::mem::replace(&mut capped.content, shown);
-    Invoked {
-        output: capped,
-        full_content: Some(full),
-        halt,
-    }
+    ran(output, ctx)
 }
 
 /// Runs the call on its own task under the timeout, with panics captured. The task is aborted

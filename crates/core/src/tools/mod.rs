@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod execute_command;
 pub mod gate;
 pub mod get_tool_execution;
+pub mod guardrails;
 pub mod invoke;
 pub mod ledger;
 pub mod memory;
@@ -65,6 +66,8 @@ pub struct ToolMeta {
     pub review: ReviewUse,
     /// At most one call of this tool per model response (e.g. `update_plan` replaces the plan).
     pub once_per_response: bool,
+    /// How the loop guardrails treat repeated calls ([`guardrails::LoopClass`]).
+    pub loop_class: guardrails::LoopClass,
 }
 
 impl ToolMeta {
@@ -76,6 +79,7 @@ impl ToolMeta {
             self_capped: false,
             review: ReviewUse::Never,
             once_per_response: false,
+            loop_class: guardrails::LoopClass::PLAIN,
         }
     }
 
@@ -106,6 +110,11 @@ impl ToolMeta {
 
     pub const fn once_per_response(mut self) -> Self {
         self.once_per_response = true;
+        self
+    }
+
+    pub const fn loop_class(mut self, class: guardrails::LoopClass) -> Self {
+        self.loop_class = class;
         self
     }
 }
@@ -164,6 +173,10 @@ impl ToolContext {
         }
     }
 }
+
+/// The field of a JSON result (and, until it is rendered, of the host metadata) that holds the
+/// host notes ([`ToolOutput::add_note`]).
+pub const HOST_NOTES_KEY: &str = "_host_notes";
 
 /// What a tool returns: the text the model sees (serialised once), the outcome the handler
 /// decided, and host metadata for the tool message (never sent to the model).
@@ -224,6 +237,44 @@ impl ToolOutput {
             Outcome::Failed,
         )
         .with_error(code)
+    }
+
+    /// Adds a host note for the model (a loop warning). Notes wait in the host metadata until
+    /// the result joins the conversation ([`ToolOutput::render_notes`]): never cut off by the
+    /// result cap, never part of the result's evidence, never mistaken for a change of the
+    /// result itself.
+    pub fn add_note(&mut self, note: String) {
+        let notes = self
+            .metadata
+            .entry(HOST_NOTES_KEY)
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(list) = notes {
+            list.push(note.into());
+        }
+    }
+
+    pub fn has_notes(&self) -> bool {
+        self.metadata.contains_key(HOST_NOTES_KEY)
+    }
+
+    /// Moves the host notes into what the model reads: a JSON object result gets them as its
+    /// last field, `_host_notes` (it stays one JSON object, as the ledger's `_tool_execution`
+    /// does); any other text gets each after a blank line.
+    pub fn render_notes(&mut self) {
+        let Some(serde_json::Value::Array(notes)) = self.metadata.remove(HOST_NOTES_KEY) else {
+            return;
+        };
+        if let Ok(serde_json::Value::Object(mut v)) =
+            serde_json::from_str::<serde_json::Value>(&self.content)
+        {
+            v.insert(HOST_NOTES_KEY.into(), notes.into());
+            self.content = serde_json::Value::Object(v).to_string();
+            return;
+        }
+        for note in notes.iter().filter_map(serde_json::Value::as_str) {
+            self.content.push_str("\n\n");
+            self.content.push_str(note);
+        }
     }
 
     /// Records the stable error code of this result (see [`ToolOutput::error`]).

@@ -5,6 +5,7 @@
 //! policy, the write ledger and read-only scopes see `subscription.list` as a read and
 //! `download.add` as an external side effect.
 
+use super::guardrails::LoopClass;
 use super::ledger::{ReadBack, ReadBackCheck};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
 use crate::moviepilot::MoviePilotAccess;
@@ -391,7 +392,8 @@ impl TypedTool for MoviePilotApi {
 
     fn meta(&self) -> ToolMeta {
         // Decided per call from the operation; an unknown operation is treated as a write.
-        ToolMeta::new(EffectClass::Unknown)
+        // Failures of different operations are different tools to the loop guardrails.
+        ToolMeta::new(EffectClass::Unknown).loop_class(LoopClass::keyed_by("operation_id"))
     }
 
     fn effect(&self, args: &MoviePilotApiArgs) -> EffectClass {

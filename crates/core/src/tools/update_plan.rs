@@ -1,6 +1,7 @@
 //! `update_plan` (spec runtime.md §1): atomically replaces the session plan; a validation failure
 //! is a recoverable tool error that keeps the previous plan.
 
+use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, ToolResult, TypedTool};
 use crate::plan::{PLAN_METADATA_KEY, Plan};
 use async_trait::async_trait;
@@ -27,6 +28,7 @@ impl TypedTool for UpdatePlan {
             .internal()
             .self_capped()
             .once_per_response()
+            .loop_class(LoopClass::SESSION_STATE)
     }
 
     async fn run(&self, ctx: ToolContext, args: Plan) -> ToolOutput {

@@ -21,6 +21,9 @@ use mpa_store::{Chat, Store, TurnJournal};
 use std::sync::Arc;
 
 pub const INTERRUPTION_KEY: &str = "moviepilot_interruption";
+/// Host metadata of a turn's last assistant message: the host stop state the turn ended in
+/// (blocked, waiting, unknown, partial).
+pub const TURN_STATUS_KEY: &str = "moviepilot_turn_status";
 /// Marks the notice of a snapshot written mid-turn (the turn never reached its end); the next
 /// turn lists the session's open write receipts under it (see `session::recovery`).
 pub const RECOVERY_KEY: &str = "moviepilot_recovery";
@@ -85,6 +88,24 @@ fn attach_plan(tail: &mut [Message], plan: Option<serde_json::Value>) {
     }
 }
 
+/// A turn that ended in a host stop state keeps it on its last assistant message, so the
+/// conversation shows where a turn was blocked, left waiting or unknown, or partial (a stop and
+/// a failure have their notice already).
+fn attach_status(tail: &mut [Message], status: TurnStatus) {
+    if !matches!(
+        status,
+        TurnStatus::Blocked | TurnStatus::Waiting | TurnStatus::Unknown | TurnStatus::Partial
+    ) {
+        return;
+    }
+    if let Some(last) = tail.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+        last.metadata.insert(
+            TURN_STATUS_KEY.into(),
+            serde_json::Value::String(status.as_str().into()),
+        );
+    }
+}
+
 /// The chat's title: the one it has, else made from the first message the user wrote. A
 /// compaction summary has the user role but is the host's text, so it never names a chat (the
 /// copy of the first user message kept after it is the user's words and may). A title earlier
@@ -125,7 +146,12 @@ pub async fn finish(
              \"result unknown\".]",
             error.unwrap_or("unknown error")
         )),
-        TurnStatus::Completed | TurnStatus::IterationLimit | TurnStatus::Partial => None,
+        TurnStatus::Completed
+        | TurnStatus::IterationLimit
+        | TurnStatus::Partial
+        | TurnStatus::Blocked
+        | TurnStatus::Waiting
+        | TurnStatus::Unknown => None,
     };
     if let Some(text) = text {
         data.transcript.push(notice(text, false));
@@ -133,10 +159,12 @@ pub async fn finish(
     let plan = current_plan(&data.state);
     data.save_capabilities(&services.capabilities);
     attach_plan(data.transcript.tail_mut(turn_start), plan);
+    attach_status(data.transcript.tail_mut(turn_start), status);
     for m in data.transcript.tail_mut(turn_start) {
         redact_message(m);
     }
     data.title = title_of(&data.title, data.transcript.messages());
+    data.turn_status = Some(status);
     save(services, data).await
 }
 
@@ -153,6 +181,7 @@ pub async fn save(services: &Services, data: &SessionData) -> Result<(), mpa_sto
         display_messages: data.transcript.display(),
         message_count: messages.len() as i64,
         session_state: data.persisted.to_json(),
+        turn_status: data.turn_status,
         created_at: data.created_at,
         updated_at: chrono::Utc::now(),
     };
@@ -316,6 +345,8 @@ pub async fn checkpoint(
         message_count: start as i64,
         agent_messages: before.to_vec(),
         session_state: state,
+        // A running turn has no status yet (nor has one a crash cut short).
+        turn_status: None,
         created_at: cp.created_at,
         updated_at: now,
     };
@@ -406,6 +437,9 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
                     }
                     if is_recovery_form(m) {
                         v["recovery"] = serde_json::Value::Bool(true);
+                    }
+                    if let Some(status) = m.metadata.get(TURN_STATUS_KEY) {
+                        v["turn_status"] = status.clone();
                     }
                     out.push(v);
                 }

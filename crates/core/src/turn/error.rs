@@ -11,6 +11,10 @@ a new session, or raise the model server's context size (and LLM_MAX_CONTEXT_TOK
 const EMPTY_ANSWER_FAILED: &str = "the model returned an empty answer twice (no text and no tool call); \
 nothing was done after that — try again, or use a more capable model";
 
+const CONTINUATION_EXHAUSTED: &str = "本轮未完成：模型仍只描述下一步，未给出完成结果。\n\
+This turn is not finished: after two prompts to continue, the model still only described its next \
+step instead of doing it or giving a result";
+
 const OUTPUT_TRUNCATED: &str = "the answer was cut off by the model's output limit \
 (LLM_MAX_OUTPUT_TOKENS); ask to continue, or raise the limit";
 
@@ -31,6 +35,9 @@ pub enum TurnError {
     /// The turn's snapshot or journal could not be written (`full`: the disk is full): the turn
     /// is not acknowledged; the session keeps it in memory and saves it with the next write.
     Storage { full: bool, lang: Lang },
+    /// The model kept announcing work it did not do after the host's continuation prompts (the
+    /// turn is `partial`).
+    ContinuationExhausted,
 }
 
 /// The language a message to the user is written in: the language of what the user wrote.
@@ -66,6 +73,7 @@ impl TurnError {
             TurnError::Compaction(e) => e.code(),
             TurnError::Storage { full: true, .. } => "storage_full",
             TurnError::Storage { full: false, .. } => "storage_error",
+            TurnError::ContinuationExhausted => "continuation_exhausted",
         }
     }
 
@@ -86,6 +94,7 @@ impl TurnError {
             TurnError::OutputTruncated => OUTPUT_TRUNCATED.to_string(),
             TurnError::Compaction(e) => e.message().to_string(),
             TurnError::Storage { full, lang } => storage_message(*full, *lang).to_string(),
+            TurnError::ContinuationExhausted => CONTINUATION_EXHAUSTED.to_string(),
         }
     }
 
@@ -97,7 +106,8 @@ impl TurnError {
             TurnError::IterationLimit { .. }
             | TurnError::InputBudget { .. }
             | TurnError::EmptyAnswer
-            | TurnError::OutputTruncated => ErrorKind::Limit,
+            | TurnError::OutputTruncated
+            | TurnError::ContinuationExhausted => ErrorKind::Limit,
             TurnError::Storage { .. } => ErrorKind::Internal,
         }
     }

@@ -18,7 +18,9 @@ pub mod end;
 pub mod error;
 pub mod host_command;
 pub mod model_call;
+pub mod nudge;
 pub mod outbound;
+pub mod references;
 pub mod request;
 pub mod settle;
 pub mod steering;
@@ -391,10 +393,15 @@ pub async fn run_turn(
         final_text: end.final_text,
         halt: end.halt.as_ref().map(crate::tools::gate::Halt::to_event),
     });
-    // Reviews follow only completed model turns whose reply was delivered and saved; a stopped
-    // or failed turn keeps its counters, so its work still counts towards the next review.
-    let review = match (status, system) {
-        (TurnStatus::Completed, Some(system)) => {
+    // Reviews follow only model turns whose final answer was delivered and saved (a write it
+    // left pending or unknown included); a stopped, failed, partial or guardrail-halted turn
+    // keeps its counters, so its work still counts towards the next review.
+    let answered = matches!(
+        status,
+        TurnStatus::Completed | TurnStatus::Waiting | TurnStatus::Unknown
+    ) && end.halt.is_none();
+    let review = match (answered, system) {
+        (true, Some(system)) => {
             let skill_interval = if services.caps.skills.is_some() {
                 services.cfg.skill_review_interval
             } else {

@@ -3,8 +3,9 @@
 //! with a verdict decides. Without one, an answer with tool calls goes on to the gates and an
 //! answer without is the turn's final answer.
 //!
-//! Adding a rule (continuation nudges, spec learning-guardrails.md §6): a type here, placed in
-//! [`standard`]; it may keep counts in [`LoopState`] and add its note through a contributor.
+//! Adding a rule: a type here (or in its own module, as the continuation nudges of spec
+//! learning-guardrails.md §6 are: [`super::nudge`]), placed in [`standard`]; it may keep counts
+//! in [`LoopState`] or the turn's slots and add its note through a contributor.
 
 use super::error::TurnError;
 use super::steps::LoopState;
@@ -42,7 +43,8 @@ pub fn standard() -> Vec<Arc<dyn SettleRule>> {
     vec![
         Arc::new(EmptyAnswer),
         Arc::new(CutOffOutput),
-        // Slot: continuation nudges (a short answer announcing work it did not do).
+        // A short answer announcing work it did not do gets host continuation prompts.
+        Arc::new(super::nudge::ContinuationNudge),
     ]
 }
 

@@ -208,6 +208,8 @@ pub async fn run(
             break;
         }
     }
+    // A final answer or a guardrail's stop says whether the turn's writes are still open.
+    st.end.status = crate::tools::guardrails::honest_status(st.end.status, &st.turn);
     st.end
 }
 
@@ -625,7 +627,7 @@ pub async fn after_step(
             },
         };
         hooks.on_tool_result(call, &invoked.output);
-        let (m, full) = tool_calls::message_of(call, invoked);
+        let (m, full) = super::references::join(transcript, call, invoked);
         transcript.push_with_full(m, full);
     }
     hooks.after_step(transcript).await;

@@ -7,7 +7,7 @@ use crate::handle::{AgentHandle, EventSink};
 use crate::plan::PLAN_METADATA_KEY;
 use crate::sync::Slots;
 use crate::tools::gate::Halt;
-use crate::tools::invoke::{Invoked, Invoker, interrupted, invoke, summary_line};
+use crate::tools::invoke::{Dispatched, Invoked, Invoker, dispatch, interrupted, summary_line};
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext};
 use futures_util::StreamExt;
@@ -42,13 +42,18 @@ pub struct ToolResults {
     pub halt: Option<Halt>,
 }
 
-/// The tool message for a call's result, with the full content when the message holds a capped
-/// preview.
+/// The tool message for a call's result (its host notes appended), with the full content when
+/// the message holds a capped preview or notes (the evidence keeps the result itself).
 pub fn message_of(call: &ToolCall, invoked: Invoked) -> (Message, Option<String>) {
-    let out = invoked.output;
+    let mut out = invoked.output;
+    let mut full = invoked.full_content;
+    if out.has_notes() && full.is_none() {
+        full = Some(out.content.clone());
+    }
+    out.render_notes();
     let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
     m.metadata = out.metadata;
-    (m, invoked.full_content)
+    (m, full)
 }
 
 fn args_summary(call: &ToolCall) -> String {
@@ -66,7 +71,7 @@ pub async fn run(
     sink: &EventSink,
     cancel: &CancellationToken,
 ) -> ToolResults {
-    let mut slots: Vec<Option<Invoked>> = vec![None; calls.len()];
+    let mut slots: Vec<Option<Dispatched>> = (0..calls.len()).map(|_| None).collect();
     let mut started = vec![false; calls.len()];
     let limit = Arc::new(Semaphore::new(stage.max_parallel.max(1)));
     let mut waiting = FuturesUnordered::new();
@@ -110,7 +115,7 @@ pub async fn run(
                 let same = calls.iter().filter(|c| c.name == call.name).count();
                 let (inv, origin) = (stage.invoker, stage.origin);
                 executing.push(async move {
-                    let r = invoke(inv, ctx, origin, call, same).await;
+                    let r = dispatch(inv, ctx, origin, call, same).await;
                     drop(permit);
                     (i, r)
                 });
@@ -120,10 +125,10 @@ pub async fn run(
                 sink.emit(Event::ToolFinished {
                     tool_id: call.id.clone(),
                     name: call.name.clone(),
-                    outcome: r.output.outcome,
-                    message: summary_line(&r.output.content),
+                    outcome: r.output().outcome,
+                    message: summary_line(&r.output().content),
                 });
-                if let Some(plan) = r.output.metadata.get(PLAN_METADATA_KEY) {
+                if let Some(plan) = r.output().metadata.get(PLAN_METADATA_KEY) {
                     sink.emit(Event::PlanUpdated { plan: plan.clone() });
                 }
                 slots[i] = Some(r);
@@ -133,12 +138,14 @@ pub async fn run(
     // Dropping the pending futures aborts their tasks.
     drop(executing);
     drop(waiting);
-    let halt = slots.iter().flatten().find_map(|r| r.halt.clone());
-    let results = calls
+    // The gates observe the calls in the order the model emitted them (parallel results
+    // included), so what they count does not depend on which call finished first.
+    let results: Vec<Invoked> = calls
         .iter()
         .enumerate()
-        .map(|(i, call)| {
-            slots[i].take().unwrap_or_else(|| {
+        .map(|(i, call)| match slots[i].take() {
+            Some(ran) => ran.conclude(stage.invoker, call),
+            None => {
                 let out = interrupted(started[i]);
                 sink.emit(Event::ToolFinished {
                     tool_id: call.id.clone(),
@@ -147,9 +154,10 @@ pub async fn run(
                     message: summary_line(&out.content),
                 });
                 Invoked::uncapped(out)
-            })
+            }
         })
         .collect();
+    let halt = results.iter().find_map(|r| r.halt.clone());
     ToolResults {
         results,
         stopped,

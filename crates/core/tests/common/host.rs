@@ -62,7 +62,13 @@ impl TestHost {
 
     /// Runs one turn as the host's user and collects its events.
     pub async fn turn(&self, session: &str, text: &str) -> Turn {
-        run_turn(&self.agent, &self.actor, session, text).await
+        self.turn_on("test", session, text).await
+    }
+
+    /// [`TestHost::turn`] from `channel` (a message channel such as `telegram` stops tool loops
+    /// that the web page only warns about).
+    pub async fn turn_on(&self, channel: &str, session: &str, text: &str) -> Turn {
+        run_turn_on(&self.agent, &self.actor, channel, session, text).await
     }
 
     /// The stored conversation of `session`.
@@ -77,8 +83,19 @@ impl TestHost {
 
 /// Runs one turn of `session` as `actor` (channel `test`) and collects its events.
 pub async fn run_turn(agent: &Agent, actor: &Actor, session: &str, text: &str) -> Turn {
+    run_turn_on(agent, actor, "test", session, text).await
+}
+
+/// [`run_turn`] from `channel`.
+pub async fn run_turn_on(
+    agent: &Agent,
+    actor: &Actor,
+    channel: &str,
+    session: &str,
+    text: &str,
+) -> Turn {
     let mut rx = agent
-        .submit(actor, session, "test", text.into(), vec![])
+        .submit(actor, session, channel, text.into(), vec![])
         .await
         .unwrap();
     let mut events = Vec::new();

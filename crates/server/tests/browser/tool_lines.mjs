@@ -137,8 +137,45 @@ try {
   }
   expect(result.compacted.en[3].text.includes('summary of the messages above'), 'en: the marker says the model works from a summary');
   expect(result.compacted.zh[3].text.includes('摘要'), 'zh: the marker says 摘要');
-  // The stylesheet gives unknown its own colour and border, different from success.
   const rule = (sel) => (css.match(new RegExp(sel.replace(/[.]/g, '\\.') + '\\s*\\{([^}]*)\\}')) || [])[1] || '';
+  // A turn that ended in a host stop state shows it as a small label after its answer, in the
+  // page's language, with a hint that it is not proof the task is done; a completed one shows
+  // nothing.
+  result.turnStatus = {};
+  for (const lang of ['en', 'zh']) {
+    context.__status = { lang };
+    const rows = vm.runInContext(`(() => {
+      state.lang = __status.lang;
+      renderHistory([
+        { role: 'user', content: 'clean up' },
+        { role: 'assistant', content: 'done', turn_status: 'unknown' },
+        { role: 'user', content: 'and now?' },
+        { role: 'assistant', content: 'all good' },
+        { role: 'user', content: 'loop' },
+        { role: 'assistant', content: 'stopped', turn_status: 'blocked' },
+      ], false);
+      return $('messages').children.filter((c) => c !== emptyNode).map((c) => ({
+        className: c.className,
+        labels: c.children.filter((x) => x.dataset && x.dataset.turnStatus).map((x) => ({
+          status: x.dataset.turnStatus, className: x.className, text: x.textContent, title: x.title })),
+      }));
+    })()`, context);
+    result.turnStatus[lang] = rows;
+    const labels = rows.filter((r) => r.className === 'turn-status-row').map((r) => r.labels[0]);
+    expect(rows.length === 8 && labels.length === 2, `${lang}: only the two stop states get a label`);
+    expect(labels[0].status === 'unknown' && labels[0].className === 'turn-status status-unknown',
+      `${lang}: the unknown turn is labelled unknown`);
+    expect(labels[1].status === 'blocked', `${lang}: the blocked turn is labelled blocked`);
+  }
+  const [enUnknown, enBlocked] = result.turnStatus.en.filter((r) => r.labels.length).map((r) => r.labels[0]);
+  const [zhUnknown] = result.turnStatus.zh.filter((r) => r.labels.length).map((r) => r.labels[0]);
+  expect(enUnknown.text.startsWith('Result unknown') && zhUnknown.text.startsWith('结果未知'),
+    'the unknown label reads in English and Chinese');
+  expect(enBlocked.text.startsWith('Stopped by the host'), 'the blocked label says the host stopped it');
+  expect(enUnknown.title.includes('not proof') && zhUnknown.title.includes('不代表任务已经完成'),
+    'the label says it is a host stop state, not proof');
+  expect(rule('.turn-status.status-unknown').includes('dashed'), 'an unknown turn label is dashed like an unknown line');
+  // The stylesheet gives unknown its own colour and border, different from success.
   const unknownIcon = rule('.tool.outcome-unknown .icon');
   const okIcon = rule('.tool.outcome-succeeded .icon');
   expect(unknownIcon.includes('var(--run)') && okIcon.includes('var(--ok)'), 'unknown and succeeded icons have different colours');
