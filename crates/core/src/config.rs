@@ -25,6 +25,8 @@ pub struct AgentConfig {
     pub skill_review_interval: u32,
     /// A session actor idle this long is reclaimed (reloaded from its snapshot on next use).
     pub session_idle: Duration,
+    /// How long a cancelled subagent gets to stop (5 s, spec runtime.md §8.1).
+    pub subagent_cancel_grace: Duration,
 }
 
 impl AgentConfig {
@@ -41,6 +43,7 @@ impl AgentConfig {
             memory_review_interval: 10,
             skill_review_interval: 10,
             session_idle: Duration::from_secs(600),
+            subagent_cancel_grace: crate::subagent::controller::CANCEL_GRACE,
         }
     }
 }

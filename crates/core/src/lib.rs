@@ -37,6 +37,7 @@ pub mod result_cap;
 pub mod review;
 pub mod services;
 pub mod session;
+pub mod subagent;
 pub mod sync;
 pub mod tools;
 pub mod transcript;

@@ -18,6 +18,7 @@ mod regressions;
 mod review;
 mod secret_read;
 mod session;
+mod subagents;
 mod tool_execute_command;
 mod tool_memory;
 mod tool_moviepilot_api;

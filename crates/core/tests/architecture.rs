@@ -195,7 +195,9 @@ impl JsonTool for Delegate {
                 input_token_budget: None,
             },
             max_parallel: 1,
-            share_session: false,
+            state: mpa_core::handle::NestedState::Fresh,
+            session_id: None,
+            evidence: None,
         };
         match ctx.agent.run_nested(&ctx, nested).await {
             Ok(run) => ToolOutput::json(

@@ -153,7 +153,8 @@ impl Gates {
             // Batch rules first: a response asking for secrets runs nothing at all.
             Arc::new(crate::moviepilot::secret_read::SecretReadGate),
             Arc::new(CutOffArguments),
-            // Then who may call what, per call.
+            // Then who may call what, per call: a subagent reads only, whoever its parent is.
+            Arc::new(crate::subagent::read_only::SubagentReadOnly),
             Arc::new(super::policy::Policy),
             // Slot: loop guardrails (spec learning-guardrails.md §5) count calls in the turn's
             // slots, block in `check`, warn or halt in `observe`.

@@ -28,6 +28,8 @@ pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
 pub mod skills_list;
+pub mod subagent_task;
+pub mod task;
 pub mod terminal_sessions;
 pub mod update_plan;
 
@@ -65,6 +67,9 @@ pub struct ToolMeta {
     pub review: ReviewUse,
     /// At most one call of this tool per model response (e.g. `update_plan` replaces the plan).
     pub once_per_response: bool,
+    /// Another program's tool (an external MCP server's): its effect is what that program
+    /// claims, so read-only origins never call it.
+    pub external: bool,
 }
 
 impl ToolMeta {
@@ -76,6 +81,7 @@ impl ToolMeta {
             self_capped: false,
             review: ReviewUse::Never,
             once_per_response: false,
+            external: false,
         }
     }
 
@@ -106,6 +112,11 @@ impl ToolMeta {
 
     pub const fn once_per_response(mut self) -> Self {
         self.once_per_response = true;
+        self
+    }
+
+    pub const fn external(mut self) -> Self {
+        self.external = true;
         self
     }
 }

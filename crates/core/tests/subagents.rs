@@ -1,0 +1,461 @@
+//! Read-only subagents (issue 30; spec runtime.md §8, §5.6): the policy table a child's calls
+//! meet, children as nested loops of a real turn against the mock model and the fake
+//! MoviePilot, limits, waiting, cancelling and the controller's lifecycle.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
+
+use crate::common::host::{demo_world, linked, mock_model};
+use crate::tool_moviepilot_api::minimal_args;
+use async_trait::async_trait;
+use mpa_core::Host;
+use mpa_core::tools::policy::Origin;
+use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput, json_tool};
+use mpa_eval::{FakeConfig, FakeHandle, FakeMoviePilot, Fault};
+use mpa_protocol::{Actor, AgentOrigin, EffectClass, Event, Outcome, ToolSpec, TurnStatus};
+use mpa_test_support::{MockModelServer, MockReply};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const SECRET: &str = "subagent-secret";
+
+/// Runs `calls` (`[{tool, args}]`) one after the other through the one call path with origin
+/// `subagent`, as a child's loop would, and answers their outputs.
+struct AsChild;
+
+#[async_trait]
+impl JsonTool for AsChild {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "as_child".into(),
+            description: "test probe".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::read()
+    }
+    async fn call(&self, ctx: ToolContext, args: Value) -> ToolOutput {
+        let mut outs = Vec::new();
+        for c in args["calls"].as_array().unwrap() {
+            let name = c["tool"].as_str().unwrap();
+            let inv = ctx
+                .agent
+                .call_tool(&ctx, Origin::Subagent, name, c["args"].clone())
+                .await
+                .unwrap();
+            outs.push(json!({"tool": name, "content": inv.output.content,
+                "error": inv.output.error.as_deref()}));
+        }
+        ToolOutput::json(&json!({"outputs": outs}), Outcome::Succeeded)
+    }
+}
+
+/// An external server's tool that claims to read.
+struct ExternalRead;
+
+#[async_trait]
+impl JsonTool for ExternalRead {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "ext_lookup".into(),
+            description: "external lookup".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::read().external()
+    }
+    async fn call(&self, _ctx: ToolContext, _args: Value) -> ToolOutput {
+        ToolOutput::classified("looked up".into(), false)
+    }
+}
+
+/// A read that holds until `target` calls are inside at once (or a deadline), counting the
+/// most that ever were: children start it first thing.
+struct Hold {
+    inside: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    target: usize,
+}
+
+#[async_trait]
+impl JsonTool for Hold {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "hold".into(),
+            description: "waits for company".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::read()
+    }
+    async fn call(&self, _ctx: ToolContext, args: Value) -> ToolOutput {
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        if args["forever"] == true {
+            std::future::pending::<()>().await;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while self.inside.load(Ordering::SeqCst) < self.target
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        ToolOutput::classified(json!({"held": true}).to_string(), false)
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    host: Host,
+    fake: FakeHandle,
+    mock: MockModelServer,
+    admin: Actor,
+    most: Arc<AtomicUsize>,
+}
+
+async fn env_with(target: usize, grace: Option<Duration>, faults: Vec<Fault>) -> Env {
+    let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
+        .await
+        .unwrap();
+    fake.set_faults(faults);
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = mpa_core::AgentConfig::new(mock_model(&mock));
+    if let Some(g) = grace {
+        agent.subagent_cancel_grace = g;
+    }
+    let mut cfg = mpa_core::HostConfig::new(dir.path().join("data"), agent);
+    cfg.moviepilot = Some(mpa_core::MoviePilotHostConfig {
+        config: mpa_core::moviepilot::MoviePilotConfig {
+            url: fake.url(),
+            secret_key: Some(SECRET.into()),
+            auth: mpa_core::moviepilot::AuthMode::Local,
+        },
+        identity: Some(linked(SECRET, &[("admin", ("1", "admin"))])),
+    });
+    let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let hold = Hold {
+        inside,
+        most: Arc::clone(&most),
+        target,
+    };
+    let host = Host::open_with(cfg, move |b| {
+        b.tool(json_tool(AsChild))
+            .tool(json_tool(ExternalRead))
+            .tool(json_tool(hold))
+    })
+    .await
+    .unwrap();
+    let admin = host.local_actor("admin", true).await.unwrap();
+    Env {
+        _dir: dir,
+        host,
+        fake,
+        mock,
+        admin,
+        most,
+    }
+}
+
+async fn env() -> Env {
+    env_with(1, None, Vec::new()).await
+}
+
+struct Turn {
+    status: TurnStatus,
+    final_text: String,
+    events: Vec<Event>,
+}
+
+impl Env {
+    async fn turn(&self, session: &str, text: &str) -> Turn {
+        let mut rx = self
+            .host
+            .agent()
+            .submit(&self.admin, session, "web", text.into(), vec![])
+            .await
+            .unwrap();
+        let mut events = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            if let Event::TurnEnded {
+                status, final_text, ..
+            } = ev
+            {
+                return Turn {
+                    status,
+                    final_text,
+                    events,
+                };
+            }
+            events.push(ev);
+        }
+        panic!("no TurnEnded")
+    }
+
+    async fn as_child(&self, calls: Value) -> Vec<Value> {
+        let (out, _) = self
+            .host
+            .agent()
+            .run_tool(&self.admin, "s1", "as_child", json!({"calls": calls}))
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_str(&out.content).unwrap();
+        v["outputs"].as_array().unwrap().clone()
+    }
+
+    fn requests(&self) -> usize {
+        self.fake.ledger().len()
+    }
+}
+
+fn error_of(out: &Value) -> Option<String> {
+    out["error"].as_str().map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_may_call_exactly_what_the_read_only_policy_table_allows() {
+    let e = env().await;
+    // Every MoviePilot operation of the catalogue, as an administrator's child: exactly the
+    // safe reads reach the fake; everything else is refused before anything is sent.
+    let mut by_effect = std::collections::BTreeMap::<&str, (usize, usize)>::new();
+    for op in mpa_gateway::catalogue().operations() {
+        let (args, _) = minimal_args(op);
+        let before = e.requests();
+        let out = &e
+            .as_child(json!([{"tool": "moviepilot_api", "args": args}]))
+            .await[0];
+        let sent = e.requests() - before;
+        let refused = error_of(out).as_deref() == Some("subagent_read_only");
+        let counts = by_effect.entry(op.effect.as_str()).or_default();
+        if op.effect == EffectClass::SafeRead {
+            assert!(!refused, "{}: {out}", op.id);
+            assert_eq!(sent, 1, "{}", op.id);
+            counts.0 += 1;
+        } else {
+            assert!(refused, "{} ({}): {out}", op.id, op.effect);
+            assert_eq!(sent, 0, "{}", op.id);
+            let msg: Value = serde_json::from_str(out["content"].as_str().unwrap()).unwrap();
+            assert!(
+                msg["message"].as_str().unwrap().contains("main agent"),
+                "{msg}"
+            );
+            counts.1 += 1;
+        }
+    }
+    // The catalogue has safe reads and several kinds of non-safe operations; each was seen.
+    assert!(by_effect["safe_read"].0 > 0);
+    for effect in ["reversible_write", "destructive_write", "external_side_effect"] {
+        assert!(by_effect.get(effect).is_some_and(|c| c.1 > 0), "{by_effect:?}");
+    }
+
+    // download.add as an administrator's child: denied, nothing reached the fake.
+    let before = e.requests();
+    let out = &e
+        .as_child(json!([{"tool": "moviepilot_api", "args": {"operation_id": "download.add",
+            "body": {"torrent_url": "magnet:?xt=urn:btih:abcdefabcdefabcdefabcdefabcdefabcdefabcd"}}}]))
+        .await[0];
+    assert_eq!(error_of(out).as_deref(), Some("subagent_read_only"), "{out}");
+    assert_eq!(e.requests(), before);
+
+    // A safe read whose arguments fail the contract: told how to retry.
+    let out = &e
+        .as_child(json!([{"tool": "moviepilot_api", "args": {"operation_id": "subscription.list",
+            "query": {"no_such_field": 1}}}]))
+        .await[0];
+    let v: Value = serde_json::from_str(out["content"].as_str().unwrap()).unwrap();
+    assert_eq!(v["error"], "subagent_read_only");
+    assert_eq!(v["operation_id"], "subscription.list");
+    assert_eq!(v["input_contract"]["operation_id"], "subscription.list");
+    assert_eq!(e.requests(), before);
+
+    // A safe read asking for secret values.
+    let safe_with_secrets = mpa_gateway::catalogue()
+        .operations()
+        .iter()
+        .find(|op| op.effect == EffectClass::SafeRead && op.query_field("show_secrets").is_some());
+    if let Some(op) = safe_with_secrets {
+        let (mut args, _) = minimal_args(op);
+        args["query"]["show_secrets"] = json!(true);
+        let out = &e
+            .as_child(json!([{"tool": "moviepilot_api", "args": args}]))
+            .await[0];
+        assert_eq!(error_of(out).as_deref(), Some("subagent_read_only"), "{out}");
+        assert_eq!(e.requests(), before);
+    }
+
+    // Tools and actions.
+    let rows: Vec<(Value, Option<&str>)> = vec![
+        (json!({"tool": "execute_command", "args": {"action": "run", "command": "echo hi"}}),
+            Some("subagent_read_only")),
+        (json!({"tool": "execute_command", "args": {"action": "start", "command": "echo hi"}}),
+            Some("subagent_read_only")),
+        (json!({"tool": "execute_command", "args": {"action": "write", "session_id": "term_x",
+            "input_text": "x"}}), Some("terminal_access_denied")),
+        (json!({"tool": "execute_command", "args": {"action": "kill", "session_id": "term_x"}}),
+            Some("terminal_access_denied")),
+        // Allowed by the policy; the child's own scope holds no such session.
+        (json!({"tool": "execute_command", "args": {"action": "read", "session_id": "term_x"}}),
+            Some("terminal_access_denied")),
+        (json!({"tool": "execute_command", "args": {"action": "wait", "session_id": "term_x"}}),
+            Some("terminal_access_denied")),
+        (json!({"tool": "memory", "args": {"action": "add", "target": "memory",
+            "content": "x"}}), Some("subagent_read_only")),
+        (json!({"tool": "skill_manage", "args": {"ops": []}}), Some("subagent_read_only")),
+        (json!({"tool": "skills_list", "args": {}}), None),
+        (json!({"tool": "ext_lookup", "args": {}}), Some("subagent_read_only")),
+        (json!({"tool": "task", "args": {"description": "nest"}}), Some("subagent_read_only")),
+        (json!({"tool": "subagent_task", "args": {"action": "status"}}),
+            Some("subagent_read_only")),
+    ];
+    for (row, want) in rows {
+        let out = &e.as_child(json!([row.clone()])).await[0];
+        let content: Value =
+            serde_json::from_str(out["content"].as_str().unwrap()).unwrap_or(Value::Null);
+        let got = error_of(out).or_else(|| content["code"].as_str().map(str::to_string));
+        match want {
+            Some(code) => assert_eq!(got.as_deref(), Some(code), "{row}: {out}"),
+            None => assert_ne!(got.as_deref(), Some("subagent_read_only"), "{row}: {out}"),
+        }
+    }
+}
+
+/// What a scripted model sees of one request.
+struct Req<'a>(&'a Value);
+
+impl Req<'_> {
+    fn messages(&self) -> &Vec<Value> {
+        self.0["messages"].as_array().unwrap()
+    }
+    /// A child's request (its own system prompt).
+    fn is_child(&self) -> bool {
+        self.messages()[0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You are a read-only subagent"))
+    }
+    /// The first user message (a child's task).
+    fn task(&self) -> String {
+        self.messages()
+            .iter()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    }
+    /// Model answers so far in this transcript.
+    fn step(&self) -> usize {
+        self.messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count()
+    }
+    fn result(&self, call_id: &str) -> Value {
+        let m = self
+            .messages()
+            .iter()
+            .find(|m| m["tool_call_id"] == call_id)
+            .unwrap_or_else(|| panic!("no result for {call_id}"));
+        serde_json::from_str(m["content"].as_str().unwrap()).unwrap_or(Value::Null)
+    }
+    fn tools(&self) -> Vec<String> {
+        self.0["tools"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_parents_child_cannot_add_a_download_and_cannot_nest() {
+    let e = env().await;
+    e.mock.set_responder(|req| {
+        let r = Req(req);
+        match (r.is_child(), r.step()) {
+            (false, 0) => MockReply::tool_calls(&[(
+                "t1",
+                "task",
+                json!({"description": "Add the torrent magnet:?xt=urn:btih:abcdefabcdefabcdefabcdefabcdefabcdefabcd and list subscriptions"}),
+            )]),
+            (true, 0) => MockReply::tool_calls(&[
+                ("c1", "moviepilot_api", json!({"operation_id": "download.add",
+                    "body": {"torrent_url": "magnet:?xt=urn:btih:abcdefabcdefabcdefabcdefabcdefabcdefabcd"}})),
+                ("c2", "moviepilot_api", json!({"operation_id": "subscription.list"})),
+                ("c3", "task", json!({"description": "nested"})),
+            ]),
+            (true, _) => {
+                let add = r.result("c1");
+                let nest = r.result("c3");
+                MockReply::text(&format!(
+                    "download: {}; nesting: {}; subscriptions read: {}",
+                    add["error"].as_str().unwrap_or("?"),
+                    nest["error"].as_str().unwrap_or("?"),
+                    r.result("c2")["success"]
+                ))
+            }
+            (false, _) => {
+                let t = r.result("t1");
+                MockReply::text(&format!("report: {}", t["result"].as_str().unwrap_or("none")))
+            }
+        }
+    });
+    let turn = e.turn("s-admin", "add that torrent via a helper").await;
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(
+        turn.final_text,
+        "report: download: subagent_read_only; nesting: subagent_read_only; subscriptions read: true"
+    );
+    // Nothing but the read reached MoviePilot, marked as the subagent's by the host.
+    let ledger = e.fake.ledger();
+    assert!(
+        ledger
+            .iter()
+            .all(|a| a.operation_id.as_deref() != Some("download.add"))
+    );
+    let read = ledger
+        .iter()
+        .find(|a| a.operation_id.as_deref() == Some("subscription.list"))
+        .unwrap();
+    assert_eq!(read.agent.source.as_deref(), Some("subagent"));
+    // The child was never offered the subagent tools, nor any write.
+    let reqs = e.mock.requests();
+    let child = reqs.iter().find(|r| Req(r).is_child()).unwrap();
+    let tools = Req(child).tools();
+    assert!(tools.contains(&"moviepilot_api".to_string()), "{tools:?}");
+    assert!(tools.contains(&"skills_list".to_string()), "{tools:?}");
+    for absent in ["task", "subagent_task", "memory", "skill_manage", "ext_lookup"] {
+        assert!(!tools.contains(&absent.to_string()), "{absent}: {tools:?}");
+    }
+    // Its events reached the stream tagged, never bare.
+    assert!(turn.events.iter().any(|ev| matches!(ev,
+        Event::Nested { origin: AgentOrigin::Subagent, event, .. }
+            if matches!(&**event, Event::ToolStarted { name, .. } if name == "moviepilot_api"))));
+    assert!(!turn.events.iter().any(
+        |ev| matches!(ev, Event::ToolStarted { name, .. } if name == "moviepilot_api")
+    ));
+    // Its transcript is evidence of its own, kept out of discovery by default.
+    let db = e
+        .host
+        .data_dir()
+        .join("agent/runtime/history/users")
+        .join(mpa_redact::UserKey::for_user(&e.admin.user_id).as_str())
+        .join("state.db");
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let (id, parent, count): (String, String, i64) = conn
+        .query_row(
+            "SELECT id, parent_session_id, message_count FROM sessions WHERE source = 'subagent'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert!(id.starts_with("subagent-general-purpose-subagent-"), "{id}");
+    assert_eq!(parent, "s-admin");
+    // Its task, its calls, their three results and its answer.
+    assert_eq!(count, 6);
+}
