@@ -98,7 +98,8 @@ impl JsonTool for Hold {
             std::future::pending::<()>().await;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while self.inside.load(Ordering::SeqCst) < self.target
+        // Once `target` were inside together, nobody waits any more.
+        while self.most.load(Ordering::SeqCst) < self.target
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -345,12 +346,17 @@ impl Req<'_> {
             .unwrap_or_default()
             .to_string()
     }
-    /// Model answers so far in this transcript.
+    /// Model answers so far since the last user message (this turn's steps).
     fn step(&self) -> usize {
         self.messages()
             .iter()
+            .rev()
+            .take_while(|m| m["role"] != "user")
             .filter(|m| m["role"] == "assistant")
             .count()
+    }
+    fn last_user(&self) -> String {
+        mpa_test_support::last_user_text(self.0)
     }
     fn result(&self, call_id: &str) -> Value {
         let m = self
@@ -458,4 +464,143 @@ async fn an_admin_parents_child_cannot_add_a_download_and_cannot_nest() {
     assert_eq!(parent, "s-admin");
     // Its task, its calls, their three results and its answer.
     assert_eq!(count, 6);
+}
+
+/// The task ids of a `subagent_task` answer.
+fn task_ids(v: &Value) -> Vec<String> {
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_children_run_at_most_four_at_once_and_the_parent_cites_their_results() {
+    // Each child holds until four are inside at once: with six children, the fifth and sixth
+    // can only run once a place is free, so the most ever inside is exactly four.
+    let e = env_with(4, None, Vec::new()).await;
+    let topics = ["subs", "downloads", "sites", "paths", "users", "plugins"];
+    e.mock.set_responder(move |req| {
+        let r = Req(req);
+        if r.is_child() {
+            let topic = r.task();
+            return match r.step() {
+                0 => MockReply::tool_calls(&[("h1", "hold", json!({}))]),
+                _ => MockReply::text(&format!("{topic}: all fine")),
+            };
+        }
+        match r.step() {
+            0 => MockReply::tool_calls(&[(
+                "s1",
+                "subagent_task",
+                json!({"action": "start", "tasks": topics.iter()
+                    .map(|t| json!({"description": t})).collect::<Vec<_>>()}),
+            )]),
+            1 => MockReply::tool_calls(&[(
+                "w1",
+                "subagent_task",
+                json!({"action": "wait", "task_ids": task_ids(&r.result("s1")),
+                    "timeout_ms": 300000}),
+            )]),
+            _ => {
+                let waited = r.result("w1");
+                let results: Vec<String> = waited["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| format!("{}={}", t["status"].as_str().unwrap(),
+                        t["result"].as_str().unwrap_or("-")))
+                    .collect();
+                MockReply::text(&format!("combined: {}", results.join("; ")))
+            }
+        }
+    });
+    let turn = e.turn("s-par", "check everything").await;
+    assert_eq!(turn.status, TurnStatus::Completed);
+    let expected: Vec<String> = topics
+        .iter()
+        .map(|t| format!("completed={t}: all fine"))
+        .collect();
+    assert_eq!(turn.final_text, format!("combined: {}", expected.join("; ")));
+    assert_eq!(e.most.load(Ordering::SeqCst), 4);
+    // The user's stream shows one line per controller call, the children's own events tagged.
+    let lines: Vec<&str> = turn
+        .events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolFinished { name, message, .. } if name == "subagent_task" => {
+                Some(message.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines[1], "called 6 subagents (6 completed)", "{lines:?}");
+    let nested_agents: std::collections::BTreeSet<&str> = turn
+        .events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::Nested { agent_id, .. } => Some(agent_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nested_agents.len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wait_any_returns_on_the_first_and_the_turn_end_cancels_the_rest() {
+    let e = env().await;
+    e.mock.set_responder(|req| {
+        let r = Req(req);
+        if r.is_child() {
+            let slow = r.task().contains("slow");
+            return match r.step() {
+                0 if slow => MockReply::tool_calls(&[("h1", "hold", json!({"forever": true}))]),
+                _ => MockReply::text("quick answer"),
+            };
+        }
+        if r.last_user().contains("again") {
+            return match r.step() {
+                0 => MockReply::tool_calls(&[(
+                    "r1",
+                    "subagent_task",
+                    json!({"action": "run", "description": "quick again"}),
+                )]),
+                _ => MockReply::text(&format!(
+                    "second turn: {}",
+                    r.result("r1")["tasks"][0]["result"].as_str().unwrap_or("-")
+                )),
+            };
+        }
+        match r.step() {
+            0 => MockReply::tool_calls(&[(
+                "s1",
+                "subagent_task",
+                json!({"tasks": [{"description": "slow check"}, {"description": "quick check"}]}),
+            )]),
+            1 => MockReply::tool_calls(&[(
+                "w1",
+                "subagent_task",
+                json!({"action": "wait", "wait_mode": "any", "timeout_ms": 300000}),
+            )]),
+            _ => {
+                let w = r.result("w1");
+                let statuses: Vec<&str> = w["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["status"].as_str().unwrap())
+                    .collect();
+                MockReply::text(&format!("{} {}", w["wait_mode"], statuses.join(",")))
+            }
+        }
+    });
+    let turn = e.turn("s-any", "two checks").await;
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(turn.final_text, "\"any\" running,completed");
+    // The turn's end cancelled the slow child within the grace period: the controller takes
+    // new work on the next turn.
+    let next = e.turn("s-any", "again please").await;
+    assert_eq!(next.final_text, "second turn: quick answer");
 }

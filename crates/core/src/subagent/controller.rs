@@ -97,6 +97,8 @@ struct Record {
     cancel_requested: bool,
     /// Its task has ended (a cancelled child that has not is still running).
     converged: bool,
+    /// Its final state was in a reply to the model already.
+    reported: bool,
 }
 
 #[derive(Default)]
@@ -130,8 +132,19 @@ impl WeakController {
 #[derive(Default)]
 pub struct ControllerSlot(pub Option<Controller>);
 
+/// Which tasks an empty selection means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implied {
+    /// Every task (`status`).
+    All,
+    /// Every task still running (`cancel`).
+    Active,
+    /// Every task still running or whose end the model has not been told yet (`wait`).
+    Unreported,
+}
+
 /// Which tasks an action is about: the named ones (and which of those are unknown), or, for an
-/// empty selection, all (`status`) or all active (`wait`, `cancel`).
+/// empty selection, the [`Implied`] ones.
 pub struct Selection {
     pub ids: Vec<String>,
     pub missing: Vec<String>,
@@ -266,6 +279,7 @@ impl Controller {
                     cancel: cancel.clone(),
                     cancel_requested: false,
                     converged: false,
+                    reported: false,
                 });
                 (id, cancel)
             })
@@ -353,16 +367,19 @@ impl Controller {
         self.notify();
     }
 
-    /// The selection for `requested` ids; empty means every task (`active_only`: every active
-    /// one).
-    pub fn select(&self, requested: &[String], active_only: bool) -> Selection {
+    /// The selection for `requested` ids; empty means the `implied` ones.
+    pub fn select(&self, requested: &[String], implied: Implied) -> Selection {
         let st = self.lock();
         if requested.is_empty() {
             return Selection {
                 ids: st
                     .tasks
                     .iter()
-                    .filter(|t| !active_only || !t.converged)
+                    .filter(|t| match implied {
+                        Implied::All => true,
+                        Implied::Active => !t.converged,
+                        Implied::Unreported => !t.converged || !t.reported,
+                    })
                     .map(|t| t.view.task_id.clone())
                     .collect(),
                 missing: Vec::new(),
@@ -385,11 +402,17 @@ impl Controller {
         sel
     }
 
+    /// The tasks of `ids` as a reply shows them; the ended ones count as reported.
     pub fn views(&self, ids: &[String]) -> Vec<TaskView> {
-        let st = self.lock();
+        let mut st = self.lock();
         ids.iter()
-            .filter_map(|id| st.tasks.iter().find(|t| &t.view.task_id == id))
-            .map(|t| t.view.clone())
+            .filter_map(|id| {
+                let t = st.tasks.iter_mut().find(|t| &t.view.task_id == id)?;
+                if t.converged {
+                    t.reported = true;
+                }
+                Some(t.view.clone())
+            })
             .collect()
     }
 
@@ -494,7 +517,7 @@ impl Controller {
     /// The end of a parent turn: every unfinished task is cancelled with the grace period; the
     /// ones that do not end seal the controller (they stay its own; nothing stacks on them).
     pub async fn drain(&self) {
-        let active = self.select(&[], true).ids;
+        let active = self.select(&[], Implied::Active).ids;
         if active.is_empty() {
             return;
         }
@@ -522,7 +545,7 @@ impl Controller {
     /// Seals for good and waits up to the grace period for the tasks to end.
     pub async fn close(&self, seal: Seal) {
         self.seal_for_good(seal);
-        let active = self.select(&[], true).ids;
+        let active = self.select(&[], Implied::Active).ids;
         let never = CancellationToken::new();
         self.until(self.0.grace, &never, |c| c.all_converged(&active))
             .await;

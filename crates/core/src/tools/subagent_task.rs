@@ -6,7 +6,9 @@
 
 use super::task::{CancelOnDrop, grace};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use crate::subagent::controller::{Controller, RESULT_CLIP, TaskStatus, TaskView, clip};
+use crate::subagent::controller::{
+    Controller, Implied, RESULT_CLIP, TaskStatus, TaskView, clip,
+};
 use crate::subagent::{Hub, TaskEntry, TerminalShare, launch};
 use async_trait::async_trait;
 use mpa_protocol::Outcome;
@@ -62,7 +64,8 @@ pub struct SubagentTaskArgs {
     /// Several tasks (start/run/pipeline), at most 8; grants go in each task.
     #[serde(default)]
     pub tasks: Vec<TaskEntry>,
-    /// For status/wait/cancel; empty = all (wait/cancel: all active).
+    /// For status/wait/cancel; empty = all (wait: all running or not yet reported; cancel: all
+    /// running).
     #[serde(default)]
     pub task_ids: Vec<String>,
     #[serde(default)]
@@ -230,14 +233,14 @@ impl TypedTool for SubagentTask {
                 })
             }
             SubagentAction::Status => {
-                let sel = controller.select(&args.ids(), false);
+                let sel = controller.select(&args.ids(), Implied::All);
                 reply(Reply {
                     missing_task_ids: sel.missing,
                     ..base(controller.views(&sel.ids))
                 })
             }
             SubagentAction::Wait => {
-                let sel = controller.select(&args.ids(), true);
+                let sel = controller.select(&args.ids(), Implied::Unreported);
                 let waited = controller
                     .wait(
                         &sel.ids,
@@ -253,7 +256,7 @@ impl TypedTool for SubagentTask {
                 })
             }
             SubagentAction::Cancel => {
-                let sel = controller.select(&args.ids(), true);
+                let sel = controller.select(&args.ids(), Implied::Active);
                 let pending = controller.cancel(&sel.ids).await;
                 reply(Reply {
                     missing_task_ids: sel.missing,
