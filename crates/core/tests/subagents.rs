@@ -119,6 +119,15 @@ struct Env {
 }
 
 async fn env_with(target: usize, grace: Option<Duration>, faults: Vec<Fault>) -> Env {
+    env_gated(target, grace, faults, None).await
+}
+
+async fn env_gated(
+    target: usize,
+    grace: Option<Duration>,
+    faults: Vec<Fault>,
+    gate: Option<Arc<dyn mpa_core::tools::gate::Gate>>,
+) -> Env {
     let fake = FakeMoviePilot::start(FakeConfig::new(SECRET), demo_world())
         .await
         .unwrap();
@@ -145,9 +154,14 @@ async fn env_with(target: usize, grace: Option<Duration>, faults: Vec<Fault>) ->
         target,
     };
     let host = Host::open_with(cfg, move |b| {
-        b.tool(json_tool(AsChild))
+        let b = b
+            .tool(json_tool(AsChild))
             .tool(json_tool(ExternalRead))
-            .tool(json_tool(hold))
+            .tool(json_tool(hold));
+        match gate {
+            Some(g) => b.gate(g),
+            None => b,
+        }
     })
     .await
     .unwrap();
@@ -603,4 +617,214 @@ async fn wait_any_returns_on_the_first_and_the_turn_end_cancels_the_rest() {
     // new work on the next turn.
     let next = e.turn("s-any", "again please").await;
     assert_eq!(next.final_text, "second turn: quick answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelling_a_child_blocked_in_a_stalled_read_ends_it_within_grace() {
+    // MoviePilot stalls the list for calls the host marks as a subagent's.
+    let stall: Fault = serde_json::from_value(json!({
+        "operation": "subscription.list",
+        "when": {"headers": {"x-moviepilot-agent-source": "subagent"}},
+        "action": {"kind": "stall"}
+    }))
+    .unwrap();
+    let e = env_with(1, None, vec![stall]).await;
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = Arc::clone(&stalled);
+    e.mock.set_responder(move |req| {
+        let r = Req(req);
+        if r.is_child() {
+            return match r.step() {
+                0 if r.task().contains("sweep") => MockReply::tool_calls(&[(
+                    "c1",
+                    "moviepilot_api",
+                    json!({"operation_id": "subscription.list"}),
+                )]),
+                _ => MockReply::text("nothing stuck"),
+            };
+        }
+        if r.last_user().contains("again") {
+            return match r.step() {
+                0 => MockReply::tool_calls(&[(
+                    "r1",
+                    "subagent_task",
+                    json!({"action": "run", "description": "quick look"}),
+                )]),
+                _ => MockReply::text(&format!(
+                    "again: {}",
+                    r.result("r1")["tasks"][0]["status"].as_str().unwrap()
+                )),
+            };
+        }
+        let last = r.messages().last().unwrap();
+        let last_id = last["tool_call_id"].as_str().unwrap_or_default().to_string();
+        match (r.step(), last_id.as_str()) {
+            (0, _) => MockReply::tool_calls(&[(
+                "s1",
+                "subagent_task",
+                json!({"action": "start", "description": "sweep the subscriptions"}),
+            )]),
+            (_, "x1") => {
+                let c = r.result("x1");
+                MockReply::text(&format!(
+                    "cancel: {} pending={}",
+                    c["tasks"][0]["status"].as_str().unwrap(),
+                    c.get("cancel_pending_task_ids").is_some()
+                ))
+            }
+            // Polls until the child's read is inside MoviePilot, then cancels it.
+            (_, _) if seen.load(Ordering::SeqCst) => MockReply::tool_calls(&[(
+                "x1",
+                "subagent_task",
+                json!({"action": "cancel", "task_id": task_ids(&r.result("s1"))[0]}),
+            )]),
+            (n, _) => MockReply::tool_calls(&[(
+                &format!("p{n}"),
+                "subagent_task",
+                json!({"action": "wait", "timeout_ms": 20}),
+            )]),
+        }
+    });
+    let poll = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            let inside = e.fake.ledger().iter().any(|a| {
+                a.operation_id.as_deref() == Some("subscription.list")
+                    && a.agent.source.as_deref() == Some("subagent")
+            });
+            if inside {
+                stalled.store(true, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let (turn, ()) = tokio::join!(e.turn("s-cancel", "sweep via a helper"), poll);
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(turn.final_text, "cancel: cancelled pending=false");
+    // The child's read in flight ended honestly: its result is unknown, not a success.
+    let interrupted = turn.events.iter().any(|ev| match ev {
+        Event::Nested { event, .. } => matches!(&**event,
+            Event::ToolFinished { name, outcome: Outcome::Unknown, .. } if name == "moviepilot_api"),
+        _ => false,
+    });
+    assert!(interrupted, "{:?}", turn.events);
+    // The controller converged: the next turn starts a child again.
+    let next = e.turn("s-cancel", "again").await;
+    assert_eq!(next.final_text, "again: completed");
+}
+
+/// Holds a subagent's `hold {stubborn:true}` call inside the gate chain, on its thread, until
+/// released: a child that cannot notice its cancellation.
+struct Stubborn {
+    inside: Arc<std::sync::atomic::AtomicBool>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl mpa_core::tools::gate::Gate for Stubborn {
+    fn name(&self) -> &'static str {
+        "stubborn"
+    }
+    fn check(&self, call: &mpa_core::tools::gate::CallFacts<'_>) -> mpa_core::tools::gate::Verdict {
+        if call.origin == Origin::Subagent
+            && call.args.is_some_and(|a| a["stubborn"] == true)
+        {
+            self.inside.store(true, Ordering::SeqCst);
+            let _ = self
+                .release
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60));
+        }
+        mpa_core::tools::gate::Verdict::Allow
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_child_that_ignores_cancellation_seals_the_controller_until_it_ends() {
+    let inside = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (release, rx) = std::sync::mpsc::channel();
+    let gate = Stubborn {
+        inside: Arc::clone(&inside),
+        release: std::sync::Mutex::new(rx),
+    };
+    let e = env_gated(1, Some(Duration::from_millis(200)), Vec::new(), Some(Arc::new(gate))).await;
+    let seen = Arc::clone(&inside);
+    e.mock.set_responder(move |req| {
+        let r = Req(req);
+        if r.is_child() {
+            return match r.step() {
+                0 if r.task().contains("stubborn") => MockReply::tool_calls(&[(
+                    "c1",
+                    "hold",
+                    json!({"stubborn": true}),
+                )]),
+                _ => MockReply::text("child done"),
+            };
+        }
+        let user = r.last_user();
+        let step = r.step();
+        if user.contains("second") {
+            return match step {
+                0 => MockReply::tool_calls(&[(
+                    "s2",
+                    "subagent_task",
+                    json!({"description": "another look"}),
+                )]),
+                _ => MockReply::text(&format!(
+                    "second: {} / {}",
+                    r.result("s2")["error"].as_str().unwrap_or("started"),
+                    r.result("s2")["message"].as_str().unwrap_or_default()
+                )),
+            };
+        }
+        if user.contains("third") {
+            return match step {
+                // Waits for the stuck child to end, then starts again.
+                0 => MockReply::tool_calls(&[(
+                    "w3",
+                    "subagent_task",
+                    json!({"action": "wait", "timeout_ms": 300000}),
+                )]),
+                1 => MockReply::tool_calls(&[(
+                    "r3",
+                    "subagent_task",
+                    json!({"action": "run", "description": "another look"}),
+                )]),
+                _ => MockReply::text(&format!(
+                    "third: {} then {}",
+                    r.result("w3")["tasks"][0]["status"].as_str().unwrap(),
+                    r.result("r3")["tasks"][0]["status"].as_str().unwrap()
+                )),
+            };
+        }
+        match step {
+            0 => MockReply::tool_calls(&[(
+                "s1",
+                "subagent_task",
+                json!({"description": "a stubborn check"}),
+            )]),
+            n if !seen.load(Ordering::SeqCst) => MockReply::tool_calls(&[(
+                &format!("p{n}"),
+                "subagent_task",
+                json!({"action": "wait", "timeout_ms": 20}),
+            )]),
+            _ => MockReply::text("first turn over"),
+        }
+    });
+    let first = e.turn("s-seal", "first").await;
+    assert_eq!(first.final_text, "first turn over");
+    // The turn's end could not stop the child: the controller is sealed and says why.
+    let second = e.turn("s-seal", "second").await;
+    assert!(
+        second
+            .final_text
+            .starts_with("second: subagent_controller_sealed / the subagent controller is sealed"),
+        "{}",
+        second.final_text
+    );
+    // Once the child has ended, the controller takes tasks again.
+    release.send(()).unwrap();
+    let third = e.turn("s-seal", "third").await;
+    assert_eq!(third.final_text, "third: cancelled then completed");
 }

@@ -551,3 +551,81 @@ impl Controller {
             .await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptions(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("task {i}")).collect()
+    }
+
+    #[tokio::test]
+    async fn limits_per_submission_and_active_refuse_the_whole_submission() {
+        let c = Controller::new(Duration::from_millis(50));
+        let err = c.admit("general-purpose", &descriptions(9)).unwrap_err();
+        assert_eq!(err.0, "too_many_tasks");
+        let first = c.admit("general-purpose", &descriptions(6)).unwrap();
+        assert_eq!(first.len(), 6);
+        assert!(first.iter().all(|(id, _)| id.len() == "subagent-".len() + 12));
+        let err = c.admit("general-purpose", &descriptions(3)).unwrap_err();
+        assert_eq!(err.0, "too_many_active_tasks");
+        // Nothing of the refused submission was kept.
+        assert_eq!(c.select(&[], Implied::All).ids.len(), 6);
+        let long = "字".repeat(600);
+        let (id, _) = c.admit("general-purpose", &[long]).unwrap().remove(0);
+        let v = &c.views(&[id])[0];
+        assert_eq!(v.description.chars().count(), DESCRIPTION_CLIP);
+        assert!(v.description_truncated);
+        assert_eq!(v.status, TaskStatus::Pending);
+    }
+
+    #[tokio::test]
+    async fn a_drained_controller_whose_tasks_end_takes_tasks_again() {
+        let c = Controller::new(Duration::from_secs(5));
+        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
+        let token = cancel.clone();
+        c.spawn(id.clone(), cancel, async move {
+            token.cancelled().await;
+            ChildEnd::Failed("stopped".into())
+        });
+        c.drain().await;
+        assert_eq!(c.seal(), None);
+        let v = &c.views(std::slice::from_ref(&id))[0];
+        assert_eq!(v.status, TaskStatus::Cancelled);
+        assert!(v.finished_at.is_some());
+        assert!(c.admit("general-purpose", &descriptions(1)).is_ok());
+    }
+
+    #[tokio::test]
+    async fn closing_seals_for_good_and_cancels_running_children() {
+        let c = Controller::new(Duration::from_secs(5));
+        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
+        let token = cancel.clone();
+        c.spawn(id.clone(), cancel, async move {
+            token.cancelled().await;
+            ChildEnd::Cancelled
+        });
+        c.close(Seal::Closed).await;
+        assert_eq!(c.views(&[id])[0].status, TaskStatus::Cancelled);
+        // Every task ended, and still nothing new starts.
+        let err = c.admit("general-purpose", &descriptions(1)).unwrap_err();
+        assert_eq!(err.0, "subagent_controller_sealed");
+        assert!(err.1.contains("closed"), "{}", err.1);
+    }
+
+    #[tokio::test]
+    async fn a_long_result_is_clipped_and_marked() {
+        let c = Controller::new(Duration::from_secs(5));
+        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
+        c.spawn(id.clone(), cancel, async { ChildEnd::Completed("x".repeat(RESULT_CLIP + 5)) });
+        let never = CancellationToken::new();
+        let w = c
+            .wait(std::slice::from_ref(&id), false, Duration::from_secs(30), &never)
+            .await;
+        assert!(!w.timed_out);
+        let v = &w.tasks[0];
+        assert_eq!(v.result.as_ref().map(String::len), Some(RESULT_CLIP));
+        assert_eq!(v.result_truncated, Some(true));
+    }
+}

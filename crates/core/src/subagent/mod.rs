@@ -391,3 +391,32 @@ impl Capability for Subagents {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn shutdown_seals_every_controller_before_anything_is_awaited() {
+        let hub = Hub::new(None);
+        let (a, b) = (SessionState::new(), SessionState::new());
+        let live = hub.controller(&a, Duration::from_secs(5));
+        let (id, cancel) = live.admit(PROFILE, &["look".to_string()]).unwrap().remove(0);
+        let token = cancel.clone();
+        live.spawn(id, cancel, async move {
+            token.cancelled().await;
+            ChildEnd::Cancelled
+        });
+        hub.begin_shutdown();
+        let err = live.admit(PROFILE, &["more".to_string()]).unwrap_err();
+        assert_eq!(err.0, "subagent_controller_sealed");
+        assert!(err.1.contains("shutting down"));
+        // A session that had no controller yet gets a sealed one.
+        let late = hub.controller(&b, Duration::from_secs(5));
+        assert_eq!(late.seal(), Some(Seal::ShutDown));
+        // The running child was told to stop.
+        let never = CancellationToken::new();
+        let w = live.wait(&live.select(&[], controller::Implied::All).ids, false, Duration::from_secs(30), &never).await;
+        assert_eq!(w.tasks[0].status, controller::TaskStatus::Cancelled);
+    }
+}
