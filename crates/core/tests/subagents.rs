@@ -380,6 +380,9 @@ impl Req<'_> {
             .unwrap_or_else(|| panic!("no result for {call_id}"));
         serde_json::from_str(m["content"].as_str().unwrap()).unwrap_or(Value::Null)
     }
+    fn to_string_contains(&self, needle: &str) -> bool {
+        self.0.to_string().contains(needle)
+    }
     fn tools(&self) -> Vec<String> {
         self.0["tools"]
             .as_array()
@@ -827,4 +830,112 @@ async fn a_child_that_ignores_cancellation_seals_the_controller_until_it_ends() 
     release.send(()).unwrap();
     let third = e.turn("s-seal", "third").await;
     assert_eq!(third.final_text, "third: cancelled then completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_child_reads_a_granted_terminal_and_nothing_more() {
+    let e = env().await;
+    let command = "printf 'MARK_READY\\n'; read x; printf 'MARK_DONE\\n'";
+    e.mock.set_responder(move |req| {
+        let r = Req(req);
+        let sid = |r: &Req<'_>| {
+            r.messages()
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .find_map(|c| {
+                    let at = c.find("term_")?;
+                    Some(
+                        c[at..]
+                            .chars()
+                            .take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '_' || *ch == '-')
+                            .collect::<String>(),
+                    )
+                })
+                .unwrap()
+        };
+        if r.is_child() {
+            let s = sid(&r);
+            if r.task().contains("marker") {
+                return match r.step() {
+                    0 => MockReply::tool_calls(&[
+                        ("c1", "execute_command",
+                            json!({"action": "wait", "session_id": s, "timeout_ms": 30000})),
+                        ("c2", "execute_command",
+                            json!({"action": "write", "session_id": s, "input_text": "x\n"})),
+                        ("c3", "execute_command", json!({"action": "kill", "session_id": s})),
+                    ]),
+                    _ => MockReply::text(&format!(
+                        "saw={} write={} kill={}",
+                        r.result("c1").to_string().contains("MARK_READY"),
+                        r.result("c2")["code"].as_str().unwrap_or("?"),
+                        r.result("c3")["code"].as_str().unwrap_or("?"),
+                    )),
+                };
+            }
+            return match r.step() {
+                0 => MockReply::tool_calls(&[(
+                    "d1",
+                    "execute_command",
+                    json!({"action": "read", "session_id": s}),
+                )]),
+                _ => MockReply::text(&format!(
+                    "unshared={}",
+                    r.result("d1")["code"].as_str().unwrap_or("?")
+                )),
+            };
+        }
+        let step = r.step();
+        if step == 0 {
+            return MockReply::tool_calls(&[(
+                "p0",
+                "execute_command",
+                json!({"action": "start", "command": command, "use_pty": false}),
+            )]);
+        }
+        let s = r.result("p0")["session_id"].as_str().unwrap().to_string();
+        match step {
+            1 => MockReply::tool_calls(&[(
+                "p1",
+                "task",
+                json!({"description": "read the marker of the shared terminal",
+                    "terminal_sessions": [{"session_id": s, "actions": ["read", "wait"]}]}),
+            )]),
+            2 => MockReply::tool_calls(&[(
+                "p2",
+                "task",
+                json!({"description": format!("read session {s} for me")}),
+            )]),
+            3 => MockReply::tool_calls(&[(
+                "p3",
+                "execute_command",
+                json!({"action": "write", "session_id": s, "input_text": "go\n"}),
+            )]),
+            n => {
+                let last = r.messages().last().unwrap();
+                let prev: Value =
+                    serde_json::from_str(last["content"].as_str().unwrap()).unwrap_or(Value::Null);
+                if n > 4 && !prev["exit_code"].is_null() {
+                    return MockReply::text(&format!(
+                        "first: {}; second: {}; exit: {}; done: {}",
+                        r.result("p1")["result"].as_str().unwrap_or("-"),
+                        r.result("p2")["result"].as_str().unwrap_or("-"),
+                        prev["exit_code"],
+                        r.to_string_contains("MARK_DONE")
+                    ));
+                }
+                MockReply::tool_calls(&[(
+                    &format!("w{n}"),
+                    "execute_command",
+                    json!({"action": "wait", "session_id": s, "timeout_ms": 30000}),
+                )])
+            }
+        }
+    });
+    let turn = e.turn("s-term", "share the terminal").await;
+    assert_eq!(turn.status, TurnStatus::Completed, "{}", turn.final_text);
+    assert_eq!(
+        turn.final_text,
+        "first: saw=true write=terminal_access_denied kill=terminal_access_denied; \
+         second: unshared=terminal_access_denied; exit: 0; done: true"
+    );
 }
