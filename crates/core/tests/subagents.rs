@@ -939,3 +939,79 @@ async fn a_child_reads_a_granted_terminal_and_nothing_more() {
          second: unshared=terminal_access_denied; exit: 0; done: true"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pipeline_feeds_each_step_the_earlier_results_and_stops_at_a_failure() {
+    let e = env().await;
+    e.mock.set_responder(|req| {
+        let r = Req(req);
+        if r.is_child() {
+            let task = r.task();
+            if task.contains("step two") {
+                // The earlier result arrives as private context before the task.
+                let context = task.starts_with("<pipeline_context>")
+                    && task.contains("[step 1 · subagent-")
+                    && task.contains("found ids 7 and 9");
+                return MockReply::text(&format!("used context: {context}"));
+            }
+            if task.contains("step three") {
+                return MockReply::text("");
+            }
+            return MockReply::text("found ids 7 and 9");
+        }
+        match r.step() {
+            0 => MockReply::tool_calls(&[(
+                "p1",
+                "subagent_task",
+                json!({"action": "pipeline", "timeout_ms": 60000, "tasks": [
+                    {"description": "step one: list"}, {"description": "step two: check"},
+                    {"description": "step three: empty"}, {"description": "step four: never"}]}),
+            )]),
+            _ => {
+                let p = r.result("p1");
+                let tasks = p["tasks"].as_array().unwrap();
+                MockReply::text(&format!(
+                    "{} | {} | {} | {}",
+                    p["success"],
+                    tasks.len(),
+                    tasks[1]["result"].as_str().unwrap_or("-"),
+                    p["error"].as_str().unwrap_or("-")
+                ))
+            }
+        }
+    });
+    let turn = e.turn("s-pipe", "pipeline").await;
+    assert_eq!(
+        turn.final_text,
+        "false | 3 | used context: true | step 3 ended failed; the pipeline stopped"
+    );
+    // A pipeline needs a positive per-step timeout; nothing starts without one.
+    let (out, _) = e
+        .host
+        .agent()
+        .run_tool(
+            &e.admin,
+            "s-pipe2",
+            "subagent_task",
+            json!({"action": "pipeline", "timeout_ms": 0, "tasks": [{"description": "x"}]}),
+        )
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&out.content).unwrap();
+    assert_eq!(v["error"], "invalid_arguments", "{v}");
+    // Grants beside a batch are refused: they belong in each task entry.
+    let (out, _) = e
+        .host
+        .agent()
+        .run_tool(
+            &e.admin,
+            "s-pipe2",
+            "subagent_task",
+            json!({"tasks": [{"description": "x"}],
+                "terminal_sessions": [{"session_id": "term_1"}]}),
+        )
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&out.content).unwrap();
+    assert_eq!(v["error"], "invalid_arguments", "{v}");
+}
