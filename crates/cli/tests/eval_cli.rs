@@ -155,6 +155,9 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "terminal_session",
         "terminal_pty_session",
         "long_context",
+        "subagent_parallel_status",
+        "subagent_cancel_recovery",
+        "subagent_terminal_share",
     ] {
         let mine: Vec<_> = runs.iter().filter(|(s, _)| s == scenario).collect();
         let passing = mine
@@ -264,7 +267,7 @@ fn invalid_input_exits_2_and_says_why() {
     assert_eq!(status("long_context"), "runnable");
     assert_eq!(status("steering_long_context"), "needs: steering");
     assert_eq!(status("browser_navigation"), "needs: browser");
-    assert_eq!(status("subagent_parallel_status"), "needs: subagents");
+    assert_eq!(status("subagent_parallel_status"), "runnable");
     assert_eq!(status("code_readonly_report"), "needs: kernel");
     assert_eq!(status("steering_multi_message"), "needs: steering");
 }

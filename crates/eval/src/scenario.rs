@@ -20,8 +20,8 @@ pub const MAX_SCENARIO_BYTES: u64 = 4 * 1024 * 1024;
 pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "browser", "kernel"];
 
 /// The capabilities this host provides today: `context` (the compaction stage, the result store
-/// and tool search of issue 17).
-pub const AVAILABLE_CAPABILITIES: [&str; 1] = ["context"];
+/// and tool search of issue 17) and `subagents` (read-only `task`/`subagent_task`, issue 30).
+pub const AVAILABLE_CAPABILITIES: [&str; 2] = ["context", "subagents"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -232,6 +232,9 @@ fn the_fourteen_public_scenarios_and_what_runs_now() {
             "dedup_existing",
             "honest_unknown",
             "long_context",
+            "subagent_cancel_recovery",
+            "subagent_parallel_status",
+            "subagent_terminal_share",
             "terminal_pty_session",
             "terminal_session",
             "unknown_download"
