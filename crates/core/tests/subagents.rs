@@ -263,8 +263,15 @@ async fn a_child_may_call_exactly_what_the_read_only_policy_table_allows() {
     }
     // The catalogue has safe reads and several kinds of non-safe operations; each was seen.
     assert!(by_effect["safe_read"].0 > 0);
-    for effect in ["reversible_write", "destructive_write", "external_side_effect"] {
-        assert!(by_effect.get(effect).is_some_and(|c| c.1 > 0), "{by_effect:?}");
+    for effect in [
+        "reversible_write",
+        "destructive_write",
+        "external_side_effect",
+    ] {
+        assert!(
+            by_effect.get(effect).is_some_and(|c| c.1 > 0),
+            "{by_effect:?}"
+        );
     }
 
     // download.add as an administrator's child: denied, nothing reached the fake.
@@ -273,13 +280,19 @@ async fn a_child_may_call_exactly_what_the_read_only_policy_table_allows() {
         .as_child(json!([{"tool": "moviepilot_api", "args": {"operation_id": "download.add",
             "body": {"torrent_url": "magnet:?xt=urn:btih:abcdefabcdefabcdefabcdefabcdefabcdefabcd"}}}]))
         .await[0];
-    assert_eq!(error_of(out).as_deref(), Some("subagent_read_only"), "{out}");
+    assert_eq!(
+        error_of(out).as_deref(),
+        Some("subagent_read_only"),
+        "{out}"
+    );
     assert_eq!(e.requests(), before);
 
     // A safe read whose arguments fail the contract: told how to retry.
     let out = &e
-        .as_child(json!([{"tool": "moviepilot_api", "args": {"operation_id": "subscription.list",
-            "query": {"no_such_field": 1}}}]))
+        .as_child(
+            json!([{"tool": "moviepilot_api", "args": {"operation_id": "subscription.list",
+            "query": {"no_such_field": 1}}}]),
+        )
         .await[0];
     let v: Value = serde_json::from_str(out["content"].as_str().unwrap()).unwrap();
     assert_eq!(v["error"], "subagent_read_only");
@@ -298,33 +311,64 @@ async fn a_child_may_call_exactly_what_the_read_only_policy_table_allows() {
         let out = &e
             .as_child(json!([{"tool": "moviepilot_api", "args": args}]))
             .await[0];
-        assert_eq!(error_of(out).as_deref(), Some("subagent_read_only"), "{out}");
+        assert_eq!(
+            error_of(out).as_deref(),
+            Some("subagent_read_only"),
+            "{out}"
+        );
         assert_eq!(e.requests(), before);
     }
 
     // Tools and actions.
     let rows: Vec<(Value, Option<&str>)> = vec![
-        (json!({"tool": "execute_command", "args": {"action": "run", "command": "echo hi"}}),
-            Some("subagent_read_only")),
-        (json!({"tool": "execute_command", "args": {"action": "start", "command": "echo hi"}}),
-            Some("subagent_read_only")),
-        (json!({"tool": "execute_command", "args": {"action": "write", "session_id": "term_x",
-            "input_text": "x"}}), Some("terminal_access_denied")),
-        (json!({"tool": "execute_command", "args": {"action": "kill", "session_id": "term_x"}}),
-            Some("terminal_access_denied")),
+        (
+            json!({"tool": "execute_command", "args": {"action": "run", "command": "echo hi"}}),
+            Some("subagent_read_only"),
+        ),
+        (
+            json!({"tool": "execute_command", "args": {"action": "start", "command": "echo hi"}}),
+            Some("subagent_read_only"),
+        ),
+        (
+            json!({"tool": "execute_command", "args": {"action": "write", "session_id": "term_x",
+            "input_text": "x"}}),
+            Some("terminal_access_denied"),
+        ),
+        (
+            json!({"tool": "execute_command", "args": {"action": "kill", "session_id": "term_x"}}),
+            Some("terminal_access_denied"),
+        ),
         // Allowed by the policy; the child's own scope holds no such session.
-        (json!({"tool": "execute_command", "args": {"action": "read", "session_id": "term_x"}}),
-            Some("terminal_access_denied")),
-        (json!({"tool": "execute_command", "args": {"action": "wait", "session_id": "term_x"}}),
-            Some("terminal_access_denied")),
-        (json!({"tool": "memory", "args": {"action": "add", "target": "memory",
-            "content": "x"}}), Some("subagent_read_only")),
-        (json!({"tool": "skill_manage", "args": {"ops": []}}), Some("subagent_read_only")),
+        (
+            json!({"tool": "execute_command", "args": {"action": "read", "session_id": "term_x"}}),
+            Some("terminal_access_denied"),
+        ),
+        (
+            json!({"tool": "execute_command", "args": {"action": "wait", "session_id": "term_x"}}),
+            Some("terminal_access_denied"),
+        ),
+        (
+            json!({"tool": "memory", "args": {"action": "add", "target": "memory",
+            "content": "x"}}),
+            Some("subagent_read_only"),
+        ),
+        (
+            json!({"tool": "skill_manage", "args": {"ops": []}}),
+            Some("subagent_read_only"),
+        ),
         (json!({"tool": "skills_list", "args": {}}), None),
-        (json!({"tool": "ext_lookup", "args": {}}), Some("subagent_read_only")),
-        (json!({"tool": "task", "args": {"description": "nest"}}), Some("subagent_read_only")),
-        (json!({"tool": "subagent_task", "args": {"action": "status"}}),
-            Some("subagent_read_only")),
+        (
+            json!({"tool": "ext_lookup", "args": {}}),
+            Some("subagent_read_only"),
+        ),
+        (
+            json!({"tool": "task", "args": {"description": "nest"}}),
+            Some("subagent_read_only"),
+        ),
+        (
+            json!({"tool": "subagent_task", "args": {"action": "status"}}),
+            Some("subagent_read_only"),
+        ),
     ];
     for (row, want) in rows {
         let out = &e.as_child(json!([row.clone()])).await[0];
@@ -452,16 +496,25 @@ async fn an_admin_parents_child_cannot_add_a_download_and_cannot_nest() {
     let tools = Req(child).tools();
     assert!(tools.contains(&"moviepilot_api".to_string()), "{tools:?}");
     assert!(tools.contains(&"skills_list".to_string()), "{tools:?}");
-    for absent in ["task", "subagent_task", "memory", "skill_manage", "ext_lookup"] {
+    for absent in [
+        "task",
+        "subagent_task",
+        "memory",
+        "skill_manage",
+        "ext_lookup",
+    ] {
         assert!(!tools.contains(&absent.to_string()), "{absent}: {tools:?}");
     }
     // Its events reached the stream tagged, never bare.
     assert!(turn.events.iter().any(|ev| matches!(ev,
         Event::Nested { origin: AgentOrigin::Subagent, event, .. }
             if matches!(&**event, Event::ToolStarted { name, .. } if name == "moviepilot_api"))));
-    assert!(!turn.events.iter().any(
-        |ev| matches!(ev, Event::ToolStarted { name, .. } if name == "moviepilot_api")
-    ));
+    assert!(
+        !turn
+            .events
+            .iter()
+            .any(|ev| matches!(ev, Event::ToolStarted { name, .. } if name == "moviepilot_api"))
+    );
     // Its transcript is evidence of its own, kept out of discovery by default.
     let db = e
         .host
@@ -527,8 +580,13 @@ async fn parallel_children_run_at_most_four_at_once_and_the_parent_cites_their_r
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|t| format!("{}={}", t["status"].as_str().unwrap(),
-                        t["result"].as_str().unwrap_or("-")))
+                    .map(|t| {
+                        format!(
+                            "{}={}",
+                            t["status"].as_str().unwrap(),
+                            t["result"].as_str().unwrap_or("-")
+                        )
+                    })
                     .collect();
                 MockReply::text(&format!("combined: {}", results.join("; ")))
             }
@@ -540,7 +598,10 @@ async fn parallel_children_run_at_most_four_at_once_and_the_parent_cites_their_r
         .iter()
         .map(|t| format!("completed={t}: all fine"))
         .collect();
-    assert_eq!(turn.final_text, format!("combined: {}", expected.join("; ")));
+    assert_eq!(
+        turn.final_text,
+        format!("combined: {}", expected.join("; "))
+    );
     assert_eq!(e.most.load(Ordering::SeqCst), 4);
     // The user's stream shows one line per controller call, the children's own events tagged.
     let lines: Vec<&str> = turn
@@ -660,7 +721,10 @@ async fn cancelling_a_child_blocked_in_a_stalled_read_ends_it_within_grace() {
             };
         }
         let last = r.messages().last().unwrap();
-        let last_id = last["tool_call_id"].as_str().unwrap_or_default().to_string();
+        let last_id = last["tool_call_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         match (r.step(), last_id.as_str()) {
             (0, _) => MockReply::tool_calls(&[(
                 "s1",
@@ -729,9 +793,7 @@ impl mpa_core::tools::gate::Gate for Stubborn {
         "stubborn"
     }
     fn check(&self, call: &mpa_core::tools::gate::CallFacts<'_>) -> mpa_core::tools::gate::Verdict {
-        if call.origin == Origin::Subagent
-            && call.args.is_some_and(|a| a["stubborn"] == true)
-        {
+        if call.origin == Origin::Subagent && call.args.is_some_and(|a| a["stubborn"] == true) {
             self.inside.store(true, Ordering::SeqCst);
             let _ = self
                 .release
@@ -751,17 +813,21 @@ async fn a_child_that_ignores_cancellation_seals_the_controller_until_it_ends() 
         inside: Arc::clone(&inside),
         release: std::sync::Mutex::new(rx),
     };
-    let e = env_gated(1, Some(Duration::from_millis(200)), Vec::new(), Some(Arc::new(gate))).await;
+    let e = env_gated(
+        1,
+        Some(Duration::from_millis(200)),
+        Vec::new(),
+        Some(Arc::new(gate)),
+    )
+    .await;
     let seen = Arc::clone(&inside);
     e.mock.set_responder(move |req| {
         let r = Req(req);
         if r.is_child() {
             return match r.step() {
-                0 if r.task().contains("stubborn") => MockReply::tool_calls(&[(
-                    "c1",
-                    "hold",
-                    json!({"stubborn": true}),
-                )]),
+                0 if r.task().contains("stubborn") => {
+                    MockReply::tool_calls(&[("c1", "hold", json!({"stubborn": true}))])
+                }
                 _ => MockReply::text("child done"),
             };
         }
@@ -858,11 +924,21 @@ async fn a_child_reads_a_granted_terminal_and_nothing_more() {
             if r.task().contains("marker") {
                 return match r.step() {
                     0 => MockReply::tool_calls(&[
-                        ("c1", "execute_command",
-                            json!({"action": "wait", "session_id": s, "timeout_ms": 30000})),
-                        ("c2", "execute_command",
-                            json!({"action": "write", "session_id": s, "input_text": "x\n"})),
-                        ("c3", "execute_command", json!({"action": "kill", "session_id": s})),
+                        (
+                            "c1",
+                            "execute_command",
+                            json!({"action": "wait", "session_id": s, "timeout_ms": 30000}),
+                        ),
+                        (
+                            "c2",
+                            "execute_command",
+                            json!({"action": "write", "session_id": s, "input_text": "x\n"}),
+                        ),
+                        (
+                            "c3",
+                            "execute_command",
+                            json!({"action": "kill", "session_id": s}),
+                        ),
                     ]),
                     _ => MockReply::text(&format!(
                         "saw={} write={} kill={}",

@@ -170,7 +170,10 @@ fn subagent_answer(script: &Script, body: &Value) -> (String, Vec<(String, Strin
         .enumerate()
         .find(|(_, c)| task.contains(&c.task_contains))
     else {
-        return ("no scripted answer for this subagent task".into(), Vec::new());
+        return (
+            "no scripted answer for this subagent task".into(),
+            Vec::new(),
+        );
     };
     let step = messages
         .iter()
@@ -190,7 +193,11 @@ fn subagent_answer(script: &Script, body: &Value) -> (String, Vec<(String, Strin
         .enumerate()
         .map(|(i, c)| {
             let args = resolve(&Value::Object(c.arguments.clone()), &results);
-            (format!("sub{k}_{step}_{i}"), c.tool.clone(), args.to_string())
+            (
+                format!("sub{k}_{step}_{i}"),
+                c.tool.clone(),
+                args.to_string(),
+            )
         })
         .collect();
     (s.text.clone(), calls)

@@ -196,11 +196,9 @@ impl Trajectory {
                 "{child_calls} subagent tool calls; at most {MAX_CALLS} are allowed"
             ));
         }
-        if self
-            .subagents
-            .iter()
-            .any(|c| c.task_contains.trim().is_empty() || c.steps.iter().any(|s| s.calls.is_empty()))
-        {
+        if self.subagents.iter().any(|c| {
+            c.task_contains.trim().is_empty() || c.steps.iter().any(|s| s.calls.is_empty())
+        }) {
             return Err(
                 "every subagent script needs task_contains, and each of its steps a call".into(),
             );

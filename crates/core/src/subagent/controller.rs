@@ -208,9 +208,11 @@ impl Controller {
     pub fn seal(&self) -> Option<Seal> {
         let mut st = self.lock();
         if let Some(Seal::Unconverged(ids)) = &st.seal {
-            let open = ids
-                .iter()
-                .all(|id| st.tasks.iter().any(|t| &t.view.task_id == id && t.converged));
+            let open = ids.iter().all(|id| {
+                st.tasks
+                    .iter()
+                    .any(|t| &t.view.task_id == id && t.converged)
+            });
             if open {
                 st.seal = None;
             }
@@ -567,7 +569,11 @@ mod tests {
         assert_eq!(err.0, "too_many_tasks");
         let first = c.admit("general-purpose", &descriptions(6)).unwrap();
         assert_eq!(first.len(), 6);
-        assert!(first.iter().all(|(id, _)| id.len() == "subagent-".len() + 12));
+        assert!(
+            first
+                .iter()
+                .all(|(id, _)| id.len() == "subagent-".len() + 12)
+        );
         let err = c.admit("general-purpose", &descriptions(3)).unwrap_err();
         assert_eq!(err.0, "too_many_active_tasks");
         // Nothing of the refused submission was kept.
@@ -583,7 +589,10 @@ mod tests {
     #[tokio::test]
     async fn a_drained_controller_whose_tasks_end_takes_tasks_again() {
         let c = Controller::new(Duration::from_secs(5));
-        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
+        let (id, cancel) = c
+            .admit("general-purpose", &descriptions(1))
+            .unwrap()
+            .remove(0);
         let token = cancel.clone();
         c.spawn(id.clone(), cancel, async move {
             token.cancelled().await;
@@ -600,7 +609,10 @@ mod tests {
     #[tokio::test]
     async fn closing_seals_for_good_and_cancels_running_children() {
         let c = Controller::new(Duration::from_secs(5));
-        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
+        let (id, cancel) = c
+            .admit("general-purpose", &descriptions(1))
+            .unwrap()
+            .remove(0);
         let token = cancel.clone();
         c.spawn(id.clone(), cancel, async move {
             token.cancelled().await;
@@ -617,11 +629,21 @@ mod tests {
     #[tokio::test]
     async fn a_long_result_is_clipped_and_marked() {
         let c = Controller::new(Duration::from_secs(5));
-        let (id, cancel) = c.admit("general-purpose", &descriptions(1)).unwrap().remove(0);
-        c.spawn(id.clone(), cancel, async { ChildEnd::Completed("x".repeat(RESULT_CLIP + 5)) });
+        let (id, cancel) = c
+            .admit("general-purpose", &descriptions(1))
+            .unwrap()
+            .remove(0);
+        c.spawn(id.clone(), cancel, async {
+            ChildEnd::Completed("x".repeat(RESULT_CLIP + 5))
+        });
         let never = CancellationToken::new();
         let w = c
-            .wait(std::slice::from_ref(&id), false, Duration::from_secs(30), &never)
+            .wait(
+                std::slice::from_ref(&id),
+                false,
+                Duration::from_secs(30),
+                &never,
+            )
             .await;
         assert!(!w.timed_out);
         let v = &w.tasks[0];

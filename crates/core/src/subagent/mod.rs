@@ -135,7 +135,10 @@ impl Hub {
 
 /// The tools a child is offered: what the read-only gate could allow it, among the tools its
 /// actor may see (never the subagent tools, never an external tool).
-pub fn child_specs(view: &crate::tools::registry::ToolView, actor: &mpa_protocol::Actor) -> Vec<ToolSpec> {
+pub fn child_specs(
+    view: &crate::tools::registry::ToolView,
+    actor: &mpa_protocol::Actor,
+) -> Vec<ToolSpec> {
     view.iter()
         .filter(|t| policy::visible(actor, &t.meta) && read_only::offered(&t.spec.name, &t.meta))
         .map(crate::tools::RegisteredTool::current_spec)
@@ -401,7 +404,10 @@ mod tests {
         let hub = Hub::new(None);
         let (a, b) = (SessionState::new(), SessionState::new());
         let live = hub.controller(&a, Duration::from_secs(5));
-        let (id, cancel) = live.admit(PROFILE, &["look".to_string()]).unwrap().remove(0);
+        let (id, cancel) = live
+            .admit(PROFILE, &["look".to_string()])
+            .unwrap()
+            .remove(0);
         let token = cancel.clone();
         live.spawn(id, cancel, async move {
             token.cancelled().await;
@@ -416,7 +422,14 @@ mod tests {
         assert_eq!(late.seal(), Some(Seal::ShutDown));
         // The running child was told to stop.
         let never = CancellationToken::new();
-        let w = live.wait(&live.select(&[], controller::Implied::All).ids, false, Duration::from_secs(30), &never).await;
+        let w = live
+            .wait(
+                &live.select(&[], controller::Implied::All).ids,
+                false,
+                Duration::from_secs(30),
+                &never,
+            )
+            .await;
         assert_eq!(w.tasks[0].status, controller::TaskStatus::Cancelled);
     }
 }

@@ -33,10 +33,7 @@ pub const ACTION_ALLOW_LIST: &[(&str, &[&str], &[&str])] = &[
 ];
 
 /// The subagent tools themselves: a child never delegates again.
-pub const NESTING: [&str; 2] = [
-    crate::tools::task::NAME,
-    crate::tools::subagent_task::NAME,
-];
+pub const NESTING: [&str; 2] = [crate::tools::task::NAME, crate::tools::subagent_task::NAME];
 
 /// Whether a child is offered this tool at all (the same rules without the arguments): the
 /// tools a child may call for some arguments.
@@ -90,8 +87,7 @@ pub fn decide(f: &CallFacts<'_>) -> Option<ToolOutput> {
     if f.tool == moviepilot_api::NAME {
         return moviepilot_read(f);
     }
-    if let Some((_, actions, forbidden)) = ACTION_ALLOW_LIST.iter().find(|(t, _, _)| *t == f.tool)
-    {
+    if let Some((_, actions, forbidden)) = ACTION_ALLOW_LIST.iter().find(|(t, _, _)| *t == f.tool) {
         return action_read(f, actions, forbidden);
     }
     (!f.effect.is_read()).then(|| {
@@ -144,9 +140,7 @@ fn moviepilot_read(f: &CallFacts<'_>) -> Option<ToolOutput> {
         if let Some(m) = out.as_object_mut() {
             m.retain(|_, v| !v.is_null());
         }
-        return Some(
-            ToolOutput::json(&out, mpa_protocol::Outcome::Failed).with_error(DENIED),
-        );
+        return Some(ToolOutput::json(&out, mpa_protocol::Outcome::Failed).with_error(DENIED));
     }
     None
 }
@@ -157,10 +151,11 @@ fn action_read(f: &CallFacts<'_>, actions: &[&str], forbidden: &[&str]) -> Optio
         .and_then(|a| a.get("action"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if let Some(arg) = forbidden
-        .iter()
-        .find(|k| f.args.and_then(|a| a.get(**k)).is_some_and(|v| !v.is_null()))
-    {
+    if let Some(arg) = forbidden.iter().find(|k| {
+        f.args
+            .and_then(|a| a.get(**k))
+            .is_some_and(|v| !v.is_null())
+    }) {
         return Some(denied(format!(
             "{} with {arg} is not available to a subagent",
             f.tool

@@ -6,9 +6,7 @@
 
 use super::task::{CancelOnDrop, grace};
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use crate::subagent::controller::{
-    Controller, Implied, RESULT_CLIP, TaskStatus, TaskView, clip,
-};
+use crate::subagent::controller::{Controller, Implied, RESULT_CLIP, TaskStatus, TaskView, clip};
 use crate::subagent::{Hub, TaskEntry, TerminalShare, launch};
 use async_trait::async_trait;
 use mpa_protocol::Outcome;
@@ -326,8 +324,14 @@ async fn pipeline(
     let mut error: Option<String> = None;
     for entry in &entries {
         let context = pipeline_context(&done);
-        let ids = match launch(hub, ctx, controller, std::slice::from_ref(entry), context.as_deref())
-            .await
+        let ids = match launch(
+            hub,
+            ctx,
+            controller,
+            std::slice::from_ref(entry),
+            context.as_deref(),
+        )
+        .await
         {
             Ok(ids) => ids,
             Err(r) => {

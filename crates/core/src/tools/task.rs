@@ -87,7 +87,8 @@ impl TypedTool for Task {
         match view.status {
             TaskStatus::Completed => ToolOutput::json(
                 &json!({"success": true, "task_id": view.task_id,
-                    "result": view.result, "result_truncated": view.result_truncated}),
+                    "result": view.result, "result_truncated": view.result_truncated,
+                    "summary": "called 1 subagent (completed)"}),
                 Outcome::Succeeded,
             ),
             status => {
