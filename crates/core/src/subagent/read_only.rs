@@ -105,9 +105,8 @@ fn moviepilot_read(f: &CallFacts<'_>) -> Option<ToolOutput> {
         // The tool's own argument errors are the same for every origin.
         return None;
     };
-    let Some(op) = mpa_gateway::catalogue().get(&call.operation_id) else {
-        return None;
-    };
+    // An unknown operation is answered by the tool itself, with suggestions; nothing is sent.
+    let op = mpa_gateway::catalogue().get(&call.operation_id)?;
     if op.effect != EffectClass::SafeRead {
         return Some(denied(format!(
             "{} is a {} operation; writes, deletes, refreshes, downloads, service operations and \
