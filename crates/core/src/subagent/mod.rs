@@ -204,7 +204,8 @@ pub async fn launch(
             specs: specs.clone(),
             scope,
             exec: hub.exec.clone(),
-            limits: (services.cfg.max_iterations, services.cfg.max_parallel_tools),
+            max_model_calls: services.cfg.max_iterations,
+            max_parallel: services.cfg.max_parallel_tools,
             model: services.cfg.model.model.clone(),
         };
         controller.spawn(id.clone(), cancel, child.run());
@@ -293,7 +294,8 @@ struct Child {
     specs: Vec<ToolSpec>,
     scope: Option<mpa_exec::ScopeId>,
     exec: Option<mpa_exec::Processes>,
-    limits: (u32, usize),
+    max_model_calls: u32,
+    max_parallel: usize,
     model: String,
 }
 
@@ -308,10 +310,10 @@ impl Child {
             messages: vec![Message::user(&self.first)],
             specs: self.specs,
             limits: Limits {
-                max_model_calls: self.limits.0,
+                max_model_calls: self.max_model_calls,
                 input_token_budget: None,
             },
-            max_parallel: self.limits.1,
+            max_parallel: self.max_parallel,
             state: NestedState::Own(state),
             session_id: Some(thread.clone()),
             evidence: Some(Evidence {

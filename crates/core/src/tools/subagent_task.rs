@@ -62,8 +62,7 @@ pub struct SubagentTaskArgs {
     /// Several tasks (start/run/pipeline), at most 8; grants go in each task.
     #[serde(default)]
     pub tasks: Vec<TaskEntry>,
-    /// For status/wait/cancel; empty = all (wait: all running or not yet reported; cancel: all
-    /// running).
+    /// status/wait/cancel; empty = all (wait: running or not yet reported; cancel: running).
     #[serde(default)]
     pub task_ids: Vec<String>,
     #[serde(default)]

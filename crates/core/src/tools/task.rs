@@ -91,21 +91,14 @@ impl TypedTool for Task {
                     "summary": "called 1 subagent (completed)"}),
                 Outcome::Succeeded,
             ),
-            status => {
-                let mut out = ToolOutput::failure(
-                    "subagent_failed",
-                    view.error.unwrap_or_else(|| NO_RESULT.into()),
-                );
-                if status != TaskStatus::Failed {
-                    out = ToolOutput::json(
-                        &json!({"success": false, "error": "subagent_failed", "task_id": view.task_id,
-                            "status": status, "message": NO_RESULT}),
-                        Outcome::Failed,
-                    )
-                    .with_error("subagent_failed");
-                }
-                out
-            }
+            status => ToolOutput::json(
+                &json!({"success": false, "error": "subagent_failed", "task_id": view.task_id,
+                    "status": status,
+                    "message": view.error.unwrap_or_else(|| NO_RESULT.into()),
+                    "summary": format!("called 1 subagent ({status:?})").to_lowercase()}),
+                Outcome::Failed,
+            )
+            .with_error("subagent_failed"),
         }
     }
 }
