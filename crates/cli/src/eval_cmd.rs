@@ -226,7 +226,7 @@ impl mpa_core::eval::CommandGuard for GuardAdapter {
 
 impl Subject for HostSubject {
     fn summary_prompt(&self) -> &str {
-        mpa_core::prompt::SUMMARY_PROMPT
+        mpa_core::SUMMARY_PROMPT
     }
 
     fn subagent_prompt(&self) -> &str {

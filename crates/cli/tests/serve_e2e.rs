@@ -281,7 +281,7 @@ const SUMMARY: &str = "The user asked numbered questions; each got a long answer
 
 /// A summariser request (the host's compaction) starts with the summariser's instructions.
 fn is_summariser(req: &Value) -> bool {
-    req["messages"][0]["content"] == mpa_core::prompt::SUMMARY_PROMPT
+    req["messages"][0]["content"] == mpa_core::SUMMARY_PROMPT
 }
 
 #[tokio::test(flavor = "multi_thread")]

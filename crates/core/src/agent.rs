@@ -358,8 +358,8 @@ impl Agent {
         Ok(handle)
     }
 
-    /// A live session, if one is loaded (an actor that ended after idling is forgotten here; one
-    /// still finishing its queued turns stays known until it has ended).
+    /// A live session, if one is loaded (an actor forgets itself when it ends; one still
+    /// finishing its queued turns after it stopped taking new ones stays known until then).
     pub fn live(&self, session_id: &str) -> Option<SessionHandle> {
         let mut map = lock(&self.sessions);
         match map.get(session_id) {

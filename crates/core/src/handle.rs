@@ -162,6 +162,11 @@ impl AgentHandle {
         self.services.upgrade().ok_or(CoreError::SessionClosed)
     }
 
+    /// The tools the caller's session sees now (all three registry layers).
+    pub fn tools(&self, caller: &ToolContext) -> Result<crate::tools::registry::ToolView> {
+        Ok(self.services()?.tools.view_for(&caller.session))
+    }
+
     /// Calls tool `name` through the one call path as `origin`, with a call id of its own (so
     /// writes get their own receipt), in the caller's session.
     pub async fn call_tool(
@@ -190,10 +195,7 @@ impl AgentHandle {
         let services = self.services()?;
         let agent_id = format!(
             "{}-{}",
-            serde_json::to_value(nested.origin.agent_origin())
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            nested.origin.label(),
             uuid::Uuid::new_v4().simple()
         );
         let events = self.events.nested(&agent_id, nested.origin.agent_origin());

@@ -12,7 +12,6 @@
 //!   layered [`tools::registry::Tools`]), the call-gate chain ([`tools::gate`]) and the built-in
 //!   tools; [`capability`]: capability lifecycles, [`capability::standard`] registers them;
 //!   [`handle::AgentHandle`]: what a tool may do with the agent that called it.
-//! - [`outcome::classify`]: the host-wide outcome rules.
 //! - [`eval::run_task`]: one evaluation task through a fresh host (the harness's subject).
 //!
 //! Invariants: every tool call gets exactly one result message; a stop dispatches no further tool
@@ -20,25 +19,25 @@
 //! "nothing happened"; the chat snapshot is written at the end of every turn, stopped or not.
 
 pub mod accounts;
-pub mod agent;
+pub(crate) mod agent;
 pub mod capability;
-pub mod config;
-pub mod error;
+pub(crate) mod config;
+pub(crate) mod error;
 pub mod eval;
 pub mod handle;
 pub mod history;
-pub mod host;
+pub(crate) mod host;
 pub mod moviepilot;
-pub mod outcome;
-pub mod plan;
-pub mod prompt;
+pub(crate) mod outcome;
+pub(crate) mod plan;
+pub(crate) mod prompt;
 pub mod redaction;
 pub mod result_cap;
 pub mod review;
-pub mod services;
+pub(crate) mod services;
 pub mod session;
 pub mod subagent;
-pub mod sync;
+pub(crate) mod sync;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
@@ -52,6 +51,7 @@ pub use config::AgentConfig;
 pub use error::{CoreError, Result};
 pub use host::{Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_store::{Chat, ChatSummary};
+pub use prompt::SUMMARY_PROMPT;
 pub use services::{Capabilities, Services};
 
 /// What front ends configure the model client with (they depend on `mpa-core` alone).
@@ -67,6 +67,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 pub use capability::{Capability, RegistryOptions};
 pub use review::ReviewState;
 pub use session::SessionHandle;
+pub use sync::Slots;
 
 /// The standard tool set for the given capabilities (without the write-receipts tool, which
 /// needs the main store): the tools of [`capability::standard`].

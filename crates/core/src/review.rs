@@ -324,19 +324,12 @@ impl StepHooks for Watch {
             .is_some_and(|t| !t.meta.effect.is_read());
         if output.outcome == mpa_protocol::Outcome::Succeeded
             && writes
-            && !reports_no_change(&output.content)
+            && output.changed != Some(false)
         {
             let args = crate::redaction::redact(&call.arguments).into_owned();
             self.report.actions.push((call.name.clone(), args));
         }
     }
-}
-
-/// Whether a learning tool's JSON result says it changed nothing (`"changed": false`, e.g. a
-/// duplicate entry or a proposal staged for approval): such calls are not reported as actions.
-fn reports_no_change(content: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(content)
-        .is_ok_and(|v| v.get("changed") == Some(&serde_json::Value::Bool(false)))
 }
 
 #[cfg(test)]
@@ -411,5 +404,46 @@ mod tests {
         c.on_tool_response(&tools, &[call("a")]);
         assert!(c.skills_due(10));
         assert!(!c.skills_due(10), "reset after due");
+    }
+
+    #[test]
+    fn a_review_write_that_changed_nothing_is_not_reported_as_an_action() {
+        use crate::tools::{ToolMeta, ToolOutput};
+        use mpa_protocol::{EffectClass, Outcome};
+        let mut tools = crate::tools::ToolRegistry::new();
+        tools.register(crate::tools::json_tool(Stub(
+            "memory",
+            ToolMeta::new(EffectClass::ReversibleWrite),
+        )));
+        let mut watch = Watch {
+            view: crate::tools::registry::Tools::from(tools).view(),
+            report: ReviewReport::default(),
+        };
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "memory".into(),
+            arguments: format!(r#"{{"id":"{id}"}}"#),
+        };
+        let ok = |changed| {
+            let mut out =
+                ToolOutput::json(&serde_json::json!({"success": true}), Outcome::Succeeded);
+            out.changed = changed;
+            out
+        };
+        watch.on_tool_result(&call("dup"), &ok(Some(false)));
+        watch.on_tool_result(&call("new"), &ok(Some(true)));
+        watch.on_tool_result(&call("unsaid"), &ok(None));
+        watch.on_tool_result(
+            &call("denied"),
+            &ToolOutput::failure("review_tool_denied", "not in a review"),
+        );
+        let acted: Vec<&str> = watch
+            .report
+            .actions
+            .iter()
+            .map(|(_, a)| a.as_str())
+            .collect();
+        assert_eq!(acted, vec![r#"{"id":"new"}"#, r#"{"id":"unsaid"}"#]);
+        assert_eq!(watch.report.denied, vec!["memory".to_string()]);
     }
 }

@@ -4,6 +4,7 @@
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::TestHost;
+use crate::common::tool_names;
 use async_trait::async_trait;
 use mpa_core::tools::policy::Origin;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput, ToolRegistry, json_tool};
@@ -14,17 +15,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
-
-fn tool_names(req: &Value) -> BTreeSet<String> {
-    req["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn tool_result(req: &Value, call_id: &str) -> String {
     req["messages"]
@@ -175,12 +165,10 @@ impl JsonTool for Delegate {
         ToolMeta::read()
     }
     async fn call(&self, ctx: ToolContext, args: Value) -> ToolOutput {
-        let Ok(services) = ctx.agent.services() else {
+        let Ok(tools) = ctx.agent.tools(&ctx) else {
             return ToolOutput::failure("host_gone", "the host is shutting down");
         };
-        let specs = services
-            .tools
-            .view()
+        let specs = tools
             .specs_for(&ctx.actor)
             .into_iter()
             .filter(|s| s.name == "test_echo" || s.name == "note_write")

@@ -1,9 +1,8 @@
 //! The per-request budget (issue 17, spec runtime.md §12.1): every model call's request is
 //! estimated against the window — the catalogue's, else `LLM_MAX_CONTEXT_TOKENS` — and the
 //! figures go out as a `Budget` event; provider usage accumulates in the session detail.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::TestHost;
+use crate::common::host::{TestHost, run_turn};
 use mpa_core::Agent;
 use mpa_protocol::{Actor, Event, RequestBudget, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
@@ -23,18 +22,8 @@ async fn agent(
 }
 
 async fn turn(agent: &Agent, actor: &Actor, session: &str, text: &str) -> (TurnStatus, Vec<Event>) {
-    let mut rx = agent
-        .submit(actor, session, "test", text.into(), vec![])
-        .await
-        .unwrap();
-    let mut events = Vec::new();
-    while let Some(ev) = rx.recv().await {
-        if let Event::TurnEnded { status, .. } = ev {
-            return (status, events);
-        }
-        events.push(ev);
-    }
-    panic!("no TurnEnded")
+    let t = run_turn(agent, actor, session, text).await;
+    (t.status, t.events)
 }
 
 fn budgets(events: &[Event]) -> Vec<RequestBudget> {

@@ -2,7 +2,7 @@
 //! by a scripted model: a long conversation with large tool results at a 16 K window.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::TestHost;
+use crate::common::host::{TestHost, run_turn};
 use async_trait::async_trait;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use mpa_core::{Agent, Capabilities};
@@ -72,19 +72,8 @@ async fn env_with(mock: &MockModelServer, model: &str, window_k: u64) -> Env {
 
 impl Env {
     async fn turn(&self, session: &str, text: &str) -> (TurnStatus, Vec<Event>) {
-        let mut rx = self
-            .agent
-            .submit(&self.actor, session, "test", text.into(), vec![])
-            .await
-            .unwrap();
-        let mut events = Vec::new();
-        while let Some(ev) = rx.recv().await {
-            if let Event::TurnEnded { status, .. } = ev {
-                return (status, events);
-            }
-            events.push(ev);
-        }
-        panic!("no TurnEnded")
+        let t = run_turn(&self.agent, &self.actor, session, text).await;
+        (t.status, t.events)
     }
 }
 

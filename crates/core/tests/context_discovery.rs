@@ -1,15 +1,14 @@
 //! Tool discovery (issue 17, spec runtime.md §3): `LLM_MAX_TOOLS` selects the first call's
 //! tools, `search_tools` discovers more, the next call carries those that fit its budget.
-#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::{Gateway, TestHost, open_host};
+use crate::common::host::{Gateway, TestHost, open_host, run_turn};
+use crate::common::tool_names;
 use async_trait::async_trait;
 use mpa_core::Agent;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use mpa_protocol::{Actor, Event, ToolSpec, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 
 struct Plain {
     name: &'static str,
@@ -68,30 +67,9 @@ async fn agent(mock: &MockModelServer, max_tools: u32) -> (tempfile::TempDir, Ag
     (h.dir, h.agent, h.actor)
 }
 
-fn tool_names(req: &Value) -> BTreeSet<String> {
-    req["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 async fn turn(agent: &Agent, actor: &Actor, text: &str) -> (TurnStatus, Vec<Event>) {
-    let mut rx = agent
-        .submit(actor, "d", "test", text.into(), vec![])
-        .await
-        .unwrap();
-    let mut events = Vec::new();
-    while let Some(ev) = rx.recv().await {
-        if let Event::TurnEnded { status, .. } = ev {
-            return (status, events);
-        }
-        events.push(ev);
-    }
-    panic!("no TurnEnded")
+    let t = run_turn(agent, actor, "d", text).await;
+    (t.status, t.events)
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! what the user can do. Driven by the mock model server over the real wire format.
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::TestHost;
+use crate::common::host::{TestHost, run_turn};
 use mpa_core::Agent;
 use mpa_protocol::{Actor, Event, Outcome, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
@@ -30,22 +30,8 @@ async fn env(mock: &MockModelServer) -> Env {
 
 impl Env {
     async fn turn(&self, session: &str, text: &str) -> (TurnStatus, String, Vec<Event>) {
-        let mut rx = self
-            .agent
-            .submit(&self.actor, session, "test", text.into(), vec![])
-            .await
-            .unwrap();
-        let mut events = Vec::new();
-        while let Some(ev) = rx.recv().await {
-            if let Event::TurnEnded {
-                status, final_text, ..
-            } = ev
-            {
-                return (status, final_text, events);
-            }
-            events.push(ev);
-        }
-        panic!("no TurnEnded")
+        let t = run_turn(&self.agent, &self.actor, session, text).await;
+        (t.status, t.final_text, t.events)
     }
 
     async fn transcript(&self, session: &str) -> Vec<mpa_protocol::Message> {

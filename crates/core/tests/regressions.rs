@@ -6,9 +6,9 @@
     reason = "a test's panic is its failure report"
 )]
 
-use crate::common::host::{TestHost, learning_caps};
+use crate::common::host::{TestHost, learning_caps, run_turn};
 use mpa_core::Agent;
-use mpa_protocol::{Actor, Event, Message, TurnStatus};
+use mpa_protocol::{Actor, Message, TurnStatus};
 use mpa_store::{Chat, Store};
 use mpa_test_support::{MockModelServer, MockReply, last_user_text};
 use serde_json::{Value, json};
@@ -64,17 +64,9 @@ async fn env(mock: &MockModelServer, o: Opts) -> Env {
 
 impl Env {
     async fn turn(&self, session: &str, text: &str) -> TurnStatus {
-        let mut rx = self
-            .agent
-            .submit(&self.actor, session, "test", text.into(), vec![])
+        run_turn(&self.agent, &self.actor, session, text)
             .await
-            .unwrap();
-        while let Some(ev) = rx.recv().await {
-            if let Event::TurnEnded { status, .. } = ev {
-                return status;
-            }
-        }
-        panic!("no TurnEnded");
+            .status
     }
 
     /// Waits until the session's actor has been reclaimed for idleness (no sleeps against a

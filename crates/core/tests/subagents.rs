@@ -1051,7 +1051,7 @@ async fn a_pipeline_feeds_each_step_the_earlier_results_and_stops_at_a_failure()
                     p["success"],
                     tasks.len(),
                     tasks[1]["result"].as_str().unwrap_or("-"),
-                    p["error"].as_str().unwrap_or("-")
+                    p["message"].as_str().unwrap_or("-")
                 ))
             }
         }

@@ -168,6 +168,26 @@ mod tests {
         serde_json::from_str(s.strip_prefix("data: ").unwrap().trim_end()).unwrap()
     }
 
+    /// Ends the turn, waits for the pump and returns every frame it wrote.
+    async fn complete(
+        etx: mpsc::UnboundedSender<Event>,
+        task: tokio::task::JoinHandle<()>,
+        orx: &mut mpsc::Receiver<Bytes>,
+    ) -> Vec<Value> {
+        etx.send(Event::TurnEnded {
+            status: TurnStatus::Completed,
+            final_text: String::new(),
+            halt: None,
+        })
+        .unwrap();
+        task.await.unwrap();
+        let mut got = Vec::new();
+        while let Ok(b) = orx.try_recv() {
+            got.push(parse(&b));
+        }
+        got
+    }
+
     #[tokio::test]
     async fn deltas_coalesce_tools_flush_and_done_ends() {
         let (etx, erx) = mpsc::unbounded_channel();
@@ -198,17 +218,7 @@ mod tests {
             content: "x".repeat(300),
         })
         .unwrap();
-        etx.send(Event::TurnEnded {
-            status: TurnStatus::Completed,
-            final_text: String::new(),
-            halt: None,
-        })
-        .unwrap();
-        task.await.unwrap();
-        let mut got = Vec::new();
-        while let Ok(b) = orx.try_recv() {
-            got.push(parse(&b));
-        }
+        let mut got = complete(etx, task, &mut orx).await;
         let mut types: Vec<String> = got
             .iter()
             .map(|v| v["type"].as_str().unwrap().to_owned())
@@ -230,6 +240,42 @@ mod tests {
         assert_eq!(got[3]["status"], "error");
         assert_eq!(got[3]["assistant_message_id"], "m");
         assert_eq!(got[5]["status"], "completed");
+    }
+
+    #[tokio::test]
+    async fn a_nested_agents_events_stay_off_the_users_stream() {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let (otx, mut orx) = mpsc::channel(64);
+        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15), "s".into()));
+        let nested = |event: Event| Event::Nested {
+            agent_id: "subagent-1".into(),
+            origin: mpa_protocol::AgentOrigin::Subagent,
+            event: Box::new(event),
+        };
+        etx.send(nested(Event::ToolStarted {
+            tool_id: "e1".into(),
+            name: "test_echo".into(),
+            message: "echo".into(),
+        }))
+        .unwrap();
+        etx.send(nested(Event::Delta {
+            content: "child text".into(),
+        }))
+        .unwrap();
+        etx.send(nested(Event::Error {
+            kind: mpa_protocol::ErrorKind::Model,
+            code: "model_timeout".into(),
+            message: "the child's model timed out".into(),
+        }))
+        .unwrap();
+        etx.send(Event::Delta {
+            content: "parent text".into(),
+        })
+        .unwrap();
+        let got = complete(etx, task, &mut orx).await;
+        let types: Vec<&str> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["delta", "done"], "{got:?}");
+        assert_eq!(got[0]["content"], "parent text");
     }
 
     #[tokio::test]

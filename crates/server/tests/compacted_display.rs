@@ -19,7 +19,7 @@ const SUMMARY: &str = "The user asked questions 0 to 3; each got a long answer."
 /// A summariser request (the host's compaction) is the one whose first message is the
 /// summariser's instructions.
 fn is_summariser(req: &Value) -> bool {
-    req["messages"][0]["content"] == mpa_core::prompt::SUMMARY_PROMPT
+    req["messages"][0]["content"] == mpa_core::SUMMARY_PROMPT
 }
 
 /// "question N" gets "answer N" and about 2,500 tokens of padding: four turns fill most of a
@@ -167,7 +167,7 @@ async fn a_compacted_session_still_lists_every_earlier_line_in_order_with_a_mark
 
     // Reclaimed after idling and reloaded from the snapshot: the earlier lines are still there
     // after the next turn writes the chat again.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    env.wait_reclaimed().await;
     let _ = turn(&env, &token, "question 6").await;
     let (_, detail) = env.get(&token, "/api/v1/agent/sessions/long-chat").await;
     let shown = lines(&detail);

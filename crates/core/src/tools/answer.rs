@@ -55,8 +55,26 @@ where
     T: Serialize + Send + 'static,
     E: Serialize + Send + 'static,
 {
+    answer_write(work, |_| None).await
+}
+
+/// As [`answer`] for a write whose success may have changed nothing: `changed` reads that from
+/// the typed answer into [`ToolOutput::changed`].
+pub async fn answer_write<T, E>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+    changed: impl FnOnce(&T) -> Option<bool>,
+) -> ToolOutput
+where
+    T: Serialize + Send + 'static,
+    E: Serialize + Send + 'static,
+{
     match tokio::task::spawn_blocking(work).await {
-        Ok(r) => ToolOutput::result(&Answer::from(r)),
+        Ok(r) => {
+            let changed = r.as_ref().ok().and_then(changed);
+            let mut out = ToolOutput::result(&Answer::from(r));
+            out.changed = changed;
+            out
+        }
         Err(_) => ToolOutput::failure(
             "tool_failed",
             "tool failed (internal error); check arguments or query current state",

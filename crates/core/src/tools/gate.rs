@@ -7,8 +7,8 @@
 //! - [`Gate::check`] per call, before dispatch: [`Verdict::Allow`], [`Verdict::Answer`] (the
 //!   call is answered and never runs) or [`Verdict::Halt`] (answered, and the turn ends after
 //!   this batch);
-//! - [`Gate::observe`] per call, after it ran, with its output (which it may annotate), and may
-//!   halt the turn too.
+//! - [`Gate::observe`] per call that ran, with its output (which it may annotate), and may halt
+//!   the turn too.
 //!
 //! Gates keep their state in the session's slots ([`CallFacts::session`]) or in this loop run's
 //! ([`CallFacts::turn`], fresh for every turn, review or nested loop). The first gate that
@@ -136,7 +136,7 @@ pub trait Gate: Send + Sync + 'static {
         Verdict::Allow
     }
 
-    /// Per call, after it ran (also for calls a gate answered); may annotate the output.
+    /// Per call, after it ran (not for calls a gate answered); may annotate the output.
     fn observe(&self, _call: &CallFacts<'_>, _output: &mut ToolOutput) -> Option<Halt> {
         None
     }

@@ -77,7 +77,7 @@ fn answer(outcome: Outcome, message: String, extra: Value) -> ToolOutput {
     if let Value::Object(extra) = extra {
         m.extend(extra);
     }
-    ToolOutput::json(&Value::Object(m), outcome)
+    ToolOutput::object(m, outcome)
 }
 
 fn not_recorded() -> ToolOutput {
@@ -368,5 +368,14 @@ mod tests {
         let v: Value = serde_json::from_str(&text.content).unwrap();
         assert_eq!(v["result"], "done");
         assert_eq!(text.metadata[INVOCATION_ID_KEY], "inv2");
+    }
+
+    #[test]
+    fn a_ledger_refusal_carries_its_error_code() {
+        let out = not_recorded();
+        assert_eq!(out.error.as_deref(), Some("ledger_unavailable"));
+        let v: Value = serde_json::from_str(&out.content).unwrap();
+        assert_eq!(v["error"], "ledger_unavailable");
+        assert_eq!(v["execution_outcome"], "failed");
     }
 }

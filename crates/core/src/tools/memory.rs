@@ -3,7 +3,7 @@
 //! The write origin comes from [`ToolContext::write_origin`], never from the arguments; a
 //! review's rewrites become proposals only the user approves (`/memory approve`).
 
-use super::answer::answer;
+use super::answer::answer_write;
 use super::args::{Batch, choice};
 use super::{ReviewUse, ToolContext, ToolMeta, ToolOutput, TypedTool};
 use async_trait::async_trait;
@@ -261,7 +261,7 @@ action=\"pending\" lists proposals staged by background review; only the user ca
         let memory = self.memory.clone();
         let origin = ctx.write_origin();
         let actor = ctx.actor;
-        answer(move || match call {
+        let work = move || match call {
             Call::Pending => Ok(MemoryDone::Pending(PendingReply {
                 success: true,
                 pending: memory.pending(&actor, &origin),
@@ -275,6 +275,11 @@ action=\"pending\" lists proposals staged by background review; only the user ca
                 }),
                 Written::Staged(staged) => MemoryDone::Staged(staged),
             }),
+        };
+        answer_write(work, |done| match done {
+            MemoryDone::Applied(a) => Some(a.applied.changed),
+            MemoryDone::Staged(_) => Some(false),
+            MemoryDone::Pending(_) => None,
         })
         .await
     }

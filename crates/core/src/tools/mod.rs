@@ -122,7 +122,7 @@ impl ToolMeta {
 }
 
 /// Session state a tool may read or change (owned by the session actor): one typed slot per
-/// concern — the plan ([`crate::plan::PlanState`]), the terminal scope, the result store, the
+/// concern — the plan (`plan::PlanState`), the terminal scope, the result store, the
 /// discovery state, a pending secret read — each defined next to the code that uses it.
 pub type SessionState = crate::sync::Slots;
 
@@ -186,6 +186,10 @@ pub struct ToolOutput {
     /// The stable error code of a refusal or failure (the `error` field of its JSON), so the host
     /// never parses a result to learn it.
     pub error: Option<Box<str>>,
+    /// `Some(false)` for a write that succeeded without changing anything (a duplicate entry, a
+    /// proposal staged for approval), so the background review does not report it as an action
+    /// without parsing the result; `None` when the tool does not say.
+    pub changed: Option<bool>,
 }
 
 impl ToolOutput {
@@ -201,7 +205,20 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            changed: None,
         }
+    }
+
+    /// A JSON object built by the host: its `error` field, when a string, is the stable code
+    /// ([`ToolOutput::error`]), read from the object before it is serialised.
+    pub fn object(v: serde_json::Map<String, serde_json::Value>, outcome: Outcome) -> Self {
+        let code = v
+            .get("error")
+            .and_then(serde_json::Value::as_str)
+            .map(Box::from);
+        let mut out = Self::json(&v, outcome);
+        out.error = code;
+        out
     }
 
     /// A typed result: serialised once, outcome from the result itself.
@@ -245,6 +262,7 @@ impl ToolOutput {
             outcome,
             metadata: serde_json::Map::new(),
             error: None,
+            changed: None,
         }
     }
 }

@@ -36,7 +36,7 @@ fn failure(v: Map<String, Value>, outcome: Outcome) -> ToolOutput {
         ordered.insert("execution_outcome".into(), json!("unknown"));
     }
     ordered.extend(v);
-    ToolOutput::json(&Value::Object(ordered), outcome)
+    ToolOutput::object(ordered, outcome)
 }
 
 /// Validates the call against its operation's contract (`None`: no such operation).

@@ -37,6 +37,18 @@ impl Origin {
         }
     }
 
+    /// A short name (agent ids start with it).
+    pub fn label(self) -> &'static str {
+        match self {
+            Origin::Turn => "turn",
+            Origin::Direct => "direct",
+            Origin::Review { .. } => "review",
+            Origin::Subagent => "subagent",
+            Origin::Kernel => "kernel",
+            Origin::Mcp => "mcp",
+        }
+    }
+
     /// Origins that may only read.
     pub fn is_read_only(self) -> bool {
         matches!(self, Origin::Subagent | Origin::Kernel)

@@ -295,6 +295,7 @@ fn unavailable() -> ToolOutput {
             "message": "this result is no longer available (results are kept 15 minutes, at most 8 per session); run the tool again with a narrower query"}),
         Outcome::Failed,
     )
+    .with_error("result_unavailable")
 }
 
 #[async_trait]
@@ -352,7 +353,8 @@ impl TypedTool for ReadToolResult {
                     "total_chars": total_chars,
                     "message": format!("offset is past the end of the result ({total_chars} characters)")}),
                 Outcome::Failed,
-            ),
+            )
+            .with_error("offset_out_of_range"),
         }
     }
 }

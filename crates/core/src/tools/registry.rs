@@ -198,14 +198,18 @@ impl ToolView {
         })
     }
 
-    /// Every tool, built-in first (so the listed prefix stays stable while sets come and go).
+    /// Every tool, built-in first (so the listed prefix stays stable while sets come and go);
+    /// a name is listed once, as [`ToolView::get`] finds it.
     pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        let mut seen = std::collections::HashSet::new();
         self.builtin.iter().chain(
             self.dynamic
                 .values()
                 .chain(self.session.values())
                 .flat_map(|s| s.iter())
-                .filter(|t| self.builtin.get(&t.spec.name).is_none()),
+                .filter(move |t| {
+                    self.builtin.get(&t.spec.name).is_none() && seen.insert(t.spec.name.as_str())
+                }),
         )
     }
 

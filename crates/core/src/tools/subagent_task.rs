@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use mpa_protocol::Outcome;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -362,21 +362,22 @@ async fn pipeline(
             break;
         }
     }
-    let v: Value = json!({
-        "success": error.is_none(),
-        "action": "pipeline",
-        "error": error,
-        "tasks": done,
-        "summary": summary(&done),
-    });
+    let mut v = serde_json::Map::new();
+    v.insert("success".into(), json!(error.is_none()));
+    v.insert("action".into(), json!("pipeline"));
+    v.insert(
+        "error".into(),
+        json!(error.as_ref().map(|_| "pipeline_stopped")),
+    );
+    if let Some(message) = &error {
+        v.insert("message".into(), json!(message));
+    }
+    v.insert("tasks".into(), json!(done));
+    v.insert("summary".into(), json!(summary(&done)));
     let outcome = if error.is_none() {
         Outcome::Succeeded
     } else {
         Outcome::Failed
     };
-    let mut out = ToolOutput::json(&v, outcome);
-    if error.is_some() {
-        out = out.with_error("pipeline_stopped");
-    }
-    out
+    ToolOutput::object(v, outcome)
 }

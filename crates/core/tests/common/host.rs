@@ -39,21 +39,11 @@ impl TestHost {
     /// A host talking to `mock` as model `model` (no retries), for user `lin`, with the
     /// diagnostic tools and no capability hubs.
     pub fn builder(mock: &MockModelServer, model: &str) -> TestHostBuilder {
-        TestHostBuilder {
-            model: ModelConfig {
-                base_url: mock.base_url.clone(),
-                model: model.into(),
-                max_retries: 0,
-                ..Default::default()
-            },
-            user: "lin".into(),
-            admin: false,
-            data_subdir: None,
-            config: Vec::new(),
-            caps: None,
-            diagnostic_tools: true,
-            extend: Vec::new(),
-        }
+        Self::offline().model(|m| {
+            m.base_url = mock.base_url.clone();
+            m.model = model.into();
+            m.max_retries = 0;
+        })
     }
 
     /// A host whose model is never called (the default model configuration).
@@ -70,31 +60,9 @@ impl TestHost {
         }
     }
 
-    /// Runs one turn as the host's user and collects its events (the last is `TurnEnded`).
+    /// Runs one turn as the host's user and collects its events.
     pub async fn turn(&self, session: &str, text: &str) -> Turn {
-        let mut rx = self
-            .agent
-            .submit(&self.actor, session, "test", text.into(), vec![])
-            .await
-            .unwrap();
-        let mut events = Vec::new();
-        while let Some(ev) = rx.recv().await {
-            if let Event::TurnEnded {
-                status,
-                final_text,
-                halt,
-            } = ev
-            {
-                return Turn {
-                    status,
-                    final_text,
-                    halt,
-                    events,
-                };
-            }
-            events.push(ev);
-        }
-        panic!("the turn ended without TurnEnded")
+        run_turn(&self.agent, &self.actor, session, text).await
     }
 
     /// The stored conversation of `session`.
@@ -105,6 +73,32 @@ impl TestHost {
             .unwrap()
             .agent_messages
     }
+}
+
+/// Runs one turn of `session` as `actor` (channel `test`) and collects its events.
+pub async fn run_turn(agent: &Agent, actor: &Actor, session: &str, text: &str) -> Turn {
+    let mut rx = agent
+        .submit(actor, session, "test", text.into(), vec![])
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        if let Event::TurnEnded {
+            status,
+            final_text,
+            halt,
+        } = ev
+        {
+            return Turn {
+                status,
+                final_text,
+                halt,
+                events,
+            };
+        }
+        events.push(ev);
+    }
+    panic!("the turn ended without TurnEnded")
 }
 
 /// How a turn ended, and its events before `TurnEnded`.

@@ -129,3 +129,15 @@ impl LearningEnv {
         serde_json::to_value(self.registry.get(tool).unwrap().spec).unwrap()
     }
 }
+
+/// The names of the tools a recorded model request offered.
+pub fn tool_names(req: &Value) -> std::collections::BTreeSet<String> {
+    req["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -25,6 +25,8 @@ pub struct Env {
     pub http: reqwest::Client,
     pub store: Store,
     pub accounts: Accounts,
+    /// The agent behind the server (to observe sessions the HTTP API does not show).
+    pub agent: Agent,
     pub mock: MockModelServer,
     pub dir: tempfile::TempDir,
     pub stop: Option<oneshot::Sender<()>>,
@@ -87,6 +89,7 @@ impl Env {
             .build()
             .unwrap();
         let accounts = agent.accounts().clone();
+        let handle = agent.clone();
         let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.admin_token = Some(ADMIN_TOKEN.into());
         configure(&mut cfg);
@@ -105,6 +108,7 @@ impl Env {
             http: reqwest::Client::new(),
             store,
             accounts,
+            agent: handle,
             mock,
             dir,
             stop: Some(tx),
@@ -256,6 +260,18 @@ impl Env {
             .send()
             .await
             .unwrap()
+    }
+
+    /// Polls until no session actor is live (idle ones reclaimed, closed ones ended).
+    pub async fn wait_reclaimed(&self) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while self.agent.live_sessions() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a session was never reclaimed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Polls the detail until the session is idle and has a snapshot.
