@@ -298,6 +298,10 @@ impl Subject for HostSubject {
         mpa_core::SUMMARY_PROMPT
     }
 
+    fn subagent_prompt(&self) -> &str {
+        mpa_core::subagent::SYSTEM_PROMPT
+    }
+
     fn run(&self, run: SubjectRun) -> impl Future<Output = Result<SubjectTrace, String>> + Send {
         let mut agent = self.agent.clone();
         let skills = self.skills.path().to_path_buf();

@@ -160,6 +160,9 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "long_context",
         "steering_long_context",
         "steering_multi_message",
+        "subagent_parallel_status",
+        "subagent_cancel_recovery",
+        "subagent_terminal_share",
     ]
     .into_iter()
     .chain(super::eval_regressions::REGRESSION_SCENARIOS)
@@ -216,11 +219,11 @@ fn invalid_input_exits_2_and_says_why() {
         ),
         (
             vec![
-                "subagent_parallel_status".into(),
+                "browser_navigation".into(),
                 "--replay".into(),
                 pass.display().to_string(),
             ],
-            "needs: subagents",
+            "needs: browser",
         ),
         (
             vec!["unknown_download".into()],
@@ -275,7 +278,7 @@ fn invalid_input_exits_2_and_says_why() {
     assert_eq!(status("long_context"), "runnable");
     assert_eq!(status("steering_long_context"), "runnable");
     assert_eq!(status("browser_navigation"), "needs: browser");
-    assert_eq!(status("subagent_parallel_status"), "needs: subagents");
+    assert_eq!(status("subagent_parallel_status"), "runnable");
     assert_eq!(status("code_readonly_report"), "needs: kernel");
     assert_eq!(status("steering_multi_message"), "runnable");
     for id in super::eval_regressions::REGRESSION_SCENARIOS {

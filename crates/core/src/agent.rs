@@ -581,6 +581,10 @@ impl Agent {
 
     /// Stops every running turn and waits until each session has written its snapshot.
     pub async fn shutdown(&self) {
+        // Nothing new starts once shutdown began (subagent submissions are sealed).
+        for c in self.services.capabilities.iter() {
+            c.begin_shutdown();
+        }
         let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
         for h in &handles {
             h.begin_shutdown();

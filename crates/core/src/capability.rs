@@ -54,6 +54,14 @@ pub trait Capability: Send + Sync + 'static {
         None
     }
 
+    /// A user turn of the session ended (its loop finished, before its snapshot is written):
+    /// what the turn started and left unfinished is wound up here.
+    async fn end_turn(&self, _session: SessionInfo<'_>, _state: &SessionState) {}
+
+    /// The host begins to shut down: called for every capability before anything is awaited,
+    /// so nothing new starts while sessions close.
+    fn begin_shutdown(&self) {}
+
     /// The session is closed on request (its chat deleted, or the host shutting down) — not
     /// when an idle actor is reclaimed, which leaves what belongs to the conversation running.
     async fn close_session(&self, _session: SessionInfo<'_>, _state: &SessionState) {}
@@ -99,6 +107,9 @@ pub fn standard(
             history: history.clone(),
         }));
     }
+    list.push(Arc::new(crate::subagent::Subagents {
+        hub: crate::subagent::Hub::new(caps.exec.clone()),
+    }));
     if opts.diagnostic_tools {
         list.push(Arc::new(Diagnostics));
     }

@@ -31,6 +31,8 @@ pub struct AgentConfig {
     /// Free bytes the data directory's file system must keep for a new turn to be accepted
     /// (`MPA_MIN_FREE_MB`; 0 = not checked). See [`crate::disk`].
     pub min_free_bytes: u64,
+    /// How long a cancelled subagent gets to stop (5 s, spec runtime.md §8.1).
+    pub subagent_cancel_grace: Duration,
 }
 
 impl AgentConfig {
@@ -49,6 +51,7 @@ impl AgentConfig {
             session_idle: Duration::from_secs(600),
             max_message_bytes: crate::admission::DEFAULT_MAX_MESSAGE_BYTES,
             min_free_bytes: crate::disk::DEFAULT_MIN_FREE_BYTES,
+            subagent_cancel_grace: crate::subagent::controller::CANCEL_GRACE,
         }
     }
 }

@@ -44,7 +44,7 @@ pub const GUARDED_TOOL: &str = "execute_command";
 /// its arguments).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardScope {
-    /// `conversation` (a background review would be `review`).
+    /// `conversation`, `subagent` (a child's call, in its own session) or `review`.
     pub kind: String,
     /// The conversation's session id.
     pub task_id: String,
@@ -111,6 +111,8 @@ impl PreparedCall for GuardedCall {
         let scope = GuardScope {
             kind: if ctx.review.is_some() {
                 "review"
+            } else if ctx.agent.origin() == crate::tools::policy::Origin::Subagent {
+                "subagent"
             } else {
                 "conversation"
             }

@@ -15,7 +15,8 @@ use crate::tools::invoke::{Invoked, invoke_one};
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext};
 use crate::transcript::Transcript;
-use crate::turn::steps::{self, Limits, LoopEnd, LoopSetup, NoHooks, Offer};
+use crate::turn::capture::{self, CaptureTarget};
+use crate::turn::steps::{self, Limits, LoopEnd, LoopSetup, NoHooks, Offer, StepHooks};
 use crate::turn::tool_calls::ToolStage;
 use mpa_protocol::{AgentOrigin, Event, Message, ToolCall, ToolSpec};
 use std::sync::{Arc, Weak};
@@ -84,8 +85,29 @@ pub struct Nested {
     pub specs: Vec<ToolSpec>,
     pub limits: Limits,
     pub max_parallel: usize,
-    /// Share the caller's session state (plan, terminal scope, kept results) instead of fresh.
-    pub share_session: bool,
+    /// Whose session state it works in.
+    pub state: NestedState,
+    /// Its own session id (what MoviePilot and the evidence store know it by); the caller's
+    /// when `None`.
+    pub session_id: Option<String>,
+    /// Where its transcript is kept as evidence, as the loop goes (`None`: not kept).
+    pub evidence: Option<Evidence>,
+}
+
+/// The session state a nested loop works in.
+pub enum NestedState {
+    /// The caller's (plan, terminal scope, kept results).
+    Shared,
+    /// A fresh one.
+    Fresh,
+    /// One the caller prepared (a subtask's, holding its own terminal scope).
+    Own(Arc<SessionState>),
+}
+
+/// Where a nested loop's evidence goes: the owner's history, under a session of its own.
+pub struct Evidence {
+    pub owner: mpa_redact::UserKey,
+    pub meta: mpa_history::SessionMeta,
 }
 
 /// What a nested loop did.
@@ -183,12 +205,15 @@ impl AgentHandle {
             origin: nested.origin,
             events: events.clone(),
         };
-        let session = if nested.share_session {
-            Arc::clone(&caller.session)
-        } else {
-            Arc::new(SessionState::new())
+        let session = match nested.state {
+            NestedState::Shared => Arc::clone(&caller.session),
+            NestedState::Fresh => Arc::new(SessionState::new()),
+            NestedState::Own(state) => state,
         };
-        let mut transcript = Transcript::restored(nested.messages);
+        let session_id = nested
+            .session_id
+            .unwrap_or_else(|| caller.session_id.clone());
+        let mut transcript = Transcript::fresh(nested.messages);
         let setup = LoopSetup {
             services: &services,
             tools: ToolStage {
@@ -196,7 +221,7 @@ impl AgentHandle {
                 origin: nested.origin,
                 max_parallel: nested.max_parallel,
                 actor: &caller.actor,
-                session_id: &caller.session_id,
+                session_id: &session_id,
                 channel: &caller.channel,
                 request_id: &agent_id,
                 state: &session,
@@ -210,11 +235,48 @@ impl AgentHandle {
             acting_note: None,
         };
         let cancel = caller.cancel.child_token();
-        let end = steps::run(setup, &mut transcript, &mut NoHooks, &events, &cancel).await;
+        let capture = match (&services.caps.history, nested.evidence) {
+            (Some(history), Some(e)) => Some(CaptureTarget {
+                history,
+                owner: e.owner,
+                meta: e.meta,
+            }),
+            _ => None,
+        };
+        let end = match &capture {
+            Some(target) => {
+                let mut hooks = EvidenceHooks { target };
+                let end = steps::run(setup, &mut transcript, &mut hooks, &events, &cancel).await;
+                capture::flush(target, &mut transcript).await;
+                end
+            }
+            None => steps::run(setup, &mut transcript, &mut NoHooks, &events, &cancel).await,
+        };
         Ok(NestedRun {
             agent_id,
             end,
             messages: transcript.messages().to_vec(),
         })
+    }
+}
+
+/// A nested loop's evidence capture, as a turn's: after every step, so a crash loses at most
+/// the step in flight; compacted-out messages stay searchable.
+struct EvidenceHooks<'a> {
+    target: &'a CaptureTarget<'a>,
+}
+
+#[async_trait::async_trait]
+impl StepHooks for EvidenceHooks<'_> {
+    fn evidence_watermark(&self, transcript: &Transcript) -> usize {
+        transcript.captured()
+    }
+
+    async fn on_compacted(&mut self, _transcript: &Transcript, removed: &[Message]) {
+        capture::mark_compacted(self.target, removed).await;
+    }
+
+    async fn after_step(&mut self, transcript: &mut Transcript) {
+        capture::flush(self.target, transcript).await;
     }
 }

@@ -40,6 +40,7 @@ pub mod retention;
 pub mod review;
 pub(crate) mod services;
 pub mod session;
+pub mod subagent;
 pub(crate) mod sync;
 pub mod tools;
 pub mod transcript;

@@ -33,6 +33,13 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// A new transcript none of which is in the evidence store yet (a nested agent's task).
+    pub fn fresh(messages: Vec<Message>) -> Self {
+        let mut t = Self::restored(messages);
+        t.captured = 0;
+        t
+    }
+
     /// A transcript loaded from a snapshot: everything in it was captured when it was written.
     pub fn restored(messages: Vec<Message>) -> Self {
         Self {

@@ -183,7 +183,9 @@ impl JsonTool for Delegate {
                 input_token_budget: None,
             },
             max_parallel: 1,
-            share_session: false,
+            state: mpa_core::handle::NestedState::Fresh,
+            session_id: None,
+            evidence: None,
         };
         match ctx.agent.run_nested(&ctx, nested).await {
             Ok(run) => ToolOutput::json(
@@ -253,7 +255,7 @@ async fn a_nested_loop_runs_with_its_own_origin_and_transcript_and_stays_off_the
     // Its own origin: a read-only subagent's write is refused, its read runs.
     assert!(tool_result(&reqs[2], "e1").contains("kestrel"));
     let refused: Value = serde_json::from_str(&tool_result(&reqs[2], "w1")).unwrap();
-    assert_eq!(refused["error"], "read_only_scope", "{refused}");
+    assert_eq!(refused["error"], "subagent_read_only", "{refused}");
     let delegated: Value = serde_json::from_str(&tool_result(&reqs[3], "d1")).unwrap();
     assert_eq!(delegated["answer"], "child answer: kestrel");
     assert_eq!(delegated["messages"], 5);

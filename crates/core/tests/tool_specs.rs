@@ -24,6 +24,8 @@ async fn small_tool_specs_snapshot() {
         "test_sleep",
         "test_result",
         "test_panic",
+        "task",
+        "subagent_task",
     ] {
         insta::assert_json_snapshot!(format!("{name}_spec"), tools.get(name).unwrap().spec);
     }

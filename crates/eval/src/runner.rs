@@ -177,6 +177,12 @@ pub trait Subject: Sync {
     /// The system message the host's compaction opens its summariser requests with: a replay's
     /// scripted model answers those with the trajectory's summary.
     fn summary_prompt(&self) -> &str;
+
+    /// The system message the host's subagents open their requests with: a replay's scripted
+    /// model answers those from the trajectory's `subagents` (empty: the host has none).
+    fn subagent_prompt(&self) -> &str {
+        ""
+    }
 }
 
 /// One attempt as the report lists it.
@@ -333,6 +339,7 @@ pub async fn run_scenario<S: Subject>(
             let model = ScriptedModel::start(t.script()?, subject.summary_prompt())
                 .await
                 .map_err(|e| format!("cannot start the scripted model: {e}"))?;
+            model.set_subagent_prompt(subject.subagent_prompt());
             let endpoint = ModelEndpoint {
                 base_url: model.base_url(),
                 api_key: None,

@@ -24,8 +24,9 @@ pub const NUMBERED_COLLECTIONS: [&str; 1] = ["subscriptions"];
 pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "browser", "kernel"];
 
 /// The capabilities this host provides today: `context` (the compaction stage, the result store
-/// and tool search of issue 17) and `steering` (the steering inbox of issue 28).
-pub const AVAILABLE_CAPABILITIES: [&str; 2] = ["context", "steering"];
+/// and tool search of issue 17), `steering` (the steering inbox of issue 28) and `subagents`
+/// (read-only `task`/`subagent_task`, issue 30).
+pub const AVAILABLE_CAPABILITIES: [&str; 3] = ["context", "steering", "subagents"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

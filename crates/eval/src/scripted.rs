@@ -26,6 +26,8 @@ struct Inner {
     script: Script,
     /// The system message that marks a summariser request.
     summary_prompt: String,
+    /// The system message that marks a subagent's request (empty: none does).
+    subagent_prompt: String,
     next: usize,
     requests: Vec<Value>,
     /// Summariser requests answered (also in `requests`).
@@ -67,6 +69,7 @@ impl ScriptedModel {
         let shared = Arc::new(Shared(Mutex::new(Inner {
             script,
             summary_prompt: summary_prompt.into(),
+            subagent_prompt: String::new(),
             next: 0,
             requests: Vec::new(),
             summaries: 0,
@@ -87,6 +90,12 @@ impl ScriptedModel {
             }
         });
         Ok(ScriptedModel { addr, shared, stop })
+    }
+
+    /// Requests whose system message is `prompt` are a subagent's, answered from the script's
+    /// `subagents`.
+    pub fn set_subagent_prompt(&self, prompt: &str) {
+        self.shared.lock().subagent_prompt = prompt.to_string();
     }
 
     /// `http://127.0.0.1:PORT/v1`, the base URL for the host's model client.
@@ -127,13 +136,85 @@ fn tool_results(body: &Value) -> Vec<Value> {
 /// Whether `body` is a summariser request: its first message is the summariser's instructions,
 /// `summary_prompt`.
 pub fn is_summariser_request(body: &Value, summary_prompt: &str) -> bool {
+    opens_with(body, summary_prompt)
+}
+
+/// Whether the first message of `body` is the system message `prompt`.
+fn opens_with(body: &Value, prompt: &str) -> bool {
     body.get("messages")
         .and_then(Value::as_array)
         .and_then(|m| m.first())
         .is_some_and(|m| {
             m.get("role").and_then(Value::as_str) == Some("system")
-                && m.get("content").and_then(Value::as_str) == Some(summary_prompt)
+                && m.get("content").and_then(Value::as_str) == Some(prompt)
         })
+}
+
+/// A subagent's answer: its script by the task text, its step by the answers its own
+/// transcript holds. The sessions its task grants count as a result it has seen (so
+/// `{{session_id}}` names the granted terminal).
+fn subagent_answer(script: &Script, body: &Value) -> (String, Vec<(String, String, String)>) {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let task = messages
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content").and_then(Value::as_str))
+        .unwrap_or_default();
+    let Some((k, child)) = script
+        .subagents
+        .iter()
+        .enumerate()
+        .find(|(_, c)| task.contains(&c.task_contains))
+    else {
+        return (
+            "no scripted answer for this subagent task".into(),
+            Vec::new(),
+        );
+    };
+    let step = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .count();
+    let Some(s) = child.steps.get(step) else {
+        return (child.final_text.clone(), Vec::new());
+    };
+    let mut results: Vec<Value> = granted_sessions(task)
+        .into_iter()
+        .map(|id| json!({"session_id": id}))
+        .collect();
+    results.extend(tool_results(body));
+    let calls = s
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let args = resolve(&Value::Object(c.arguments.clone()), &results);
+            (
+                format!("sub{k}_{step}_{i}"),
+                c.tool.clone(),
+                args.to_string(),
+            )
+        })
+        .collect();
+    (s.text.clone(), calls)
+}
+
+/// The session ids of a `<terminal_sessions>` block (`- <id>: read, wait` lines).
+fn granted_sessions(task: &str) -> Vec<String> {
+    let Some(start) = task.find("<terminal_sessions>") else {
+        return Vec::new();
+    };
+    task[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("</terminal_sessions>"))
+        .filter_map(|l| l.strip_prefix("- ")?.split(':').next())
+        .map(str::to_string)
+        .collect()
 }
 
 async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
@@ -151,6 +232,21 @@ async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> R
             sse(&summary, &[], "stop")
         } else {
             whole(&summary, &[], "stop")
+        };
+        inner.busy += started.elapsed();
+        return response;
+    }
+    if !inner.subagent_prompt.is_empty() && opens_with(&request, &inner.subagent_prompt) {
+        let (text, calls) = subagent_answer(&inner.script, &request);
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        let response = if stream {
+            sse(&text, &calls, finish)
+        } else {
+            whole(&text, &calls, finish)
         };
         inner.busy += started.elapsed();
         return response;

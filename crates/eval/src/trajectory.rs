@@ -57,9 +57,28 @@ pub struct Trajectory {
     /// no step. Default: a fixed one-line summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// What the host's subagents answer: a subagent request (its system message is the host's
+    /// subagent prompt) is answered from the first entry whose `task_contains` is in the
+    /// child's task, at the step its own transcript has reached — so parallel children replay
+    /// the same way in any order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<SubagentScript>,
     /// What the replay suite expects of this trajectory (ignored by `eval run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<TrajectoryExpect>,
+}
+
+/// One subagent's replies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentScript {
+    /// Text the child's task contains.
+    pub task_contains: String,
+    /// Its responses, in order (each with at least one call).
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// Its final answer.
+    pub final_text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -110,6 +129,7 @@ pub struct Script {
     pub responses: Vec<Step>,
     pub final_text: String,
     pub summary: String,
+    pub subagents: Vec<SubagentScript>,
 }
 
 impl Trajectory {
@@ -169,6 +189,24 @@ impl Trajectory {
         if n > MAX_CALLS {
             return Err(format!("{n} tool calls; at most {MAX_CALLS} are allowed"));
         }
+        let child_calls: usize = self
+            .subagents
+            .iter()
+            .flat_map(|c| &c.steps)
+            .map(|s| s.calls.len())
+            .sum();
+        if child_calls > MAX_CALLS {
+            return Err(format!(
+                "{child_calls} subagent tool calls; at most {MAX_CALLS} are allowed"
+            ));
+        }
+        if self.subagents.iter().any(|c| {
+            c.task_contains.trim().is_empty() || c.steps.iter().any(|s| s.calls.is_empty())
+        }) {
+            return Err(
+                "every subagent script needs task_contains, and each of its steps a call".into(),
+            );
+        }
         if responses.iter().any(|s| s.calls.is_empty()) {
             return Err(
                 "every step needs at least one call (the final answer ends the run)".into(),
@@ -196,6 +234,7 @@ impl Trajectory {
             responses,
             final_text,
             summary,
+            subagents: self.subagents.clone(),
         })
     }
 }

@@ -254,6 +254,9 @@ fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
             "long_context",
             "steering_long_context",
             "steering_multi_message",
+            "subagent_cancel_recovery",
+            "subagent_parallel_status",
+            "subagent_terminal_share",
             "terminal_pty_session",
             "terminal_session",
             "unknown_download"

@@ -25,6 +25,25 @@ pub struct ExecuteCommand {
     pub processes: Processes,
 }
 
+pub const NAME: &str = "execute_command";
+
+/// The fixed answer for a terminal session this scope may not act on (missing, foreign, or not
+/// granted for the action): the same for every reason, echoing nothing.
+pub fn access_denied(action: &str) -> ToolOutput {
+    failure(
+        action,
+        ExecError::AccessDenied.code(),
+        &ExecError::AccessDenied.to_string(),
+        None,
+    )
+    .with_error(ExecError::AccessDenied.code())
+}
+
+/// A subtask's own terminal scope, bound by the host when it starts the subtask (spec runtime.md
+/// §5.6): the child's calls act through it — its grants, never the conversation's scope.
+#[derive(Debug, Default, Clone)]
+pub struct SubtaskScope(pub Option<ScopeId>);
+
 /// The scope label of a conversation's terminals.
 pub fn scope_label(session_id: &str) -> String {
     format!("session:{session_id}")
@@ -33,7 +52,7 @@ pub fn scope_label(session_id: &str) -> String {
 #[async_trait]
 impl TypedTool for ExecuteCommand {
     type Args = ExecuteCommandArgs;
-    const NAME: &'static str = "execute_command";
+    const NAME: &'static str = NAME;
 
     fn description(&self) -> String {
         "Run shell commands on the MoviePilot host (admin only).\n\
@@ -90,6 +109,9 @@ impl ExecuteCommand {
     /// The conversation's live scope (the same one after the actor was reloaded), recorded in
     /// the session state so the host can close it with the conversation.
     fn scope_of(&self, ctx: &ToolContext) -> ScopeId {
+        if let Some(child) = ctx.session.with(|s: &mut SubtaskScope| s.0.clone()) {
+            return child;
+        }
         let scope = self.processes.open_scope(ScopeOwner {
             user_key: mpa_redact::UserKey::for_user(&ctx.actor.user_id),
             label: scope_label(&ctx.session_id),

@@ -161,7 +161,8 @@ impl Gates {
             // Batch rules first: a response asking for secrets runs nothing at all.
             Arc::new(crate::moviepilot::secret_read::SecretReadGate),
             Arc::new(CutOffArguments),
-            // Then who may call what, per call.
+            // Then who may call what, per call: a subagent reads only, whoever its parent is.
+            Arc::new(crate::subagent::read_only::SubagentReadOnly),
             Arc::new(super::policy::Policy),
             // Then loops (spec learning-guardrails.md §5): budgets per batch, blocks per call,
             // warnings and halts on each result, counted in the turn's slots.

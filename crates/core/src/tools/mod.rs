@@ -29,6 +29,8 @@ pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
 pub mod skills_list;
+pub mod subagent_task;
+pub mod task;
 pub mod terminal_sessions;
 pub mod update_plan;
 
@@ -68,6 +70,9 @@ pub struct ToolMeta {
     pub once_per_response: bool,
     /// How the loop guardrails treat repeated calls ([`guardrails::LoopClass`]).
     pub loop_class: guardrails::LoopClass,
+    /// Another program's tool (an external MCP server's): its effect is what that program
+    /// claims, so read-only origins never call it.
+    pub external: bool,
 }
 
 impl ToolMeta {
@@ -80,6 +85,7 @@ impl ToolMeta {
             review: ReviewUse::Never,
             once_per_response: false,
             loop_class: guardrails::LoopClass::PLAIN,
+            external: false,
         }
     }
 
@@ -115,6 +121,11 @@ impl ToolMeta {
 
     pub const fn loop_class(mut self, class: guardrails::LoopClass) -> Self {
         self.loop_class = class;
+        self
+    }
+
+    pub const fn external(mut self) -> Self {
+        self.external = true;
         self
     }
 }

@@ -46,7 +46,7 @@ fn failure(v: Map<String, Value>, outcome: Outcome) -> ToolOutput {
 }
 
 /// Validates the call against its operation's contract (`None`: no such operation).
-fn prepare(
+pub(crate) fn prepare(
     args: &MoviePilotApiArgs,
 ) -> Option<Result<mpa_gateway::PreparedRequest, mpa_gateway::InputError>> {
     let none = Value::Null;
@@ -346,7 +346,7 @@ fn obj(pairs: Value) -> Map<String, Value> {
     }
 }
 
-fn contract(op: &Operation) -> Value {
+pub(crate) fn contract(op: &Operation) -> Value {
     serde_json::to_value(op.input_contract()).unwrap_or(Value::Null)
 }
 
@@ -517,9 +517,13 @@ impl TypedTool for MoviePilotApi {
             token,
             session_id: Some(ctx.session_id.clone()),
             channel: Some(ctx.channel.clone()),
+            // Set by the host from who runs the loop, never from arguments: MoviePilot (and the
+            // evaluation's fake) can tell a subagent's reads apart.
             source: Some(
                 if ctx.review.is_some() {
                     "background"
+                } else if ctx.agent.origin() == crate::tools::policy::Origin::Subagent {
+                    "subagent"
                 } else {
                     "agent"
                 }

@@ -115,7 +115,8 @@ pub fn decide(f: &CallFacts<'_>) -> Decision {
                 ));
             }
         }
-        o if o.is_read_only() && !f.effect.is_read() => {
+        // Subagents have a gate of their own (`subagent::read_only`).
+        Origin::Kernel if !f.effect.is_read() => {
             return Decision::Deny(ToolOutput::failure(
                 "read_only_scope",
                 format!(
@@ -218,11 +219,11 @@ mod tests {
             Some("multiple_t")
         );
         assert_eq!(
-            decide_for(&actor(true), Origin::Subagent, memory, 1).as_deref(),
+            decide_for(&actor(true), Origin::Kernel, memory, 1).as_deref(),
             Some("read_only_scope")
         );
         assert_eq!(
-            decide_for(&actor(true), Origin::Subagent, ToolMeta::read(), 1),
+            decide_for(&actor(true), Origin::Kernel, ToolMeta::read(), 1),
             None
         );
     }

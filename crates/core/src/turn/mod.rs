@@ -354,6 +354,10 @@ pub async fn run_turn(
             end
         }
     };
+    // What the turn's tools left running (subagents) is wound up before the turn is saved.
+    for c in services.capabilities.iter() {
+        c.end_turn(data.info(), &data.state).await;
+    }
     // A question the host asked during the loop is kept with the session.
     if let Some(p) = crate::moviepilot::secret_read::take_asked(&data.state) {
         data.persisted.pending_secret_read = Some(p);
