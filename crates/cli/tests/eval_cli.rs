@@ -622,7 +622,7 @@ async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
     for id in [
         "dedup_existing",
         "unknown_download",
-        "steering_multi_message",
+        "browser_navigation",
     ] {
         std::fs::copy(
             repo().join(format!("eval/scenarios/{id}.json")),
@@ -659,7 +659,7 @@ async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("skipped steering_multi_message (needs: steering)"),
+            .contains("skipped browser_navigation (needs: browser)"),
         "{}",
         text(&out)
     );
