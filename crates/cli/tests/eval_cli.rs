@@ -619,11 +619,7 @@ async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing(
 #[tokio::test(flavor = "multi_thread")]
 async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
     let scenarios = tempfile::tempdir().unwrap();
-    for id in [
-        "dedup_existing",
-        "unknown_download",
-        "browser_navigation",
-    ] {
+    for id in ["dedup_existing", "unknown_download", "browser_navigation"] {
         std::fs::copy(
             repo().join(format!("eval/scenarios/{id}.json")),
             scenarios.path().join(format!("{id}.json")),

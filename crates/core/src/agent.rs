@@ -459,6 +459,14 @@ impl Agent {
         text: String,
         images: Vec<String>,
     ) -> Result<crate::session::Steered> {
+        // Judged like a submission, before the session is even loaded: a steering message
+        // becomes part of the conversation too.
+        let op = mpa_protocol::Op::UserInput {
+            text: text.clone(),
+            images: images.clone(),
+            client_context: None,
+        };
+        crate::admission::admit(&self.services, actor, &op).await?;
         let handle = self
             .session_owned(actor, &r.id, channel, Some(&r.owner))
             .await?;

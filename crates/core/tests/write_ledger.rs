@@ -155,8 +155,9 @@ async fn two_identical_download_adds_in_one_response_send_one_post_and_share_the
     ]));
     e.mock.push(MockReply::text("submitted"));
     let (status, _) = e.turn(&e.alice, "dup", "download Three Body S01").await;
-    // A download added is accepted, not finished: the turn waits for it.
-    assert_eq!(status, TurnStatus::Waiting);
+    // The one POST succeeded; the duplicate answered while it ran ("still running; not
+    // confirmed") says nothing of the write, so it makes the turn neither unknown nor waiting.
+    assert_eq!(status, TurnStatus::Completed);
     assert_eq!(e.sent("download.add"), 1, "the fake saw exactly one POST");
     let a = e.tool_message(&e.alice, "dup", "call_a").await;
     let b = e.tool_message(&e.alice, "dup", "call_b").await;

@@ -559,7 +559,10 @@ async fn interrupt_sends_one_sigint_and_the_sleep_ends() {
     let f = fixture();
     let s = scope(&f.p, "admin");
     let mark = marker();
-    let id = start(&f.p, &s, "sleep 100", true, &mark).await;
+    // Interrupted once the shell runs on its terminal: a SIGINT sent before the child owns
+    // the PTY's foreground group reaches nobody (seen under load).
+    let id = start(&f.p, &s, "echo armed; sleep 100", true, &mark).await;
+    wait_for_text(&f.p, &s, &id, "armed").await;
     let v = act(&f.p, &s, &id, SessionAction::Interrupt).await.unwrap();
     assert_eq!(
         (v.signal, v.signal_sent),

@@ -55,6 +55,9 @@ fn status_of(outcome: Outcome) -> LedgerStatus {
     }
 }
 
+/// The code of a duplicate answered while the first call of the same write still runs.
+pub const WRITE_STILL_RUNNING: &str = "write_still_running";
+
 fn outcome_of(status: LedgerStatus) -> Outcome {
     match status {
         LedgerStatus::Succeeded => Outcome::Succeeded,
@@ -255,11 +258,13 @@ async fn from_record(
         return reconciled(&rec.invocation_id);
     }
     let outcome = outcome_of(rec.status);
-    let mut out = answer(
-        outcome,
-        record_message(&rec),
-        json!({"invocation_id": rec.invocation_id, "replayed": true}),
-    );
+    let mut extra = json!({"invocation_id": rec.invocation_id, "replayed": true});
+    if rec.status == LedgerStatus::Running {
+        // Says nothing of the write itself: the first call's own result does (the turn's
+        // status follows that one, see `guardrails::outcomes`).
+        extra["error"] = json!(WRITE_STILL_RUNNING);
+    }
+    let mut out = answer(outcome, record_message(&rec), extra);
     out.metadata
         .insert(INVOCATION_ID_KEY.into(), json!(rec.invocation_id));
     out.metadata

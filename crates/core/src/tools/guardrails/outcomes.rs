@@ -88,6 +88,10 @@ impl Gate for WriteOutcomes {
         if call.effect.is_read() || class.changes_state || class.polls(call.args) {
             return None;
         }
+        // A duplicate answered while the first call runs: that call's own result counts.
+        if output.error.as_deref() == Some(crate::tools::ledger::WRITE_STILL_RUNNING) {
+            return None;
+        }
         let sig = Signature::of(call.tool, call.args);
         let ledgered = crate::tools::ledger::is_ledgered(call.meta, call.effect);
         call.turn
