@@ -4,8 +4,8 @@
 
 use crate::context::CliContext;
 use anyhow::Context as _;
+use mpa_core::UserKey;
 use mpa_core::history::{self as history, History, HistoryConfig, bench, import};
-use mpa_redact::UserKey;
 use serde_json::{Value, json};
 use std::io::{BufReader, Write};
 use std::path::PathBuf;

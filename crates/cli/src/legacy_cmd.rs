@@ -79,7 +79,7 @@ pub async fn import_moviepilot(
     for name in src.user_names() {
         match ctx.local_actor(&name).await {
             Ok(actor) => {
-                users.insert(name, mpa_redact::UserKey::for_user(&actor.user_id));
+                users.insert(name, mpa_core::UserKey::for_user(&actor.user_id));
             }
             // A MoviePilot name our store does not accept: its messages are skipped
             // (`unmapped_user`) instead of failing the whole import.
@@ -113,7 +113,7 @@ pub async fn import_moviepilot(
 }
 
 pub async fn import_hermes(args: ImportHermesArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
-    let key = mpa_redact::UserKey::for_user(&ctx.local_actor(&args.user).await?.user_id);
+    let key = mpa_core::UserKey::for_user(&ctx.local_actor(&args.user).await?.user_id);
     let hub = History::new(HistoryConfig::new(&ctx.data_dir));
     let bar = progress_bar();
     let started = Instant::now();

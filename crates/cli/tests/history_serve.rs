@@ -19,7 +19,7 @@ use common::{ADMIN_TOKEN, Serve, chat_messages, next_frame, request, serve_comma
 
 /// The admin token's own history file (its user is `admin-token`).
 fn admin_history(data: &Path) -> PathBuf {
-    let key = mpa_redact::UserKey::for_user(&mpa_protocol::UserId("admin-token".into()));
+    let key = mpa_core::UserKey::for_user(&mpa_protocol::UserId("admin-token".into()));
     data.join("agent/runtime/history/users")
         .join(key.as_str())
         .join("state.db")

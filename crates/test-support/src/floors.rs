@@ -19,8 +19,9 @@ pub const CAPABILITY: &[&str] = &[
     "mpa-eval",
 ];
 
-/// The bottom floor: leaves that import no workspace crate and that every crate may import —
-/// the plain data of `mpa-protocol` and the one redactor, `mpa-redact`.
+/// The bottom floor: leaves that import no workspace crate and that every crate below the front
+/// ends may import — the plain data of `mpa-protocol` and the one redactor, `mpa-redact` (the
+/// front ends reach it through core).
 pub const LEAVES: &[&str] = &["mpa-protocol", "mpa-redact"];
 
 /// The only crates `mpa-protocol` may depend on for its product code: it is plain serde data,
@@ -36,8 +37,8 @@ pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
             v.extend(CAPABILITY.iter().copied().filter(|c| *c != "mpa-eval"));
             v
         }
-        "mpa-server" => [LEAVES, &["mpa-core"]].concat(),
-        "mpa-cli" => [LEAVES, &["mpa-core", "mpa-server", "mpa-eval"]].concat(),
+        "mpa-server" => vec!["mpa-protocol", "mpa-core"],
+        "mpa-cli" => vec!["mpa-protocol", "mpa-core", "mpa-server", "mpa-eval"],
         "mpa-test-support" => LEAVES.to_vec(),
         p if CAPABILITY.contains(&p) => LEAVES.to_vec(),
         // A crate nobody placed yet has no floor: refuse every workspace dependency.
@@ -49,6 +50,7 @@ pub fn allowed(package: &str, dev: bool) -> Vec<&'static str> {
         out.extend(["mpa-test-support", "mpa-eval"]);
         if matches!(package, "mpa-server" | "mpa-cli") {
             out.extend(CAPABILITY.iter().copied());
+            out.extend(LEAVES.iter().copied());
         }
     }
     out.sort_unstable();
