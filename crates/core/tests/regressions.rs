@@ -404,3 +404,51 @@ async fn a_stop_keeps_the_terminal_the_turn_already_started() {
         "the terminal survived the stop"
     );
 }
+
+/// The CLI's stop test once saw `test_sleep` recorded `failed` after SIGINT: the stop cancelled
+/// the call's token, the tool answered its own "cancelled" failure, and the tool stage took that
+/// result in before it saw the stop itself (the two wake-ups race on a loaded machine). A call
+/// that ends failed after its cancellation is answered as interrupted: `unknown`, never `failed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_fails_because_the_user_stopped_it_is_unknown_not_failed() {
+    use mpa_core::tools::ToolContext;
+    use mpa_core::tools::gate::Gates;
+    use mpa_core::tools::invoke::{Invoker, invoke};
+    use mpa_core::tools::policy::Origin;
+    use mpa_protocol::{Outcome, ToolCall, UserId};
+
+    let options = mpa_core::RegistryOptions {
+        diagnostic_tools: true,
+    };
+    let registry = mpa_core::default_registry(&options, mpa_core::Capabilities::default())
+        .unwrap()
+        .into();
+    let gates = Gates::standard();
+    let inv = Invoker {
+        tools: &registry,
+        gates: &gates,
+        timeout: None,
+        ledger: None,
+        max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
+    };
+    let actor = Actor {
+        user_id: UserId("u-stop".into()),
+        user_name: "stop".into(),
+        is_admin: false,
+    };
+    let call = ToolCall {
+        id: "call_slow".into(),
+        name: "test_sleep".into(),
+        arguments: json!({"ms": 60_000}).to_string(),
+    };
+    // The stop reached the call's token: the sleep sees it at once and answers its failure.
+    let ctx = ToolContext::detached(actor, "stopped", "call_slow");
+    ctx.cancel.cancel();
+    let out = invoke(inv, ctx, Origin::Turn, &call, 1).await.output;
+    assert_eq!(out.outcome, Outcome::Unknown, "{}", out.content);
+    assert!(
+        out.content.contains("result unknown: interrupted"),
+        "{}",
+        out.content
+    );
+}

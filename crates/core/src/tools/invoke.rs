@@ -373,7 +373,7 @@ pub async fn dispatch(
 
 /// Runs the call on its own task under the timeout, with panics captured. The task is aborted
 /// when the caller stops waiting (a stopped turn). A write that panics may have happened, so it
-/// is `unknown`.
+/// is `unknown`; so is a call that failed after it was cancelled.
 async fn run_bounded(
     timeout: Option<Duration>,
     name: &str,
@@ -394,6 +394,10 @@ async fn run_bounded(
         None => (&mut task.0).await,
     };
     match joined {
+        // A tool that sees its call cancelled (the user's stop, a closed session) ends early,
+        // often with a failure of its own ("cancelled"); its effects are then as uncertain as
+        // those of a call the stop cut off, so it is answered the same way.
+        Ok(out) if out.outcome == Outcome::Failed && cancel.is_cancelled() => interrupted(true),
         Ok(out) => out,
         Err(e) if e.is_panic() => {
             // The panic payload may hold arguments or secrets; it is logged by name only.

@@ -138,6 +138,8 @@ pub async fn run(
     // Dropping the pending futures aborts their tasks.
     drop(executing);
     drop(waiting);
+    // A stop that came as the last call ended (that call answered as interrupted) is a stop.
+    let stopped = stopped || cancel.is_cancelled();
     // The gates observe the calls in the order the model emitted them (parallel results
     // included), so what they count does not depend on which call finished first.
     let results: Vec<Invoked> = calls
