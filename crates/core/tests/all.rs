@@ -21,6 +21,7 @@ mod secret_read;
 mod secrets_in_memory;
 mod session;
 mod session_search;
+mod subagent_lifecycle;
 mod subagents;
 mod tool_execute_command;
 mod tool_memory;
