@@ -17,8 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, BufReader};
 use tokio::process::Command;
 
-mod common;
-use common::{Serve, chat_messages, next_frame, request};
+use crate::common::{self, Serve, chat_messages, next_frame, request};
 
 const SECRET: &str = "fake-moviepilot-secret";
 const PASSWORD: &str = "alice-password-1";

@@ -4,11 +4,10 @@
 //! orphans of a terminal tree are re-parented to the host and reaped once they exit, so a
 //! finished, killed or timed-out tree leaves nothing in /proc.
 //!
-//! Its own test binary: the subreaper flag and the reaper thread are process-wide.
+//! Each test runs in a process of its own (`in_own_process!`): the subreaper flag and the
+//! reaper thread are process-wide.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use mpa_exec::{RunRequest, RunStatus, SessionAction, SessionStatus, Signal};
 use std::time::{Duration, Instant};
 
@@ -48,6 +47,7 @@ fn subreaper() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grandchild_that_outlives_its_parent_is_adopted_and_reaped() {
+    mpa_test_support::in_own_process!(a_grandchild_that_outlives_its_parent_is_adopted_and_reaped);
     subreaper();
     let f = fixture();
     let s = scope(&f.p, "admin");
@@ -102,6 +102,7 @@ async fn a_grandchild_that_outlives_its_parent_is_adopted_and_reaped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_tree_with_orphans_leaves_nothing_in_proc() {
+    mpa_test_support::in_own_process!(a_killed_tree_with_orphans_leaves_nothing_in_proc);
     subreaper();
     let f = fixture();
     let s = scope(&f.p, "admin");
@@ -129,6 +130,7 @@ async fn a_killed_tree_with_orphans_leaves_nothing_in_proc() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_run_with_orphans_leaves_nothing_in_proc() {
+    mpa_test_support::in_own_process!(a_timed_out_run_with_orphans_leaves_nothing_in_proc);
     subreaper();
     let f = fixture();
     let s = scope(&f.p, "admin");
@@ -155,6 +157,7 @@ async fn a_timed_out_run_with_orphans_leaves_nothing_in_proc() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reaper_never_takes_an_exit_status_someone_waits_for() {
+    mpa_test_support::in_own_process!(the_reaper_never_takes_an_exit_status_someone_waits_for);
     subreaper();
     // Direct children of the host, in its session and in a session of their own, exit and stay
     // zombies until their owners wait: the reaper must leave them alone.

@@ -1,12 +1,14 @@
 //! Proxies named in the environment are ignored: MoviePilot is local, and a proxy would see
-//! every bearer token. Its own test binary, because the environment is process-wide.
+//! every bearer token. The test runs in a process of its own (`in_own_process!`), because the
+//! environment is process-wide.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 
 #[tokio::test]
 async fn environment_proxies_are_ignored() {
+    mpa_test_support::in_own_process!(environment_proxies_are_ignored);
     let dead = common::dead_addr().await;
     let proxy = format!("http://{dead}");
     for name in [
@@ -17,7 +19,7 @@ async fn environment_proxies_are_ignored() {
         "ALL_PROXY",
         "all_proxy",
     ] {
-        // SAFETY: this is the only test in this binary and no other thread reads or writes the
+        // SAFETY: this is the only test in this process (`in_own_process!`) and no other thread reads or writes the
         // environment while it runs (the runtime's worker threads do not touch it).
         unsafe { std::env::set_var(name, &proxy) };
     }

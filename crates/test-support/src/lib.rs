@@ -14,6 +14,8 @@
 //!   payloads, raw bytes, recorded fixtures, an empty 200 stream, or plain HTTP status replies;
 //!   modifiers `header`, `chunk_delay`, `stall_after`, `drop_after`, `finish_reason`. A scripted
 //!   reply to a request with `stream: false` is one `chat.completion` JSON body.
+//! - [`in_own_process!`]: the rest of a test runs in a process of its own, spawned from the same
+//!   test binary (for tests that change the environment or other process-wide state).
 //! - [`external_program`]: skip-with-notice (or fail under `MPA_REQUIRE_ALL_TESTS=1`) for tests
 //!   that need python3, Chromium, node and the like.
 //! - [`FIXTURES`] / [`fixture`]: recorded streams under `fixtures/*.sse`, embedded in the crate;
@@ -30,6 +32,7 @@ mod external;
 mod fixtures;
 pub mod floors;
 mod llama;
+pub mod own_process;
 mod reply;
 mod server;
 
@@ -38,6 +41,8 @@ pub use fixtures::{
     FIXTURES, Fixture, LLAMACPP_CONTENT_NULL_500, LLAMACPP_OVERFLOW_400, fixture, fixture_path,
     split_events,
 };
-pub use llama::{LLAMA_MODEL_VAR, LLAMA_PYTHON_VAR, LlamaCppOptions, LlamaCppServer};
-pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall};
+pub use llama::{
+    LLAMA_MODEL_VAR, LLAMA_PYTHON_VAR, LlamaCppOptions, LlamaCppServer, first_model_id,
+};
+pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall, pieces};
 pub use server::{MockModelServer, last_user_text};

@@ -182,23 +182,10 @@ fn get(addr: SocketAddr, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
 }
 
-fn first_model_id(body: &str) -> Option<String> {
+/// The first model id in a llama.cpp server's `GET /v1/models` answer (plain or chunked).
+pub fn first_model_id(body: &str) -> Option<String> {
     // The body may be chunked; the JSON object is what lies between the outer braces.
     let json = &body[body.find('{')?..=body.rfind('}')?];
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     v["data"][0]["id"].as_str().map(str::to_owned)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_ids_from_plain_and_chunked_bodies() {
-        let plain = r#"{"object":"list","data":[{"id":"/m/gemma.gguf","object":"model"}]}"#;
-        assert_eq!(first_model_id(plain).as_deref(), Some("/m/gemma.gguf"));
-        let chunked = format!("{:x}\r\n{plain}\r\n0\r\n\r\n", plain.len());
-        assert_eq!(first_model_id(&chunked).as_deref(), Some("/m/gemma.gguf"));
-        assert_eq!(first_model_id("nope"), None);
-    }
 }

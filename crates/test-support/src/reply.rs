@@ -428,62 +428,11 @@ impl MockReply {
 }
 
 /// Splits text into up to `n` non-empty pieces on char boundaries.
-fn pieces(text: &str, n: usize) -> Vec<String> {
+pub fn pieces(text: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
         return Vec::new();
     }
     let size = chars.len().div_ceil(n.max(1));
     chars.chunks(size).map(|c| c.iter().collect()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_split_on_char_boundaries() {
-        assert_eq!(pieces("你好世界!", 2), vec!["你好世", "界!"]);
-        assert!(pieces("", 3).is_empty());
-    }
-
-    #[test]
-    fn scripted_replies_render_as_json_completions_too() {
-        let reply = MockReply::text_and_tool_calls("", &[("c", "f", json!({"a": 1}))]);
-        let body: Value = serde_json::from_str(&reply.json_body().unwrap()).unwrap();
-        assert_eq!(body["object"], "chat.completion");
-        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
-        assert_eq!(body["choices"][0]["message"]["content"], Value::Null);
-        assert_eq!(
-            body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
-            r#"{"a":1}"#
-        );
-        assert_eq!(body["usage"]["total_tokens"], 15);
-        let cut = MockReply::text("and then").finish_reason("length");
-        let body: Value = serde_json::from_str(&cut.json_body().unwrap()).unwrap();
-        assert_eq!(body["choices"][0]["finish_reason"], "length");
-        assert!(
-            cut.frames()
-                .iter()
-                .any(|f| String::from_utf8_lossy(f).contains(r#""finish_reason":"length""#))
-        );
-        assert!(MockReply::empty_stream().frames().is_empty());
-        assert!(MockReply::status(400, "{}").json_body().is_none());
-    }
-
-    #[test]
-    fn scripted_frames_are_sse_and_end_with_done() {
-        for d in [Dialect::OpenAi, Dialect::NoIndex, Dialect::Reasoning] {
-            let frames = MockReply::text_and_tool_calls("hello", &[("c", "f", json!({"a": 1}))])
-                .dialect(d)
-                .frames();
-            assert!(frames.len() > 4);
-            for f in &frames[..frames.len() - 1] {
-                let s = String::from_utf8(f.clone()).unwrap();
-                let payload = s.strip_prefix("data: ").unwrap().trim_end();
-                serde_json::from_str::<Value>(payload).unwrap();
-            }
-            assert_eq!(frames.last().unwrap(), b"data: [DONE]\n\n");
-        }
-    }
 }
