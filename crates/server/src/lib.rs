@@ -16,7 +16,8 @@
 //! `interaction-protected` for a confirmed secret read);
 //! `GET /api/v1/agent/sessions?page&count[&all]`, `GET|DELETE /api/v1/agent/sessions/{id}`,
 //! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
-//! `/` and `/assets/*` (the page).
+//! `POST /api/v1/agent/render` (markdown to safe HTML, [`markdown`]); `/` and `/assets/*` (the
+//! page, compressed and cacheable, [`web`]).
 //!
 //! Every error, in every route — handler errors, rejected bodies, queries and paths, unknown
 //! routes and methods, responses of layers — is the JSON envelope of [`ApiError`] with a stable
@@ -41,6 +42,7 @@ pub mod auth;
 pub mod chat;
 pub mod error;
 pub mod extract;
+pub mod markdown;
 pub mod openai;
 mod serve;
 pub mod sse;
@@ -74,14 +76,13 @@ pub const MAX_BODY: usize = 32 * 1024 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(web::index))
-        .route("/assets/app.js", get(web::app_js))
-        .route("/assets/app.css", get(web::app_css))
-        .route("/assets/icon.svg", get(web::icon))
+        .route("/assets/{name}", get(web::asset))
         .route("/healthz", get(chat::healthz))
         .route("/api/v1/login", post(auth::login))
         .route("/api/v1/logout", post(auth::logout))
         .route("/api/v1/me", get(auth::me))
         .route("/api/v1/agent/stream", post(chat::stream))
+        .route("/api/v1/agent/render", post(web::render))
         .route("/api/v1/agent/sessions", get(chat::list_sessions))
         .route(
             "/api/v1/agent/sessions/{id}",
