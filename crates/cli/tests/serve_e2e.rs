@@ -271,6 +271,72 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
     srv.child.start_kill().unwrap();
 }
 
+/// The markdown answer of the page test: everything people write, and payloads that must stay
+/// text.
+const MARKDOWN_ANSWER: &str = "Here are your subscriptions, see https://example.org/docs: details below.\n\n\
+| Title | Year | Status |\n|---|---:|---|\n| 星际穿越 | 2014 | ~~paused~~ active |\n| The Matrix | 1999 | pending |\n\n\
+- Movies\n  - Interstellar\n  - The Matrix\n- [x] checked the list\n- [ ] download the missing ones\n\n\
+```json\n{\"subscriptions\": 2}\n```\n\n\
+<img src=x onerror=window.__pwned=true> and [click](javascript:window.__pwned=true)\n\n\
+<script>window.__pwned = true</script>\n";
+
+/// axe-core for the accessibility checks: `MPA_AXE`, else `axe-core` next to playwright-core.
+fn axe_core(modules: &str) -> Option<String> {
+    let path = std::env::var("MPA_AXE")
+        .unwrap_or_else(|_| format!("{modules}/axe-core/axe.min.js"));
+    available(
+        "axe-core (npm, in MPA_NODE_MODULES or MPA_AXE)",
+        Path::new(&path).exists(),
+    )
+    .then_some(path)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_shows_the_plan_a_table_and_copyable_code_safely_after_reload_in_en_and_zh_with_no_serious_axe_violation()
+ {
+    let Some(browser) = browser() else { return };
+    let Some(axe) = axe_core(&browser.1) else {
+        return;
+    };
+    let mock = MockModelServer::start().await;
+    let payload = "<img src=x onerror=window.__pwned=true><script>window.__pwned=true</script>";
+    mock.push(MockReply::tool_calls(&[
+        (
+            "call_plan",
+            "update_plan",
+            json!({"objective": "List the subscriptions <b>now</b>", "steps": [
+                {"step": "Read the subscription list", "status": "completed",
+                 "evidence": "2 subscriptions returned"},
+                {"step": "Summarise them", "status": "in_progress"}]}),
+        ),
+        (
+            "call_list",
+            "test_result",
+            json!({"content": {"success": true, "data": [{"name": payload}, {"name": "The Matrix"}]}}),
+        ),
+    ]));
+    mock.push(MockReply::text(MARKDOWN_ANSWER).chunk_delay(Duration::from_millis(40)));
+    mock.push(MockReply::tool_calls(&[(
+        "call_long",
+        "test_sleep",
+        json!({"ms": 600_000}),
+    )]));
+    let dir = tempfile::tempdir().unwrap();
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
+    let mut srv = serve(dir.path(), &mock).await;
+    let shot = artifacts_dir().join("web-answer.png");
+    let _ = std::fs::remove_file(&shot);
+    let report = page_script(&browser, "answer.mjs", &srv, &shot, &[("MPA_AXE", &axe)]).await;
+    assert!(shot.exists());
+    eprintln!(
+        "page load: {} ; axe: {} ; screenshots: {}",
+        report["load"],
+        report["axe"],
+        shot.display()
+    );
+    srv.child.start_kill().unwrap();
+}
+
 const SUMMARY: &str = "The user asked numbered questions; each got a long answer.";
 
 /// A summariser request (the host's compaction) starts with the summariser's instructions.
