@@ -221,6 +221,8 @@ pub async fn session_detail(
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["steering_pending"] = json!(pending);
+            // Restored on reload: the newest plan snapshot of the chat.
+            v["plan"] = mpa_core::web::plan_of(&c.agent_messages).unwrap_or(Value::Null);
             v["display_messages"] = c.display_messages;
             // Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
             v["usage"] = c.session_state.get("usage").cloned().unwrap_or(Value::Null);
@@ -237,6 +239,7 @@ pub async fn session_detail(
                 "message_count": 0,
                 "turn_status": null,
                 "display_messages": [],
+                "plan": null,
                 "is_processing": processing,
                 "steering_pending": pending,
             })))

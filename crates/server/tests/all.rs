@@ -9,6 +9,7 @@ mod compacted_display;
 mod http;
 mod login_limits;
 mod message_limits;
+mod plan_panel;
 mod session_ids;
 mod slow_clients;
 mod steering;
