@@ -109,8 +109,14 @@ pub fn plan_block(lang: Lang, plan: &serde_json::Value) -> String {
     use std::fmt::Write as _;
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().trim().to_string();
     let mut out = match lang {
-        Lang::En => format!("[plan] {} (step states as the model reports them)\n", text(&plan["objective"])),
-        Lang::Zh => format!("[计划] {}（步骤状态为模型自述）\n", text(&plan["objective"])),
+        Lang::En => format!(
+            "[plan] {} (step states as the model reports them)\n",
+            text(&plan["objective"])
+        ),
+        Lang::Zh => format!(
+            "[计划] {}（步骤状态为模型自述）\n",
+            text(&plan["objective"])
+        ),
     };
     for step in plan["steps"].as_array().into_iter().flatten() {
         let (mark, word) = match (lang, step["status"].as_str().unwrap_or_default()) {

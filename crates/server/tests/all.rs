@@ -3,6 +3,7 @@
 //! of their own stay separate targets (see Cargo.toml).
 
 mod adopted_context;
+mod attachments;
 mod bad_input;
 mod common;
 mod compacted_display;

@@ -22,10 +22,14 @@ async fn plan_updated_reaches_the_stream_and_the_session_detail() {
     let token = env.user("alice", "password", false).await;
     env.mock
         .push(MockReply::tool_calls(&[("p1", "update_plan", plan_args())]).usage(100, 7));
-    env.mock.push(MockReply::text("Working on it.").usage(120, 5));
+    env.mock
+        .push(MockReply::text("Working on it.").usage(120, 5));
     let frames = Frames::new(
-        env.stream(&token, json!({"text": "get S01E03", "session_id": "plan-1"}))
-            .await,
+        env.stream(
+            &token,
+            json!({"text": "get S01E03", "session_id": "plan-1"}),
+        )
+        .await,
     )
     .all()
     .await;

@@ -1,6 +1,8 @@
 //! The host logic behind the web page's endpoints (issue 29, spec runtime.md §14): what the
 //! server's routes call, so the HTTP layer only parses and answers. Each part is a module:
-//! the plan a chat restores ([`plan_of`]).
+//! the plan a chat restores ([`plan_of`]), attachments ([`attachments`]).
+
+pub mod attachments;
 
 use mpa_protocol::Message;
 
