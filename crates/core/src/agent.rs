@@ -21,6 +21,8 @@ pub struct Agent {
     services: Arc<Services>,
     sessions: Arc<LiveSessions>,
     accounts: Accounts,
+    /// What the web page attached (see [`crate::web::attachments`]).
+    attachments: Arc<crate::web::attachments::Attachments>,
 }
 
 /// A last say over the built-in tools.
@@ -107,6 +109,13 @@ impl AgentBuilder {
         let mut contributors = crate::turn::outbound::standard();
         contributors.extend(self.contributors);
         let accounts = Accounts::new(self.store.clone());
+        let attachments = crate::web::attachments::Attachments::new(
+            self.store
+                .path()
+                .parent()
+                .unwrap_or_else(|| std::path::Path::new("."))
+                .join("agent/runtime/attachments"),
+        );
         Ok(Agent {
             services: Arc::new(Services {
                 cfg: self.cfg,
@@ -121,6 +130,7 @@ impl AgentBuilder {
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
+            attachments: Arc::new(attachments),
         })
     }
 }
@@ -211,6 +221,11 @@ impl Agent {
 
     pub fn services(&self) -> &Arc<Services> {
         &self.services
+    }
+
+    /// Files users attached on the web page.
+    pub fn attachments(&self) -> &crate::web::attachments::Attachments {
+        &self.attachments
     }
 
     /// Users, passwords, tokens and login, over the agent's store.

@@ -35,12 +35,39 @@ pub struct StreamRequest {
     pub text: String,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Image URLs, data URLs, attachment references (`attachment:<id>`) or attachment objects.
     #[serde(default)]
-    pub images: Vec<String>,
+    pub images: Vec<AttachmentRef>,
+    /// Uploaded files (attachment objects or references) the model is told about.
+    #[serde(default)]
+    pub files: Vec<AttachmentRef>,
     /// The owner of the chat `session_id` names, when a login admin continues another user's
     /// chat from the web page (see the module docs).
     #[serde(default)]
     pub user_id: Option<String>,
+}
+
+/// An attachment as a stream request names it: a string (a URL, a data URL, `attachment:<id>`)
+/// or the attachment object `/upload` returned (its `ref` or `id` is used).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum AttachmentRef {
+    Text(String),
+    Object {
+        #[serde(default, rename = "ref")]
+        reference: Option<String>,
+        #[serde(default)]
+        id: Option<String>,
+    },
+}
+
+impl AttachmentRef {
+    fn into_text(self) -> String {
+        match self {
+            AttachmentRef::Text(s) => s,
+            AttachmentRef::Object { reference, id } => reference.or(id).unwrap_or_default(),
+        }
+    }
 }
 
 /// `?user_id=`: the owner of the chat a login admin opens from the web page.
@@ -114,9 +141,29 @@ pub async fn stream(
     if state.shutting_down.is_cancelled() {
         return Err(ApiError::unavailable());
     }
-    if req.text.trim().is_empty() && req.images.is_empty() {
+    if req.text.trim().is_empty() && req.images.is_empty() && req.files.is_empty() {
         return Err(ApiError::bad_request("text must not be empty"));
     }
+    // Attachments resolve in the sender's own uploads; a reference that is not theirs refuses
+    // the whole message before anything is queued.
+    let images: Vec<String> = req
+        .images
+        .into_iter()
+        .map(AttachmentRef::into_text)
+        .collect();
+    let files: Vec<String> = req
+        .files
+        .into_iter()
+        .map(AttachmentRef::into_text)
+        .collect();
+    let agent = state.agent.clone();
+    let owner = actor.user_id.clone();
+    let text = req.text;
+    let (text, images) = tokio::task::spawn_blocking(move || {
+        agent.attachments().resolve(&owner, text, images, &files)
+    })
+    .await
+    .map_err(|_| ApiError::internal("internal_error", "the attachments could not be read"))??;
     let client_id = match req.session_id.filter(|s| !s.is_empty()) {
         Some(s) => s,
         None => mpa_core::new_session_id(),
@@ -129,7 +176,7 @@ pub async fn stream(
     // While this user's turn runs, a message joins it (steering) instead of waiting behind it.
     let submitted = state
         .agent
-        .steer_to(&actor, &session, WEB_CHANNEL, req.text, req.images)
+        .steer_to(&actor, &session, WEB_CHANNEL, text, images)
         .await;
     let events = match submitted {
         Ok(Steered::Queued { event, .. }) => {
@@ -221,6 +268,8 @@ pub async fn session_detail(
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["steering_pending"] = json!(pending);
+            // Restored on reload: the newest plan snapshot of the chat.
+            v["plan"] = mpa_core::web::plan_of(&c.agent_messages).unwrap_or(Value::Null);
             v["display_messages"] = c.display_messages;
             // Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
             v["usage"] = c.session_state.get("usage").cloned().unwrap_or(Value::Null);
@@ -237,6 +286,7 @@ pub async fn session_detail(
                 "message_count": 0,
                 "turn_status": null,
                 "display_messages": [],
+                "plan": null,
                 "is_processing": processing,
                 "steering_pending": pending,
             })))

@@ -139,6 +139,13 @@ impl From<CoreError> for ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             CoreError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            CoreError::AttachmentTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            CoreError::AttachmentEmpty
+            | CoreError::InvalidInput(_)
+            | CoreError::NothingToRegenerate => StatusCode::BAD_REQUEST,
+            CoreError::AttachmentNotFound => StatusCode::NOT_FOUND,
+            CoreError::AdminRequired(_) => StatusCode::FORBIDDEN,
+            CoreError::SessionBusy => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

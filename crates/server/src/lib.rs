@@ -38,6 +38,7 @@
 //! (`user_id`, see [`chat`]) reaches another user's chat; a client hanging up never stops a turn;
 //! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
 
+pub mod attach;
 pub mod auth;
 pub mod chat;
 pub mod error;
@@ -74,7 +75,7 @@ pub const MAX_BODY: usize = 32 * 1024 * 1024;
 
 /// All routes over `state`.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let limited = Router::new()
         .route("/", get(web::index))
         .route("/assets/{name}", get(web::asset))
         .route("/healthz", get(chat::healthz))
@@ -83,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/me", get(auth::me))
         .route("/api/v1/agent/stream", post(chat::stream))
         .route("/api/v1/agent/render", post(web::render))
+        .route("/api/v1/agent/file/{id}", get(attach::file))
         .route("/api/v1/agent/sessions", get(chat::list_sessions))
         .route(
             "/api/v1/agent/sessions/{id}",
@@ -91,14 +93,18 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
-        .fallback(error::no_route)
-        .method_not_allowed_fallback(error::wrong_method)
         // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before
         // reading a byte (axum's own limit would wait for the body), and caps bodies without one.
-        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             state.cfg.max_body,
-        ))
+        ));
+    // Uploads count the file's own bytes (32 MiB of file, whatever the framing), see `attach`.
+    let uploads = Router::new().route("/api/v1/agent/upload", post(attach::upload));
+    limited
+        .merge(uploads)
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::wrong_method)
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             state.cfg.body_read_timeout,
         ))

@@ -98,10 +98,13 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         Event::Compacted { summary } => {
             json!({"type": "context", "event": "compacted", "summary": redact(summary)})
         }
+        // The whole plan, replacing the page's panel (objective, steps with status and
+        // evidence, explanation); the tool already scrubbed it of secrets.
+        Event::PlanUpdated { plan } => json!({"type": "plan", "plan": plan}),
         Event::Delta { .. }
-        | Event::Reasoning { .. }
-        | Event::PlanUpdated { .. }
+        // Summed by the pump into the `done` frame's `usage` (the turn's tokens).
         | Event::Usage { .. }
+        | Event::Reasoning { .. }
         | Event::Budget { .. }
         // A nested agent's events (a subagent's) are not the user's stream.
         | Event::Nested { .. } => return None,
@@ -121,6 +124,7 @@ pub async fn pump(
     let mut last_sent = Instant::now();
     let mut last_delta: Option<Instant> = None;
     let mut assistant_message_id = String::new();
+    let mut usage: Option<mpa_protocol::Usage> = None;
     loop {
         let hb_at = last_sent + heartbeat;
         let wake = flush_at.map_or(hb_at, |f| f.min(hb_at));
@@ -150,9 +154,17 @@ pub async fn pump(
                 if let Event::TurnStarted { assistant_message_id: id, .. } = &ev {
                     assistant_message_id.clone_from(id);
                 }
+                if let Event::Usage { usage: u } = &ev {
+                    usage.get_or_insert_default().add(u);
+                    continue;
+                }
                 if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                 flush_at = None;
-                if let Some(v) = event_frame(&ev, &session_id, &assistant_message_id) {
+                if let Some(mut v) = event_frame(&ev, &session_id, &assistant_message_id) {
+                    // The turn's tokens (every model call of it) ride on its `done` frame.
+                    if let (Event::TurnEnded { .. }, Some(u)) = (&ev, &usage) {
+                        v["usage"] = json!(u);
+                    }
                     if out.send(frame(&v)).await.is_err() { return; }
                     last_sent = Instant::now();
                 }

@@ -3,12 +3,14 @@
 //! of their own stay separate targets (see Cargo.toml).
 
 mod adopted_context;
+mod attachments;
 mod bad_input;
 mod common;
 mod compacted_display;
 mod http;
 mod login_limits;
 mod message_limits;
+mod plan_panel;
 mod session_ids;
 mod slow_clients;
 mod steering;
