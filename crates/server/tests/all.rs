@@ -16,4 +16,5 @@ mod slow_clients;
 mod steering;
 mod storage_failures;
 mod turn_status;
+mod web_page;
 mod web_tool_lines;

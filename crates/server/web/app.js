@@ -39,6 +39,14 @@ const I18N = {
     search: 'Search chats', rename: 'Rename', renamePrompt: 'New title for this chat',
     memory: 'Memory', skills: 'Skills', persona: 'Persona', back: 'Back to chat',
     shortcuts: 'Esc stops the reply; Ctrl+Shift+O starts a new chat.',
+    mem_user: 'About you (USER.md)', mem_memory: 'Your notes (MEMORY.md)', mem_global: 'Shared notes (everyone)',
+    used: 'used', add: 'Add', save: 'Save', cancel: 'Cancel', delete: 'Delete', newEntry: 'New entry',
+    proposals: 'Waiting for your approval', noProposals: 'Nothing waiting.', approve: 'Approve', discard: 'Discard',
+    noEntries: 'No entries yet.', confirmRemove: 'Delete this entry?', view: 'View', pin: 'Pin', unpin: 'Unpin',
+    adopt: 'Adopt', restore: 'Restore', pinned: 'pinned', personal: 'personal', public: 'public', archived: 'Archived',
+    noSkills: 'No skills yet.', personas: 'Personas', active: 'active', activate: 'Use this persona',
+    newPersona: 'New persona', name: 'Name', style: 'Style', adminOnly: 'Only administrators can switch or edit personas.',
+    loadFailed: 'Could not load this view.', editingHint: 'Editing your last message — Send replaces it.',
     int_user: '[The previous turn was stopped by the user. Calls without a result are marked “result unknown”: verify before retrying any write.]',
     int_shutdown: '[The previous turn was stopped because the host was shutting down. Calls without a result are marked “result unknown”: verify before retrying any write.]',
     int_failed: '[The previous turn ended with an error. Calls without a result are marked “result unknown”.]',
@@ -69,6 +77,14 @@ const I18N = {
     search: '搜索对话', rename: '重命名', renamePrompt: '对话的新标题',
     memory: '记忆', skills: '技能', persona: '人设', back: '返回对话',
     shortcuts: 'Esc 停止回复；Ctrl+Shift+O 新建对话。',
+    mem_user: '关于你（USER.md）', mem_memory: '你的笔记（MEMORY.md）', mem_global: '共享笔记（所有人）',
+    used: '已用', add: '添加', save: '保存', cancel: '取消', delete: '删除', newEntry: '新条目',
+    proposals: '等待你确认', noProposals: '没有待确认的内容。', approve: '批准', discard: '丢弃',
+    noEntries: '还没有条目。', confirmRemove: '删除这条记录？', view: '查看', pin: '固定', unpin: '取消固定',
+    adopt: '采用', restore: '恢复', pinned: '已固定', personal: '个人', public: '公共', archived: '已归档',
+    noSkills: '还没有技能。', personas: '人设', active: '使用中', activate: '使用此人设',
+    newPersona: '新人设', name: '名称', style: '风格', adminOnly: '只有管理员可以切换或编辑人设。',
+    loadFailed: '无法加载此页面。', editingHint: '正在编辑上一条消息——发送后将替换它。',
     int_user: '[上一轮已被用户停止。没有收到结果的调用标记为“结果未知”：重试任何写操作前请先核实。]',
     int_shutdown: '[上一轮因宿主关闭而停止。没有收到结果的调用标记为“结果未知”：重试任何写操作前请先核实。]',
     int_failed: '[上一轮因错误结束。没有收到结果的调用标记为“结果未知”。]',
@@ -185,8 +201,14 @@ async function hydrate(pending) {
 }
 
 // ---- API ----
+// The page's language choice wins over the browser's for every message the host writes.
+function localeHeaders() {
+  const l = state.lang === 'zh' ? 'zh-CN' : 'en';
+  return { 'Accept-Language': l, 'X-MoviePilot-Locale': l };
+}
+
 async function api(method, path, body) {
-  const headers = { 'Accept-Language': state.lang === 'zh' ? 'zh-CN' : 'en' };
+  const headers = localeHeaders();
   if (state.token) headers.Authorization = 'Bearer ' + state.token;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -216,6 +238,7 @@ function applyI18n() {
   });
   document.querySelectorAll('.code-block button.copy').forEach((b) => b.setAttribute('aria-label', t('copyCode')));
   if (state.plan !== undefined) renderPlan(state.plan);
+  if (state.view && $('view') && !$('view').hidden) openView(state.view);
   renderSessions();
 }
 
@@ -278,6 +301,7 @@ function renderSessions() {
     title.className = 'title';
     title.textContent = s.title || t('untitled');
     a.append(title);
+    if (s.snippet) { const sn = document.createElement('span'); sn.className = 'snippet'; sn.textContent = s.snippet; a.append(sn); }
     const label = !s.is_processing && statusLabel(s.turn_status);
     if (label) { label.textContent = ''; label.classList.add('dotonly'); label.setAttribute('role', 'img'); label.setAttribute('aria-label', t('ts_' + s.turn_status)); a.append(label); }
     if (s.is_processing) {
@@ -448,9 +472,10 @@ function addError(text, retryText) {
 
 // What an error frame says, in the page's language where the page knows the code.
 function errorText(f) {
+  if (f.message_i18n) return localised(f.message_i18n);
   if (f.code === 'agent_manager_queue_full') return t('queueFull');
-  if (f.code === 'model_network_error' || f.code === 'model_config') return t('noModel');
-  return localised(f.message_i18n) || f.message;
+  if (f.code === 'model_unreachable' || f.code === 'model_network_error') return t('noModel');
+  return f.message;
 }
 
 // A tool line: the operation (`moviepilot_api · subscription.list`), the outcome word in the
@@ -676,7 +701,7 @@ function renderHistory(messages, processing) {
   const pending = [];
   for (const m of messages || []) {
     if (processing && m.recovery) continue;
-    if (m.role === 'user') addMeta(addUser(m.content, m.steering_message_id, m.attachments), m);
+    if (m.role === 'user') addMeta(addUser(m.content, m.steering_message_id, Array.isArray(m.images) ? m.images : m.attachments), m);
     else if (m.role === 'assistant') {
       addMeta(addAssistant(m.content, m.notice, pending).parentNode, m);
       addTurnStatus(m.turn_status);
@@ -706,8 +731,15 @@ function markLastTurn() {
     b.addEventListener('click', fn);
     bar.append(b);
   };
-  mk('edit', () => { const input = $('input'); input.value = text; input.focus(); input.dispatchEvent(new Event('input')); });
-  mk('regenerate', () => { if (!state.busy) send(text); });
+  mk('edit', () => {
+    const input = $('input');
+    input.value = text;
+    state.editing = true;
+    $('composer').classList.add('editing');
+    input.focus();
+    input.dispatchEvent(new Event('input'));
+  });
+  mk('regenerate', () => { if (!state.busy) send(text, [], 'regenerate'); });
   $('messages').append(bar);
 }
 
@@ -719,6 +751,7 @@ function sessionPath(id, owner) {
 
 async function openSession(id, owner = null) {
   stopPolling();
+  if (state.view) closeView();
   const r = await api('GET', '/api/v1/agent/sessions/' + sessionPath(id, owner));
   if (!r.ok) { newChat(); return; }
   const s = await r.json();
@@ -744,6 +777,7 @@ function stopPolling() {
 
 function newChat() {
   stopPolling();
+  if (state.view) closeView();
   state.sessionId = null;
   state.owner = null;
   history.replaceState(null, '', location.pathname);
@@ -783,35 +817,52 @@ async function* frames(r) {
   }
 }
 
-function streamBody(text, attachments) {
+function streamBody(text, attachments, redo) {
   const body = { text };
   if (attachments && attachments.length) {
-    body.files = attachments;
-    body.images = attachments.filter((a) => a.kind === 'image').map((a) => a.url);
+    const images = attachments.filter((a) => a.kind === 'image');
+    const files = attachments.filter((a) => a.kind !== 'image');
+    if (images.length) body.images = images;
+    if (files.length) body.files = files;
   }
+  if (redo === 'regenerate') body.regenerate = true;
+  if (redo === 'edit') body.edit_last = true;
   if (state.sessionId) body.session_id = state.sessionId;
   if (state.owner) body.user_id = state.owner;
   return body;
 }
 
-async function send(text, attachments) {
+// `redo`: 'regenerate' (answer the last message again) or 'edit' (replace it with `text`); the
+// host drops the old answer, so the chat is read again when the turn ends.
+async function send(text, attachments, redo) {
   setBusy(true);
+  if (redo) dropLastTurn();
   addUser(text, null, attachments);
   showActivity();
   let r;
   try {
-    r = await api('POST', '/api/v1/agent/stream', streamBody(text, attachments));
+    r = await api('POST', '/api/v1/agent/stream', streamBody(text, attachments, redo));
   } catch (e) {
     hideActivity();
     if (e.message !== 'unauthorized') addError(t('netError'), text);
     setBusy(false);
     return;
   }
-  await stream(r, text);
+  await stream(r, text, null, null, !!redo);
+}
+
+// The last user message and what followed it, removed before it is sent again.
+function dropLastTurn() {
+  const box = $('messages');
+  const users = box.querySelectorAll(':scope > .msg.user');
+  const last = users[users.length - 1];
+  if (!last) return;
+  while (last.nextSibling) last.nextSibling.remove();
+  last.remove();
 }
 
 // Renders one turn's stream (`first`: a frame already read from `it`).
-async function stream(r, text, it = null, first = null) {
+async function stream(r, text, it = null, first = null, reread = false) {
   let finish;
   state.turnDone = new Promise((resolve) => { finish = resolve; });
   let segment = null; // the assistant bubble being streamed
@@ -875,7 +926,7 @@ async function stream(r, text, it = null, first = null) {
     } else if (f.type === 'error') {
       hideActivity();
       endSegment();
-      addError(errorText(f), f.code && f.code.startsWith('model_') ? text : null);
+      addError(errorText(f), f.retryable || (f.code || '').startsWith('model_') ? text : null);
     } else if (f.type === 'done') {
       hideActivity();
       endSegment();
@@ -903,7 +954,7 @@ async function stream(r, text, it = null, first = null) {
     endSegment();
     await Promise.all(settling).catch(() => {});
     // Re-read before the input is free again, so a next message never races the re-render.
-    if (compacted && state.sessionId) await openSession(state.sessionId, state.owner).catch(() => {});
+    if ((compacted || reread) && state.sessionId) await openSession(state.sessionId, state.owner).catch(() => {});
     setBusy(false);
     markLastTurn();
     loadSessions();
@@ -996,8 +1047,11 @@ function init() {
     const files = state.attachments.map((a) => a.ready);
     state.attachments = [];
     renderAttachments();
+    const editing = state.editing;
+    state.editing = false;
+    $('composer').classList.remove('editing');
     if (state.busy) steer(text);
-    else send(text, files);
+    else send(text, files, editing ? 'edit' : null);
   });
   $('input').addEventListener('keydown', (ev) => {
     if (commandKey(ev)) return;
@@ -1044,6 +1098,7 @@ function init() {
     if (head) toggleTool(head);
   });
   $('rename-chat').addEventListener('click', renameChat);
+  document.querySelectorAll('[data-view]').forEach((b) => b.addEventListener('click', () => openView(b.dataset.view)));
   $('session-search').addEventListener('input', (ev) => searchSessions(ev.target.value));
   // Attachments: the picker, paste and drag-and-drop.
   $('attach').addEventListener('click', () => $('file-input').click());
@@ -1069,6 +1124,245 @@ function init() {
   });
   if (state.token) signedIn().catch(() => signedOut());
   else signedOut();
+}
+
+// ---- memory, skills and persona views ----
+// Each replaces the chat in the main area until "Back to chat"; every action is the host's own
+// `/memory`, `/skills` or `/persona` logic through its endpoint, and the view is read again after.
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function button(key, fn, cls) {
+  const b = el('button', cls || 'secondary', t(key));
+  b.type = 'button';
+  b.addEventListener('click', fn);
+  return b;
+}
+
+async function openView(name) {
+  state.view = name;
+  document.querySelector('.app').classList.remove('menu-open');
+  document.querySelector('.main').classList.add('in-view');
+  const panel = $('view');
+  panel.hidden = false;
+  panel.textContent = '';
+  const head = el('div', 'view-head');
+  const h = el('h2', null, t(name === 'persona' ? 'personas' : name));
+  h.id = 'view-title';
+  head.append(h, button('back', closeView, 'link'));
+  panel.append(head);
+  const body = el('div', 'view-body');
+  panel.append(body);
+  try {
+    if (name === 'memory') await memoryView(body);
+    else if (name === 'skills') await skillsView(body);
+    else await personaView(body);
+  } catch (e) {
+    if (e.message !== 'unauthorized') body.append(el('p', 'form-error', t('loadFailed') + ' ' + (e.message || '')));
+  }
+  h.tabIndex = -1;
+  h.focus();
+}
+
+function closeView() {
+  state.view = null;
+  $('view').hidden = true;
+  document.querySelector('.main').classList.remove('in-view');
+  $('input').focus();
+}
+
+async function getJson(path) {
+  const r = await api('GET', path);
+  const v = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error((v.error && v.error.message) || r.statusText);
+  return v;
+}
+
+// Runs an action, shows its answer, and reads the view again.
+async function act(method, path, body, status) {
+  const r = await api(method, path, body);
+  const v = await r.json().catch(() => ({}));
+  const msg = !r.ok ? (v.error && v.error.message) || r.statusText : v.message || '';
+  if (status) { status.textContent = msg; status.className = 'view-status' + (r.ok && v.ok !== false ? '' : ' form-error'); }
+  if (r.ok) setTimeout(() => openView(state.view).then(() => { const s = document.querySelector('#view .view-status'); if (s) s.textContent = msg; }), 0);
+  return r.ok;
+}
+
+const entryText = (e) => (typeof e === 'string' ? e : e.content || e.text || '');
+
+async function memoryView(body) {
+  const v = await getJson('/api/v1/agent/memory');
+  const status = el('p', 'view-status');
+  status.setAttribute('role', 'status');
+  body.append(status);
+  // Proposals first: they wait for the user.
+  const props = el('section', 'card');
+  props.append(el('h3', null, t('proposals')));
+  const list = v.proposals || [];
+  if (!list.length) props.append(el('p', 'muted', t('noProposals')));
+  for (const p of list) {
+    const item = el('div', 'proposal');
+    item.dataset.proposalId = p.id;
+    item.append(el('div', 'proposal-summary', (p.target ? p.target + ' · ' : '') + (p.summary || '')));
+    for (const op of p.operations || []) item.append(el('div', 'proposal-op', op.action + ': ' + (op.content || op.previous || '')));
+    const row = el('div', 'actions');
+    row.append(
+      button('approve', () => act('POST', '/api/v1/agent/memory/proposals/' + encodeURIComponent(p.id) + '/approve', undefined, status), 'primary small-btn'),
+      button('discard', () => act('POST', '/api/v1/agent/memory/proposals/' + encodeURIComponent(p.id) + '/discard', undefined, status)),
+    );
+    item.append(row);
+    props.append(item);
+  }
+  body.append(props);
+  for (const target of ['user', 'memory', 'global']) {
+    const store = v[target];
+    if (!store) continue;
+    const editable = target !== 'global' || store.editable;
+    const card = el('section', 'card');
+    card.dataset.store = target;
+    card.append(el('h3', null, t('mem_' + target)));
+    const used = store.used || 0;
+    const limit = store.limit || 0;
+    const budget = el('div', 'budget');
+    const bar = el('progress');
+    bar.max = limit || 1;
+    bar.value = Math.min(used, limit || used);
+    bar.setAttribute('aria-label', t('mem_' + target) + ' ' + t('used'));
+    budget.append(bar, el('span', 'muted', used + ' / ' + limit + ' ' + t('used')));
+    card.append(budget);
+    const entries = store.entries || [];
+    if (!entries.length) card.append(el('p', 'muted', t('noEntries')));
+    const path = '/api/v1/agent/memory/' + target;
+    for (const e of entries) {
+      const text = entryText(e);
+      const row = el('div', 'entry');
+      row.append(el('div', 'entry-text', text));
+      if (editable) {
+        const actions = el('div', 'actions');
+        actions.append(
+          button('edit', () => {
+            const next = prompt(t('edit'), text);
+            if (next !== null && next.trim() && next !== text) act('POST', path, { action: 'replace', old_text: text, content: next.trim() }, status);
+          }, 'link small'),
+          button('delete', () => { if (confirm(t('confirmRemove'))) act('POST', path, { action: 'remove', old_text: text }, status); }, 'link small danger'),
+        );
+        row.append(actions);
+      }
+      card.append(row);
+    }
+    if (editable) {
+      const form = el('form', 'add-entry');
+      const input = el('textarea');
+      input.rows = 2;
+      input.setAttribute('aria-label', t('newEntry') + ' — ' + t('mem_' + target));
+      input.placeholder = t('newEntry');
+      const add = el('button', 'secondary', t('add'));
+      add.type = 'submit';
+      form.append(input, add);
+      form.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        if (input.value.trim()) act('POST', path, { action: 'add', content: input.value.trim() }, status);
+      });
+      card.append(form);
+    }
+    body.append(card);
+  }
+}
+
+async function skillsView(body) {
+  const v = await getJson('/api/v1/agent/skills');
+  const status = el('p', 'view-status');
+  status.setAttribute('role', 'status');
+  body.append(status);
+  const card = el('section', 'card');
+  const skills = v.skills || [];
+  if (!skills.length) card.append(el('p', 'muted', t('noSkills')));
+  const path = (name, action) => '/api/v1/agent/skills/' + encodeURIComponent(name) + (action ? '/' + action : '');
+  for (const sk of skills) {
+    const row = el('div', 'skill');
+    row.dataset.skill = sk.name;
+    const head = el('div', 'skill-head');
+    head.append(el('strong', null, sk.name));
+    head.append(el('span', 'badge', t(sk.source === 'public' ? 'public' : 'personal')));
+    if (sk.pinned) head.append(el('span', 'badge pinned', t('pinned')));
+    row.append(head);
+    if (sk.description) row.append(el('div', 'muted', (sk.category ? sk.category + ' · ' : '') + sk.description));
+    const actions = el('div', 'actions');
+    const content = el('pre', 'skill-content');
+    content.hidden = true;
+    content.tabIndex = 0;
+    actions.append(button('view', async () => {
+      if (content.hidden && !content.textContent) {
+        try { content.textContent = (await getJson(path(sk.name))).content || ''; } catch (e) { content.textContent = e.message; }
+      }
+      content.hidden = !content.hidden;
+    }, 'link small'));
+    if (sk.source === 'public') actions.append(button('adopt', () => act('POST', path(sk.name, 'adopt'), undefined, status), 'link small'));
+    else actions.append(button(sk.pinned ? 'unpin' : 'pin', () => act('POST', path(sk.name, sk.pinned ? 'unpin' : 'pin'), undefined, status), 'link small'));
+    row.append(actions, content);
+    card.append(row);
+  }
+  body.append(card);
+  const archived = v.archived || [];
+  if (archived.length) {
+    const arch = el('section', 'card');
+    arch.append(el('h3', null, t('archived')));
+    for (const name of archived) {
+      const row = el('div', 'skill');
+      const n = typeof name === 'string' ? name : name.name;
+      row.append(el('strong', null, n), ' ', button('restore', () => act('POST', path(n, 'restore'), undefined, status), 'link small'));
+      arch.append(row);
+    }
+    body.append(arch);
+  }
+}
+
+async function personaView(body) {
+  const v = await getJson('/api/v1/agent/personas');
+  const admin = state.me && state.me.is_admin;
+  const status = el('p', 'view-status');
+  status.setAttribute('role', 'status');
+  body.append(status);
+  if (!admin) body.append(el('p', 'muted', t('adminOnly')));
+  const card = el('section', 'card');
+  for (const p of v.personas || []) {
+    const row = el('div', 'persona' + (p.active ? ' active' : ''));
+    row.dataset.persona = p.id;
+    const head = el('div', 'skill-head');
+    head.append(el('strong', null, p.name));
+    if (p.active) head.append(el('span', 'badge pinned', t('active')));
+    row.append(head, el('div', 'muted persona-style', p.style || ''));
+    if (admin && !p.active) {
+      const actions = el('div', 'actions');
+      actions.append(button('activate', () => act('PUT', '/api/v1/agent/personas/' + encodeURIComponent(p.id), { active: true }, status), 'link small'));
+      row.append(actions);
+    }
+    card.append(row);
+  }
+  body.append(card);
+  if (admin) {
+    const form = el('form', 'card add-persona');
+    form.append(el('h3', null, t('newPersona')));
+    const name = el('input');
+    name.setAttribute('aria-label', t('name'));
+    name.placeholder = t('name');
+    const style = el('textarea');
+    style.rows = 3;
+    style.setAttribute('aria-label', t('style'));
+    style.placeholder = t('style');
+    const save = el('button', 'primary', t('save'));
+    save.type = 'submit';
+    form.append(name, style, save);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      if (name.value.trim()) act('POST', '/api/v1/agent/personas', { name: name.value.trim(), style: style.value.trim() }, status);
+    });
+    body.append(form);
+  }
 }
 
 // ---- rename and search ----
@@ -1192,7 +1486,7 @@ async function upload(item) {
   const form = new FormData();
   form.append('file', item.file, item.name);
   if (state.sessionId) form.append('session_id', state.sessionId);
-  const headers = { 'Accept-Language': state.lang === 'zh' ? 'zh-CN' : 'en' };
+  const headers = localeHeaders();
   if (state.token) headers.Authorization = 'Bearer ' + state.token;
   try {
     const r = await fetch('/api/v1/agent/upload', { method: 'POST', headers, body: form });
