@@ -138,7 +138,7 @@ function enhance(el) {
     b.className = 'copy';
     b.dataset.i18n = 'copy';
     b.textContent = t('copy');
-    b.setAttribute('aria-label', t('copyCode') + (lang && lang.textContent ? ' (' + lang.textContent + ')' : ''));
+    b.title = t('copyCode') + (lang && lang.textContent ? ' (' + lang.textContent + ')' : '');
     head.append(b);
   });
   el.querySelectorAll('pre[tabindex]').forEach((pre) => pre.setAttribute('aria-label', t('code')));
@@ -236,7 +236,7 @@ function applyI18n() {
     el.textContent = el.classList.contains('dotonly') ? '' : t('ts_' + el.dataset.turnStatus);
     el.title = t('tsHint');
   });
-  document.querySelectorAll('.code-block button.copy').forEach((b) => b.setAttribute('aria-label', t('copyCode')));
+  document.querySelectorAll('.code-block button.copy').forEach((b) => { if (!b.dataset.copied) b.textContent = t('copy'); b.title = t('copyCode'); });
   if (state.plan !== undefined) renderPlan(state.plan);
   if (state.view && $('view') && !$('view').hidden) openView(state.view);
   renderSessions();
@@ -257,7 +257,7 @@ async function signedIn() {
   $('login-view').hidden = true;
   $('app-view').hidden = false;
   $('who').textContent = state.me.name + (state.me.is_admin ? ' · ' + t('admin') : '');
-  loadCommands();
+  state.commandsLoaded = null;
   await loadSessions();
   const m = /^#\/s\/([^?]+)(?:\?user_id=(.+))?$/.exec(location.hash);
   if (m) await openSession(decodeURIComponent(m[1]), m[2] ? decodeURIComponent(m[2]) : null);
@@ -464,7 +464,8 @@ function addError(text, retryText) {
     r.className = 'retry';
     r.dataset.i18n = 'retry';
     r.textContent = t('retry');
-    r.addEventListener('click', () => { if (!state.busy) send(retryText); });
+    // The message is stored with the failed turn: answer it again rather than send it twice.
+    r.addEventListener('click', () => { if (!state.busy) send(retryText, [], state.sessionId ? 'regenerate' : null); });
     b.append(' ', r);
   }
   scrollDown();
@@ -1406,6 +1407,11 @@ async function loadCommands() {
 }
 
 function suggestCommands(value) {
+  // Asked for the first time a message starts with "/".
+  if (value.startsWith('/') && !state.commandsLoaded) {
+    state.commandsLoaded = loadCommands().then(() => suggestCommands($('input').value));
+    return;
+  }
   const box = $('commands');
   const m = /^\/(\S*)$/.exec(value);
   const list = m ? state.commands.filter((c) => c.name.slice(1).startsWith(m[1])) : [];

@@ -36,6 +36,9 @@ export async function run(body) {
     const consoleErrors = [];
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
     page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    // Which requests failed, for the report (Chromium's console line does not name them).
+    result.failedRequests = [];
+    page.on('response', (r) => { if (r.status() >= 400) result.failedRequests.push(r.status() + ' ' + r.request().method() + ' ' + r.url()); });
     await page.goto(env('MPA_URL'));
     await page.waitForSelector('#login-view:not([hidden])');
     await body(page, expect, consoleErrors, result);
