@@ -108,6 +108,7 @@ pub fn router(state: AppState) -> Router {
             state.cfg.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::envelope_errors))
+        .layer(axum::middleware::from_fn(error::localise))
         .layer(axum::middleware::from_fn(request_log))
         .with_state(state)
 }

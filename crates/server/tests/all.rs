@@ -8,6 +8,7 @@ mod bad_input;
 mod common;
 mod compacted_display;
 mod http;
+mod locale;
 mod login_limits;
 mod message_limits;
 mod plan_panel;

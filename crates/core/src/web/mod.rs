@@ -1,8 +1,9 @@
 //! The host logic behind the web page's endpoints (issue 29, spec runtime.md §14): what the
 //! server's routes call, so the HTTP layer only parses and answers. Each part is a module:
-//! the plan a chat restores ([`plan_of`]), attachments ([`attachments`]).
+//! the plan a chat restores ([`plan_of`]), attachments ([`attachments`]), both languages ([`i18n`]).
 
 pub mod attachments;
+pub mod i18n;
 
 use mpa_protocol::Message;
 
