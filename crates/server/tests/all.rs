@@ -13,6 +13,7 @@ mod login_limits;
 mod message_limits;
 mod plan_panel;
 mod session_ids;
+mod settings;
 mod slow_clients;
 mod steering;
 mod storage_failures;
