@@ -109,13 +109,15 @@ impl AgentBuilder {
         let mut contributors = crate::turn::outbound::standard();
         contributors.extend(self.contributors);
         let accounts = Accounts::new(self.store.clone());
-        let attachments = crate::web::attachments::Attachments::new(
-            self.store
-                .path()
-                .parent()
-                .unwrap_or_else(|| std::path::Path::new("."))
-                .join("agent/runtime/attachments"),
-        );
+        let data_dir = self
+            .store
+            .path()
+            .parent()
+            .unwrap_or_else(|| std::path::Path::new("."))
+            .to_path_buf();
+        let attachments =
+            crate::web::attachments::Attachments::new(data_dir.join("agent/runtime/attachments"));
+        let personas = crate::web::personas::Personas::new(data_dir.join("agent/personas.json"));
         Ok(Agent {
             services: Arc::new(Services {
                 cfg: self.cfg,
@@ -127,6 +129,7 @@ impl AgentBuilder {
                 settle_rules: crate::turn::settle::standard().into(),
                 caps: self.caps,
                 capabilities: capabilities.into(),
+                personas: Arc::new(personas),
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
@@ -221,6 +224,11 @@ impl Agent {
 
     pub fn services(&self) -> &Arc<Services> {
         &self.services
+    }
+
+    /// The global persona.
+    pub fn personas(&self) -> &crate::web::personas::Personas {
+        &self.services.personas
     }
 
     /// Files users attached on the web page.

@@ -35,6 +35,8 @@ pub struct Services {
     pub caps: Capabilities,
     /// Every capability's lifecycle, in registration order.
     pub capabilities: Arc<[Arc<dyn Capability>]>,
+    /// The global persona (the system prompt's persona layer, `/persona`).
+    pub personas: Arc<crate::web::personas::Personas>,
 }
 
 impl Services {

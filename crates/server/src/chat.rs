@@ -136,8 +136,10 @@ fn sse_once(frames: Vec<Bytes>) -> Response {
 pub async fn stream(
     State(state): State<AppState>,
     Authed(actor): Authed,
+    headers: axum::http::HeaderMap,
     Json(req): Json<StreamRequest>,
 ) -> Result<Response, ApiError> {
+    let locale = crate::error::request_locale(&headers);
     if state.shutting_down.is_cancelled() {
         return Err(ApiError::unavailable());
     }
@@ -184,12 +186,18 @@ pub async fn stream(
         }
         Ok(Steered::Turn(rx)) => rx,
         Err(e @ (CoreError::QueueFull { .. } | CoreError::SessionClosed)) => {
-            return Ok(sse_once(error_frames(e.code(), &e.to_string())));
+            return Ok(sse_once(error_frames(e.code(), &e.to_string(), locale)));
         }
         Err(e) => return Err(e.into()),
     };
     let (tx, rx) = mpsc::channel(FRAME_QUEUE);
-    tokio::spawn(pump(events, tx, state.cfg.heartbeat, session.client_id));
+    tokio::spawn(pump(
+        events,
+        tx,
+        state.cfg.heartbeat,
+        session.client_id,
+        locale,
+    ));
     Ok(sse_response(rx))
 }
 

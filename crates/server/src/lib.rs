@@ -46,6 +46,7 @@ pub mod extract;
 pub mod markdown;
 pub mod openai;
 mod serve;
+pub mod settings;
 pub mod sse;
 pub mod state;
 pub mod web;
@@ -58,7 +59,7 @@ use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use mpa_core::Agent;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -91,6 +92,24 @@ pub fn router(state: AppState) -> Router {
             get(chat::session_detail).delete(chat::delete_session),
         )
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
+        .route("/api/v1/agent/commands", get(settings::list_commands))
+        .route("/api/v1/agent/memory", get(settings::memory))
+        .route("/api/v1/agent/memory/{store}", post(settings::memory_edit))
+        .route(
+            "/api/v1/agent/memory/proposals/{id}/{decision}",
+            post(settings::proposal),
+        )
+        .route("/api/v1/agent/skills", get(settings::skills))
+        .route("/api/v1/agent/skills/{name}", get(settings::skill))
+        .route(
+            "/api/v1/agent/skills/{name}/{action}",
+            post(settings::skill_action),
+        )
+        .route(
+            "/api/v1/agent/personas",
+            get(settings::personas).post(settings::create_persona),
+        )
+        .route("/api/v1/agent/personas/{id}", put(settings::edit_persona))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
         // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before
@@ -109,6 +128,7 @@ pub fn router(state: AppState) -> Router {
             state.cfg.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::envelope_errors))
+        .layer(axum::middleware::from_fn(error::localise))
         .layer(axum::middleware::from_fn(request_log))
         .with_state(state)
 }

@@ -434,6 +434,10 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
                     let mut v = serde_json::json!({"role": "assistant", "content": text});
                     if m.metadata.contains_key(INTERRUPTION_KEY) {
                         v["notice"] = serde_json::Value::Bool(true);
+                        // The page renders a host notice in its own language by this code.
+                        if let Some(code) = crate::web::i18n::notice_code(&text) {
+                            v["notice_code"] = serde_json::json!(code);
+                        }
                     }
                     if is_recovery_form(m) {
                         v["recovery"] = serde_json::Value::Bool(true);

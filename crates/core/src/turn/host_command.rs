@@ -1,4 +1,4 @@
-//! Host commands (`/memory …`, `/skills …`) in the user's own text are answered by the host: the
+//! Host commands (`/memory …`, `/skills …`, `/persona …`) in the user's own text are answered by the host: the
 //! model never sees or answers them, so it can never approve a proposal. The command and its reply
 //! stay in the transcript (marked) but are not evidence and do not count as user turns.
 
@@ -12,7 +12,7 @@ pub const HOST_COMMAND_KEY: &str = "host_command";
 /// Whether `text` is addressed to the host (answered at a turn's start, never by the model).
 pub fn is_command(text: &str) -> bool {
     let t = text.trim_start();
-    t.starts_with("/memory") || t.starts_with("/skills")
+    t.starts_with("/memory") || t.starts_with("/skills") || t.starts_with("/persona")
 }
 
 /// The host's reply when `text` is a host command; `None` otherwise.
@@ -22,12 +22,14 @@ pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<St
     }
     let memory = services.caps.memory.clone();
     let skills = services.caps.skills.clone();
+    let personas = std::sync::Arc::clone(&services.personas);
     let (actor, text) = (actor.clone(), text.to_string());
     tokio::task::spawn_blocking(move || {
         memory
             .as_ref()
             .and_then(|m| m.user_command(&actor, &text))
             .or_else(|| skills.as_ref().and_then(|s| s.user_command(&actor, &text)))
+            .or_else(|| personas.user_command(&actor, &text))
     })
     .await
     .ok()

@@ -61,6 +61,14 @@ impl Env {
         Env::start_caps(|_| {}, configure, true, None, Vec::new()).await
     }
 
+    /// A full host with memory and skills too (as `mpagent serve` runs them).
+    pub async fn start_learning() -> Env {
+        Env::start_caps(|_| {}, |_| {}, true, None, Vec::new())
+            .await
+            .with_learning()
+            .await
+    }
+
     /// [`Env::start_agent`] with its data directory in `dir` (e.g. a small file system).
     pub async fn start_in(dir: tempfile::TempDir, configure: impl FnOnce(&mut AgentConfig)) -> Env {
         Env::start_caps(|_| {}, configure, true, Some(dir), Vec::new()).await
@@ -131,6 +139,59 @@ impl Env {
             stop: Some(tx),
             task: Some(task),
         }
+    }
+
+    /// The same host restarted over the same data directory with memory and skills enabled.
+    async fn with_learning(mut self) -> Env {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
+        }
+        let dir = self.dir.path().to_path_buf();
+        let model = mpa_model::ModelConfig {
+            base_url: self.mock.base_url.clone(),
+            api_key: Some("sk-test-key".into()),
+            model: "gpt-4o".into(),
+            max_retries: 0,
+            ..Default::default()
+        };
+        let caps = Capabilities {
+            exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
+                dir.clone(),
+                dir.join("exec-output"),
+            ))),
+            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
+                &dir,
+            ))),
+            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
+                dir.clone(),
+            ))),
+            skills: Some(mpa_learning::Skills::new(dir.clone())),
+            ..Capabilities::default()
+        };
+        let agent = Agent::builder(AgentConfig::new(model), self.store.clone())
+            .caps(caps)
+            .build()
+            .unwrap();
+        self.accounts = agent.accounts().clone();
+        self.agent = agent.clone();
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.admin_token = Some(ADMIN_TOKEN.into());
+        let host = Host::bind(agent, cfg).await.unwrap();
+        let addr = host.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(async move {
+            host.run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        }));
+        self.stop = Some(tx);
+        self.base = format!("http://{addr}");
+        self
     }
 
     pub async fn shutdown(mut self) {
