@@ -337,6 +337,148 @@ async fn the_web_page_shows_the_plan_a_table_and_copyable_code_safely_after_relo
     srv.child.start_kill().unwrap();
 }
 
+/// Every file under `dir` named `name`, recursively.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_named(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The text of a model request's messages, content parts included.
+fn request_text(req: &Value) -> String {
+    req["messages"].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_sends_attachments_approves_memory_and_only_an_admin_switches_the_persona_in_chromium()
+ {
+    let Some(browser) = browser() else { return };
+    let Some(axe) = axe_core(&browser.1) else {
+        return;
+    };
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::text("A poster and a text file."));
+    let dir = tempfile::tempdir().unwrap();
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
+    let (code, _, err) = user_cmd(
+        dir.path(),
+        &mock,
+        &["add", "root", "--admin", "--password-stdin"],
+        "root-password-1\n",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.env("LLM_SUPPORT_IMAGE_INPUT", "true");
+    let mut srv = common::serve(cmd).await;
+
+    // A USER.md entry, and a background review's proposal to rewrite it (staged as the review
+    // stages it: a file in the user's `.pending` directory, whose format is stable).
+    let (old, new) = ("Prefers 1080p releases", "Prefers 4K releases");
+    let token = login(&srv.addr, "alice", "alice-password-1").await.unwrap();
+    let (status, v) = call(
+        &srv.addr,
+        "POST",
+        "/api/v1/agent/memory/user",
+        &token,
+        &json!({"action": "add", "content": old}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let user_md = files_named(dir.path(), "USER.md")
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(old))
+        .expect("the entry is in a USER.md");
+    let pending = user_md.parent().unwrap().join(".pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    let id = "0123456789abcdef0123456789abcdef";
+    std::fs::write(
+        pending.join(format!("{id}.json")),
+        json!({"id": id, "target": "user", "batch": false, "review_id": "review-1",
+               "created_at": "2026-12-03T22:00:00Z", "previous": [old],
+               "operations": [{"action": "replace", "old_text": old, "content": new}]})
+        .to_string(),
+    )
+    .unwrap();
+
+    let shot = artifacts_dir().join("web-views.png");
+    let _ = std::fs::remove_file(&shot);
+    let report = page_script(
+        &browser,
+        "views.mjs",
+        &srv,
+        &shot,
+        &[
+            ("MPA_AXE", &axe),
+            ("MPA_ROLE", "user"),
+            ("MPA_PROPOSAL_OLD", old),
+            ("MPA_PROPOSAL_NEW", new),
+        ],
+    )
+    .await;
+    eprintln!("axe: {}", report["axe"]);
+    // The image reached the model as an image part, the text file as a note naming it.
+    let reqs = mock.requests();
+    let asked = reqs
+        .iter()
+        .find(|r| request_text(r).contains("What is in these files?"))
+        .expect("the model was asked");
+    let text = request_text(asked);
+    assert!(text.contains("image_url"), "{text}");
+    assert!(text.contains(".txt"), "{text}");
+    assert!(
+        std::fs::read_to_string(&user_md).unwrap().contains(new),
+        "the approval reached USER.md"
+    );
+
+    // An admin creates and switches the persona on the page.
+    let (name, style) = ("Harbour pilot", "Answer briefly, like a harbour pilot on the radio.");
+    let admin_shot = artifacts_dir().join("web-persona-admin.png");
+    page_script(
+        &browser,
+        "views.mjs",
+        &srv,
+        &admin_shot,
+        &[
+            ("MPA_AXE", &axe),
+            ("MPA_ROLE", "admin"),
+            ("MPA_USER", "root"),
+            ("MPA_PASS", "root-password-1"),
+            ("MPA_PERSONA_NAME", name),
+            ("MPA_PERSONA_STYLE", style),
+        ],
+    )
+    .await;
+
+    // alice's next session: the approved entry and the persona are in its system prompt.
+    mock.clear_requests();
+    mock.push(MockReply::text("ok"));
+    let mut r = request(
+        &srv.addr,
+        "POST",
+        "/api/v1/agent/stream",
+        &token,
+        &json!({"text": "hello again", "session_id": "next"}),
+    )
+    .await;
+    while let Some(f) = next_frame(&mut r).await {
+        if f["type"] == "done" {
+            break;
+        }
+    }
+    let system = mock.requests()[0]["messages"][0]["content"].to_string();
+    assert!(system.contains(new) && !system.contains(old), "{system}");
+    assert!(system.contains(style), "{system}");
+    srv.child.start_kill().unwrap();
+}
+
 const SUMMARY: &str = "The user asked numbered questions; each got a long answer.";
 
 /// A summariser request (the host's compaction) starts with the summariser's instructions.
