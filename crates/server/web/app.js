@@ -1208,8 +1208,10 @@ async function memoryView(body) {
   for (const p of list) {
     const item = el('div', 'proposal');
     item.dataset.proposalId = p.id;
-    item.append(el('div', 'proposal-summary', (p.target ? p.target + ' · ' : '') + (p.summary || '')));
-    for (const op of p.operations || []) item.append(el('div', 'proposal-op', op.action + ': ' + (op.content || op.previous || '')));
+    item.append(el('div', 'proposal-summary', (p.target ? t('mem_' + p.target) + ' · ' : '') + (p.summary || p.preview || '')));
+    if (Array.isArray(p.operations)) {
+      for (const op of p.operations) item.append(el('div', 'proposal-op', op.action + ': ' + (op.content || op.previous || '')));
+    }
     const row = el('div', 'actions');
     row.append(
       button('approve', () => act('POST', '/api/v1/agent/memory/proposals/' + encodeURIComponent(p.id) + '/approve', undefined, status), 'primary small-btn'),
