@@ -282,8 +282,8 @@ const MARKDOWN_ANSWER: &str = "Here are your subscriptions, see https://example.
 
 /// axe-core for the accessibility checks: `MPA_AXE`, else `axe-core` next to playwright-core.
 fn axe_core(modules: &str) -> Option<String> {
-    let path = std::env::var("MPA_AXE")
-        .unwrap_or_else(|_| format!("{modules}/axe-core/axe.min.js"));
+    let path =
+        std::env::var("MPA_AXE").unwrap_or_else(|_| format!("{modules}/axe-core/axe.min.js"));
     available(
         "axe-core (npm, in MPA_NODE_MODULES or MPA_AXE)",
         Path::new(&path).exists(),
@@ -439,7 +439,10 @@ async fn the_web_page_sends_attachments_approves_memory_and_only_an_admin_switch
     );
 
     // An admin creates and switches the persona on the page.
-    let (name, style) = ("Harbour pilot", "Answer briefly, like a harbour pilot on the radio.");
+    let (name, style) = (
+        "Harbour pilot",
+        "Answer briefly, like a harbour pilot on the radio.",
+    );
     let admin_shot = artifacts_dir().join("web-persona-admin.png");
     page_script(
         &browser,

@@ -2,7 +2,10 @@
 //! get them — headings, tables, nested lists, code, links, Chinese text — rendered by the one
 //! renderer the page uses (`mpa_server::markdown::render`). Run with
 //! `cargo bench -p mpa-server --bench markdown`; prints the median and worst of 200 renders.
-#![expect(clippy::unwrap_used, reason = "a benchmark's panic is its failure report")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a benchmark's panic is its failure report"
+)]
 
 use std::time::{Duration, Instant};
 

@@ -20,7 +20,8 @@ use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Ta
 
 /// The HTML for `src`.
 pub fn render(src: &str) -> String {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let events = sanitise(merge_text(Parser::new_ext(src, options)));
     let mut html = String::with_capacity(src.len() + src.len() / 2);
     pulldown_cmark::html::push_html(&mut html, events.into_iter());
@@ -181,11 +182,9 @@ fn find_url(s: &str, from: usize) -> Option<(usize, usize, String)> {
     let mut i = from;
     while i < bytes.len() {
         let rest = &s[i..];
-        let prefix = ["https://", "http://", "www."]
-            .into_iter()
-            .find(|p| {
-                rest.len() >= p.len() && rest.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
-            });
+        let prefix = ["https://", "http://", "www."].into_iter().find(|p| {
+            rest.len() >= p.len() && rest.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+        });
         if let Some(prefix) = prefix
             && starts_word(s, i)
             && let Some(end) = url_end(s, i, prefix.len())
@@ -231,9 +230,7 @@ fn url_end(s: &str, start: usize, prefix_len: usize) -> Option<usize> {
         };
         if "?!.,:;*_~'\"".contains(last) {
             end -= 1;
-        } else if last == ')'
-            && candidate.matches(')').count() > candidate.matches('(').count()
-        {
+        } else if last == ')' && candidate.matches(')').count() > candidate.matches('(').count() {
             end -= 1;
         } else {
             break;
@@ -262,22 +259,34 @@ mod tests {
     #[test]
     fn a_table_is_a_table_in_a_focusable_frame() {
         let html = render("| a | b |\n|---|---|\n| 1 | 2 |\n");
-        assert!(html.starts_with(r#"<div class="table-wrap" tabindex="0"><table>"#), "{html}");
-        assert!(html.contains("<th>a</th>") && html.contains("<td>2</td>"), "{html}");
+        assert!(
+            html.starts_with(r#"<div class="table-wrap" tabindex="0"><table>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains("<th>a</th>") && html.contains("<td>2</td>"),
+            "{html}"
+        );
     }
 
     #[test]
     fn nested_and_task_lists_nest() {
         let html = render("- one\n  - inner\n- [x] done\n- [ ] open\n");
         assert!(html.contains("<li>one\n<ul>\n<li>inner</li>"), "{html}");
-        assert!(html.contains(r#"<span class="task done">☑</span> done"#), "{html}");
+        assert!(
+            html.contains(r#"<span class="task done">☑</span> done"#),
+            "{html}"
+        );
         assert!(!html.contains("<input"), "{html}");
     }
 
     #[test]
     fn fenced_code_has_its_language_label_and_is_escaped() {
         let html = render("```rust\"><img src=x>\nlet a = \"<b>\";\n```\n");
-        assert!(html.contains(r#"<span class="code-lang">rustimg</span>"#), "{html}");
+        assert!(
+            html.contains(r#"<span class="code-lang">rustimg</span>"#),
+            "{html}"
+        );
         assert!(html.contains("let a = \"&lt;b&gt;\";"), "{html}");
     }
 
@@ -286,20 +295,30 @@ mod tests {
         let html = render(
             "<script>alert(1)</script>\n\nhi <img src=x onerror=alert(2)> [x](javascript:alert(3)) ![i](data:x)",
         );
-        assert!(!html.contains("<script") && !html.contains("<img"), "{html}");
+        assert!(
+            !html.contains("<script") && !html.contains("<img"),
+            "{html}"
+        );
         assert!(html.contains("&lt;script&gt;"), "{html}");
-        assert!(!html.contains("javascript:") && !html.contains("data:x"), "{html}");
+        assert!(
+            !html.contains("javascript:") && !html.contains("data:x"),
+            "{html}"
+        );
     }
 
     #[test]
     fn an_image_becomes_a_link_and_fetches_nothing() {
         let html = render("![poster](https://example.org/p.jpg)");
-        assert_eq!(html, "<p><a href=\"https://example.org/p.jpg\">poster</a></p>\n");
+        assert_eq!(
+            html,
+            "<p><a href=\"https://example.org/p.jpg\">poster</a></p>\n"
+        );
     }
 
     #[test]
     fn bare_urls_link_and_stop_before_trailing_punctuation() {
-        let html = render("see https://example.org/a_b: and (www.example.com/x). 见https://a.cn/q，好");
+        let html =
+            render("see https://example.org/a_b: and (www.example.com/x). 见https://a.cn/q，好");
         assert!(
             html.contains(r#"<a href="https://example.org/a_b">https://example.org/a_b</a>:"#),
             "{html}"
@@ -308,7 +327,10 @@ mod tests {
             html.contains(r#"(<a href="http://www.example.com/x">www.example.com/x</a>)."#),
             "{html}"
         );
-        assert!(html.contains(r#"见<a href="https://a.cn/q">https://a.cn/q</a>，好"#), "{html}");
+        assert!(
+            html.contains(r#"见<a href="https://a.cn/q">https://a.cn/q</a>，好"#),
+            "{html}"
+        );
     }
 
     #[test]

@@ -67,8 +67,14 @@ fn assets() -> &'static Assets {
         let icon = Asset::new(ICON_SVG.into(), "image/svg+xml");
         let index = INDEX_HTML
             .replace("/assets/app.js", &format!("/assets/app.js?v={}", js.hash))
-            .replace("/assets/app.css", &format!("/assets/app.css?v={}", css.hash))
-            .replace("/assets/icon.svg", &format!("/assets/icon.svg?v={}", icon.hash));
+            .replace(
+                "/assets/app.css",
+                &format!("/assets/app.css?v={}", css.hash),
+            )
+            .replace(
+                "/assets/icon.svg",
+                &format!("/assets/icon.svg?v={}", icon.hash),
+            );
         Assets {
             index: Asset::new(index.into_bytes(), "text/html; charset=utf-8"),
             js,
@@ -134,8 +140,10 @@ fn send(asset: &'static Asset, headers: &HeaderMap, immutable: bool) -> Response
 
 pub async fn index(headers: HeaderMap) -> Response {
     let mut r = send(&assets().index, &headers, false);
-    r.headers_mut()
-        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    r.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
     r
 }
 
@@ -156,7 +164,13 @@ pub async fn asset(
         "app.js" => &a.js,
         "app.css" => &a.css,
         "icon.svg" => &a.icon,
-        _ => return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such asset")),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such asset",
+            ));
+        }
     };
     let immutable = version.v.as_deref() == Some(asset.hash.as_str());
     Ok(send(asset, &headers, immutable))

@@ -7,8 +7,7 @@
 use crate::common::Env;
 use reqwest::StatusCode;
 use reqwest::header::{
-    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, ETAG,
-    IF_NONE_MATCH,
+    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, ETAG, IF_NONE_MATCH,
 };
 use serde_json::{Value, json};
 
@@ -70,10 +69,18 @@ async fn assets_are_compressed_cacheable_by_hash_and_revalidated_by_etag() {
     );
     assert_eq!(js.headers()[CONTENT_ENCODING], "gzip");
     let etag = js.headers()[ETAG].to_str().unwrap().to_owned();
-    assert_eq!(etag, format!("\"{}\"", &js_link["/assets/app.js?v=".len()..]));
+    assert_eq!(
+        etag,
+        format!("\"{}\"", &js_link["/assets/app.js?v=".len()..])
+    );
 
     // Unversioned (or another version): revalidated each time; a matching ETag is a 304.
-    let plain = env.http.get(env.url("/assets/app.js")).send().await.unwrap();
+    let plain = env
+        .http
+        .get(env.url("/assets/app.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(plain.headers()[CACHE_CONTROL], "no-cache");
     assert_eq!(plain.headers()[ETAG].to_str().unwrap(), etag);
     let again = env
@@ -96,7 +103,12 @@ async fn assets_are_compressed_cacheable_by_hash_and_revalidated_by_etag() {
     assert!(refused.headers().get(CONTENT_ENCODING).is_none());
     let missing = env.http.get(env.url("/assets/../x")).send().await.unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
-    let other = env.http.get(env.url("/assets/secret.txt")).send().await.unwrap();
+    let other = env
+        .http
+        .get(env.url("/assets/secret.txt"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(other.status(), StatusCode::NOT_FOUND);
     env.shutdown().await;
 }
@@ -124,11 +136,14 @@ async fn the_render_endpoint_makes_tables_and_lists_and_keeps_every_payload_text
         .collect();
     assert_eq!(html.len(), 3);
     assert!(html[0].contains("<table>") && html[0].contains("<td>2</td>"));
-    assert!(html[1].contains("<li>one\n<ul>\n<li>two</li>"), "{}", html[1]);
     assert!(
-        html[1].contains(
-            r#"<a href="https://example.org/docs">https://example.org/docs</a>: here"#
-        ),
+        html[1].contains("<li>one\n<ul>\n<li>two</li>"),
+        "{}",
+        html[1]
+    );
+    assert!(
+        html[1]
+            .contains(r#"<a href="https://example.org/docs">https://example.org/docs</a>: here"#),
         "{}",
         html[1]
     );

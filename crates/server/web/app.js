@@ -528,7 +528,8 @@ function toolLine(el, status, name, message, outcome, extra) {
   m.textContent = localised(tool.summary) || message || '';
   const detailText = [];
   if (known === 'pending' || known === 'unknown') detailText.push(t('hint_' + known));
-  if (message && message !== m.textContent) detailText.push(message);
+  // The whole message: the line above is cut to one line.
+  if (message) detailText.push(message);
   const args = pretty(tool.arguments);
   const preview = pretty(tool.preview);
   const hasDetail = detailText.length || args || preview;
@@ -1009,6 +1010,7 @@ async function steer(text) {
 
 let emptyNode;
 function init() {
+  $('boot').remove();
   emptyNode = $('empty');
   applyI18n();
   $('login-form').addEventListener('submit', async (ev) => {

@@ -7,32 +7,13 @@
 // first contentful paint and the bytes the page transferred.
 //
 // Env (besides harness.mjs): MPA_AXE (axe.min.js; default MPA_NODE_MODULES/axe-core/axe.min.js).
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { env, login, run } from './harness.mjs';
+import { axe as axeCheck, env, login, run } from './harness.mjs';
 
 const shot = env('MPA_SCREENSHOT');
-const axeSrc = readFileSync(env('MPA_AXE', path.join(env('MPA_NODE_MODULES', '/var/cache/mpa-node/node_modules'), 'axe-core/axe.min.js')), 'utf8');
 const shotAs = (name) => shot.replace(/\.png$/, '-' + name + '.png');
 
 await run(async (page, expect, consoleErrors, result) => {
-  result.axe = {};
-  const axe = async (what) => {
-    // evaluate() is not subject to the page's CSP, which forbids inline scripts.
-    if (!(await page.evaluate(() => !!window.axe))) await page.evaluate(axeSrc);
-    const violations = await page.evaluate(async () => {
-      const r = await window.axe.run(document, { resultTypes: ['violations'] });
-      return r.violations.map((v) => ({ id: v.id, impact: v.impact,
-        nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ' — ' + (n.failureSummary || '').replace(/\s+/g, ' ')) }));
-    });
-    result.axe[what] = violations.map((v) => v.id + ':' + v.impact);
-    // axe-core measures with inline styles of its own, which the page's CSP refuses (and logs).
-    for (let i = consoleErrors.length - 1; i >= 0; i--) {
-      if (consoleErrors[i].startsWith('Applying inline style violates')) consoleErrors.splice(i, 1);
-    }
-    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-    expect(bad.length === 0, `axe: no serious or critical violation on ${what} ${JSON.stringify(bad)}`);
-  };
+  const axe = (what) => axeCheck(page, expect, consoleErrors, result, what);
   const noHorizontalScroll = async (what) => {
     const overflow = await page.evaluate(() => {
       const wide = [document.documentElement, document.body, ...document.querySelectorAll('.messages, .main, .composer, .plan')]
@@ -145,15 +126,15 @@ await run(async (page, expect, consoleErrors, result) => {
   result.copied = copied;
   expect(copied === null || copied.includes('"subscriptions": 2'), 'the copy button copies the code');
 
-  // The tool line's detail opens by keyboard (when the line has one).
-  const head = await page.$('.tool-head:not([disabled])');
-  if (head) {
-    await head.focus();
-    await page.keyboard.press('Enter');
-    expect(await page.$eval('.tool-head:not([disabled])', (h) => h.getAttribute('aria-expanded')) === 'true',
-      'Enter on a tool line opens its detail');
-    expect(await page.isVisible('.tool.open .tool-detail'), 'the detail is visible');
-  }
+  // The tool line's detail opens by keyboard (Tab to it, Enter), not by hovering.
+  await page.focus('.tool.outcome-succeeded .tool-head');
+  expect(!(await page.isVisible('.tool.outcome-succeeded .tool-detail')), 'the detail starts closed');
+  await page.keyboard.press('Enter');
+  expect(await page.$eval('.tool.outcome-succeeded .tool-head', (h) => h.getAttribute('aria-expanded')) === 'true',
+    'Enter on a tool line opens its detail');
+  expect(await page.isVisible('.tool.outcome-succeeded .tool-detail'), 'the detail is visible');
+  const detail = await page.textContent('.tool.outcome-succeeded .tool-detail');
+  expect(!(await page.$('.tool-detail img')), 'the detail shows a payload as text: ' + detail.slice(0, 80));
   await page.screenshot({ path: shot, fullPage: false });
   await axe('chat (light)');
   await page.emulateMedia({ colorScheme: 'dark' });

@@ -8,33 +8,16 @@
 //
 // Env (besides harness.mjs): MPA_ROLE, MPA_AXE, MPA_PROPOSAL_OLD, MPA_PROPOSAL_NEW,
 // MPA_PERSONA_NAME, MPA_PERSONA_STYLE.
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { env, login, run } from './harness.mjs';
+import { axe as axeCheck, env, login, run } from './harness.mjs';
 
 const shot = env('MPA_SCREENSHOT');
 const shotAs = (name) => shot.replace(/\.png$/, '-' + name + '.png');
-const axeSrc = readFileSync(env('MPA_AXE', path.join(env('MPA_NODE_MODULES', '/var/cache/mpa-node/node_modules'), 'axe-core/axe.min.js')), 'utf8');
 // A 1×1 PNG.
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
 const XSS_NAME = '<img src=x onerror=window.__pwned=true>.txt';
 
 await run(async (page, expect, consoleErrors, result) => {
-  result.axe = {};
-  const axe = async (what) => {
-    if (!(await page.evaluate(() => !!window.axe))) await page.evaluate(axeSrc);
-    const violations = await page.evaluate(async () => {
-      const r = await window.axe.run(document, { resultTypes: ['violations'] });
-      return r.violations.map((v) => ({ id: v.id, impact: v.impact,
-        nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ' — ' + (n.failureSummary || '').replace(/\s+/g, ' ')) }));
-    });
-    for (let i = consoleErrors.length - 1; i >= 0; i--) {
-      if (consoleErrors[i].startsWith('Applying inline style violates')) consoleErrors.splice(i, 1);
-    }
-    result.axe[what] = violations.map((v) => v.id + ':' + v.impact);
-    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-    expect(bad.length === 0, `axe: no serious or critical violation on ${what} ${JSON.stringify(bad)}`);
-  };
+  const axe = (what) => axeCheck(page, expect, consoleErrors, result, what);
   const inBothModes = async (what) => {
     await axe(what + ' (light)');
     await page.emulateMedia({ colorScheme: 'dark' });
