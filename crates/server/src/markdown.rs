@@ -228,9 +228,9 @@ fn url_end(s: &str, start: usize, prefix_len: usize) -> Option<usize> {
         let Some(last) = candidate.chars().next_back() else {
             break;
         };
-        if "?!.,:;*_~'\"".contains(last) {
-            end -= 1;
-        } else if last == ')' && candidate.matches(')').count() > candidate.matches('(').count() {
+        let unbalanced_paren =
+            last == ')' && candidate.matches(')').count() > candidate.matches('(').count();
+        if "?!.,:;*_~'\"".contains(last) || unbalanced_paren {
             end -= 1;
         } else {
             break;

@@ -3,6 +3,7 @@
 //! the page links them by content hash, which makes those links cacheable for a year; answers
 //! render through `POST /api/v1/agent/render`, where a table is a `<table>` and no HTML or
 //! script a model wrote becomes markup.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::Env;
 use reqwest::StatusCode;

@@ -886,6 +886,7 @@ async function stream(r, text, it = null, first = null, reread = false) {
       state.sessionId = f.session_id;
       history.replaceState(null, '', '#/s/' + sessionPath(f.session_id, state.owner));
       $('delete-chat').hidden = false;
+      $('rename-chat').hidden = false;
       if (fresh) { $('chat-title').textContent = text.slice(0, 36); loadSessions(); }
     } else if (f.type === 'delta') {
       hideActivity();
