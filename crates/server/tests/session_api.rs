@@ -1,6 +1,7 @@
 //! The session endpoints of issue 29 item 4/6: rename, the page's display snapshot, the §14.4
 //! status fields, search over the caller's own sessions, regenerate and edit-and-resend, and
 //! per-turn timestamps and token usage in the detail.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::{Env, Frames};
 use mpa_test_support::MockReply;
