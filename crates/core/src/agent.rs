@@ -503,6 +503,61 @@ impl Agent {
         }
     }
 
+    /// Gives a resolved, existing session the title `title` (1-80 characters, trimmed); later
+    /// turns keep it. Applied between turns: it waits for a running turn to end.
+    pub async fn rename_session(&self, actor: &Actor, r: &SessionRef, title: &str) -> Result<()> {
+        let title = title.trim();
+        let n = title.chars().count();
+        if n == 0 || n > 80 || title.chars().any(char::is_control) {
+            return Err(CoreError::InvalidInput(format!(
+                "title must have 1-80 characters and no control characters (it has {n})"
+            )));
+        }
+        self.check_access(actor, &r.id).await?;
+        let handle = self
+            .session_owned(actor, &r.id, "web", Some(&r.owner))
+            .await?;
+        let op = mpa_protocol::Op::Rename {
+            title: title.to_string(),
+        };
+        if let Some(mut rx) = handle.send(actor, op)? {
+            while rx.recv().await.is_some() {}
+        }
+        Ok(())
+    }
+
+    /// Regenerates the answer to the user's last message (`text` `None`) or sends `text` in its
+    /// place (edit and resend), in a resolved session with no running turn
+    /// ([`CoreError::SessionBusy`] otherwise). Returns the new turn's events.
+    pub async fn redo(
+        &self,
+        actor: &Actor,
+        r: &SessionRef,
+        channel: &str,
+        text: Option<String>,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        if self.live(&r.id).is_some_and(|h| h.is_processing()) {
+            return Err(CoreError::SessionBusy);
+        }
+        if let Some(t) = &text {
+            let op = mpa_protocol::Op::UserInput {
+                text: t.clone(),
+                images: Vec::new(),
+                client_context: None,
+            };
+            crate::admission::admit(&self.services, actor, &op).await?;
+        }
+        self.check_access(actor, &r.id).await?;
+        self.submit_owned(
+            actor,
+            &r.id,
+            channel,
+            Some(&r.owner),
+            mpa_protocol::Op::Redo { text },
+        )
+        .await
+    }
+
     /// Stops the session's running turn (if any); `false` when nothing was running.
     pub fn stop(&self, session_id: &str) -> bool {
         self.live(session_id).is_some_and(|h| h.stop())

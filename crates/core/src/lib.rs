@@ -72,7 +72,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 pub use capability::{Capability, RegistryOptions};
 pub use review::ReviewState;
-pub use session::{SessionHandle, Steered};
+pub use session::{QueueStatus, SessionHandle, Steered};
 pub use sync::Slots;
 
 /// The standard tool set for the given capabilities (without the write-receipts tool, which

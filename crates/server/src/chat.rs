@@ -45,6 +45,12 @@ pub struct StreamRequest {
     /// chat from the web page (see the module docs).
     #[serde(default)]
     pub user_id: Option<String>,
+    /// Send the last user message again, replacing the answer after it (`text` may be empty).
+    #[serde(default)]
+    pub regenerate: bool,
+    /// Replace the last user message by `text` and answer that instead.
+    #[serde(default)]
+    pub edit_last: bool,
 }
 
 /// An attachment as a stream request names it: a string (a URL, a data URL, `attachment:<id>`)
@@ -143,6 +149,9 @@ pub async fn stream(
     if state.shutting_down.is_cancelled() {
         return Err(ApiError::unavailable());
     }
+    if req.regenerate || req.edit_last {
+        return redo(state, actor, locale, req).await;
+    }
     if req.text.trim().is_empty() && req.images.is_empty() && req.files.is_empty() {
         return Err(ApiError::bad_request("text must not be empty"));
     }
@@ -201,6 +210,42 @@ pub async fn stream(
     Ok(sse_response(rx))
 }
 
+/// Regenerate or edit-and-resend in an existing session (see [`mpa_core::Agent::redo`]).
+async fn redo(
+    state: AppState,
+    actor: Actor,
+    locale: mpa_core::web::i18n::Locale,
+    req: StreamRequest,
+) -> Result<Response, ApiError> {
+    if req.regenerate && req.edit_last {
+        return Err(ApiError::bad_request(
+            "regenerate and edit_last cannot both be set",
+        ));
+    }
+    if req.edit_last && req.text.trim().is_empty() {
+        return Err(ApiError::bad_request("text must not be empty"));
+    }
+    let Some(client_id) = req.session_id.filter(|s| !s.is_empty()) else {
+        return Err(ApiError::bad_request(
+            "session_id names the session to regenerate or edit",
+        ));
+    };
+    let r = existing(
+        &state,
+        &actor,
+        &client_id,
+        OwnerQuery {
+            user_id: req.user_id,
+        },
+    )
+    .await?;
+    let text = req.edit_last.then_some(req.text);
+    let events = state.agent.redo(&actor, &r, WEB_CHANNEL, text).await?;
+    let (tx, rx) = mpsc::channel(FRAME_QUEUE);
+    tokio::spawn(pump(events, tx, state.cfg.heartbeat, r.client_id, locale));
+    Ok(sse_response(rx))
+}
+
 #[derive(Deserialize)]
 pub struct ListQuery {
     #[serde(default)]
@@ -210,6 +255,9 @@ pub struct ListQuery {
     /// Login admins only: everyone's sessions (anyone else gets their own).
     #[serde(default)]
     pub all: Option<bool>,
+    /// Search the caller's own sessions (titles, and content through the evidence history).
+    #[serde(default)]
+    pub q: Option<String>,
 }
 
 /// The fields a session list row and a session detail share; `session_id` is the id its owner's
@@ -252,6 +300,23 @@ pub async fn list_sessions(
 ) -> Result<Json<Value>, ApiError> {
     let page = q.page.unwrap_or(1).max(1);
     let count = q.count.unwrap_or(30).clamp(1, 200);
+    if let Some(text) = q.q.as_deref() {
+        let found = mpa_core::web::sessions::search(&state.agent, &actor, text).await?;
+        let sessions: Vec<Value> = found
+            .iter()
+            .map(|m| {
+                let mut v = summary_json(&m.summary, is_processing(&state, &m.summary.session_id));
+                v["match"] = json!(m.matched);
+                if let Some(s) = &m.snippet {
+                    v["snippet"] = json!(s);
+                }
+                v
+            })
+            .collect();
+        return Ok(Json(
+            json!({"page": 1, "count": sessions.len(), "q": text, "sessions": sessions}),
+        ));
+    }
     let all = q.all.unwrap_or(false) && is_login_admin(&actor);
     let rows = state.agent.list_sessions(&actor, all, page, count).await?;
     let sessions: Vec<Value> = rows
@@ -272,10 +337,19 @@ pub async fn session_detail(
     let r = existing(&state, &actor, &session_id, owner).await?;
     let processing = is_processing(&state, &r.id);
     let pending = steering_pending(&state, &r.id);
+    // The session status fields of §14.4.
+    let status = state.agent.live(&r.id).map_or_else(
+        || mpa_core::QueueStatus::idle(state.agent.services().cfg.queue_capacity),
+        |h| h.queue_status(),
+    );
+    let display_snapshot =
+        mpa_core::web::sessions::load_display(&state.agent, &r.id).unwrap_or(Value::Null);
     match state.agent.chat_for(&actor, &r.id).await {
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["steering_pending"] = json!(pending);
+            v["status"] = json!(status);
+            v["display_snapshot"] = display_snapshot;
             // Restored on reload: the newest plan snapshot of the chat.
             v["plan"] = mpa_core::web::plan_of(&c.agent_messages).unwrap_or(Value::Null);
             v["display_messages"] = c.display_messages;
@@ -297,6 +371,8 @@ pub async fn session_detail(
                 "plan": null,
                 "is_processing": processing,
                 "steering_pending": pending,
+                "status": status,
+                "display_snapshot": display_snapshot,
             })))
         }
         Err(e) => Err(e.into()),
@@ -311,8 +387,50 @@ pub async fn delete_session(
 ) -> Result<Json<Value>, ApiError> {
     let r = existing(&state, &actor, &session_id, owner).await?;
     state.agent.delete_session(&actor, &r.id).await?;
+    mpa_core::web::sessions::forget_display(&state.agent, &r.id);
     tracing::info!(session = %r.id, "session deleted");
     Ok(Json(json!({"deleted": true, "session_id": r.client_id})))
+}
+
+#[derive(Deserialize)]
+pub struct SessionPatch {
+    pub title: String,
+}
+
+/// `PATCH /sessions/{id}` with `{"title"}`: renames the chat; answers its summary row.
+pub async fn rename_session(
+    State(state): State<AppState>,
+    Authed(actor): Authed,
+    Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
+    Json(patch): Json<SessionPatch>,
+) -> Result<Json<Value>, ApiError> {
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    state.agent.rename_session(&actor, &r, &patch.title).await?;
+    let c = state.agent.chat_for(&actor, &r.id).await?;
+    Ok(Json(summary_json(
+        &c.summary(),
+        is_processing(&state, &r.id),
+    )))
+}
+
+#[derive(Deserialize)]
+pub struct DisplaySnapshot {
+    pub display_messages: Value,
+}
+
+/// `PUT /sessions/{id}/display`: the page's own display snapshot, returned by the detail.
+pub async fn save_display(
+    State(state): State<AppState>,
+    Authed(actor): Authed,
+    Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
+    Json(body): Json<DisplaySnapshot>,
+) -> Result<Json<Value>, ApiError> {
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    mpa_core::web::sessions::save_display(&state.agent, &actor, &r.id, &body.display_messages)
+        .await?;
+    Ok(Json(json!({"saved": true})))
 }
 
 pub async fn stop_session(

@@ -89,7 +89,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/sessions", get(chat::list_sessions))
         .route(
             "/api/v1/agent/sessions/{id}",
-            get(chat::session_detail).delete(chat::delete_session),
+            get(chat::session_detail)
+                .delete(chat::delete_session)
+                .patch(chat::rename_session),
+        )
+        .route(
+            "/api/v1/agent/sessions/{id}/display",
+            put(chat::save_display),
         )
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
         .route("/api/v1/agent/commands", get(settings::list_commands))

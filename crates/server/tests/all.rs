@@ -12,6 +12,7 @@ mod locale;
 mod login_limits;
 mod message_limits;
 mod plan_panel;
+mod session_api;
 mod session_ids;
 mod settings;
 mod slow_clients;

@@ -1,6 +1,7 @@
 //! Attachments on the web API (issue 29 item 4, spec runtime.md §14.1): upload, owner-only
 //! download, images reaching the model as image parts, files described to it, oversize and path
 //! tricks refused or made harmless.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::{Env, Frames, assert_envelope, raw_exchange};
 use mpa_test_support::MockReply;

@@ -2,6 +2,7 @@
 //! `Accept-Language` unless the page's own choice (`X-MoviePilot-Locale`) says otherwise, SSE
 //! error frames carry both texts and `retryable`, a missing model is named by what to set, and a
 //! stored stop notice carries a code the page renders in its language.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::{Env, Frames};
 use mpa_test_support::MockReply;

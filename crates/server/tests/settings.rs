@@ -1,6 +1,7 @@
 //! Commands, memory, skills and personas over HTTP (issue 29 item 5): the same host logic as
 //! `/memory`, `/skills` and `/persona`; a persona reaches the next session's prompt but never a
 //! permission, and only system administrators switch it.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::{ADMIN_TOKEN, Env, Frames};
 use mpa_test_support::MockReply;
