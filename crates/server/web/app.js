@@ -231,7 +231,7 @@ function applyI18n() {
   document.querySelectorAll('.tool').forEach((el) => {
     if (el._tool) { const x = el._tool; toolLine(el, x.status, x.name, x.message, x.outcome, x); }
   });
-  document.querySelectorAll('.bubble.notice[data-notice]').forEach((el) => { el.textContent = interruptionText(el.dataset.notice); });
+  document.querySelectorAll('.bubble.notice[data-notice]').forEach((el) => { el.textContent = noticeText(el); });
   document.querySelectorAll('.turn-status[data-turn-status]').forEach((el) => {
     el.textContent = el.classList.contains('dotonly') ? '' : t('ts_' + el.dataset.turnStatus);
     el.title = t('tsHint');
@@ -383,6 +383,15 @@ function addWaiting(text) {
   return row;
 }
 
+// A host notice in the page's language: by its code when the host gave one, else by its text.
+function noticeText(b) {
+  if (b.dataset.noticeKey) {
+    const m = b.dataset.noticeKey === 'int_failed' && /^\[The previous turn ended with an error: (.*?)\. Tool calls/.exec(b.dataset.notice);
+    return t(b.dataset.noticeKey) + (m ? ' (' + m[1] + ')' : '');
+  }
+  return interruptionText(b.dataset.notice);
+}
+
 // An interruption note the host stored in English, in the page's language (matched by its
 // opening words; anything else is shown as stored).
 function interruptionText(text) {
@@ -397,12 +406,16 @@ function interruptionText(text) {
 }
 
 // An assistant bubble. Rendered markdown arrives later (see `hydrate`); a host notice is text.
-function addAssistant(text, notice, pending) {
+const NOTICE_CODES = { turn_stopped_by_user: 'int_user', turn_stopped_by_shutdown: 'int_shutdown',
+  turn_failed: 'int_failed', turn_interrupted: 'int_recovery' };
+
+function addAssistant(text, notice, pending, noticeCode) {
   const b = bubble('assistant');
   if (notice) {
     b.classList.add('notice');
     b.dataset.notice = text;
-    b.textContent = interruptionText(text);
+    if (NOTICE_CODES[noticeCode]) b.dataset.noticeKey = NOTICE_CODES[noticeCode];
+    b.textContent = noticeText(b);
   } else {
     plainText(b, text);
     if (pending) pending.push({ el: b, text });
@@ -705,7 +718,7 @@ function renderHistory(messages, processing) {
     if (processing && m.recovery) continue;
     if (m.role === 'user') addMeta(addUser(m.content, m.steering_message_id, Array.isArray(m.images) ? m.images : m.attachments), m);
     else if (m.role === 'assistant') {
-      addMeta(addAssistant(m.content, m.notice, pending).parentNode, m);
+      addMeta(addAssistant(m.content, m.notice, pending, m.notice_code).parentNode, m);
       addTurnStatus(m.turn_status);
     } else if (m.role === 'tool') addTool(m.status, m.name, m.message, m.outcome, toolExtra(m));
     else if (m.role === 'context') addContextMarker(m.summary);
@@ -1308,11 +1321,28 @@ async function skillsView(body) {
       content.hidden = !content.hidden;
     }, 'link small'));
     if (sk.source === 'public') actions.append(button('adopt', () => act('POST', path(sk.name, 'adopt'), undefined, status), 'link small'));
-    else actions.append(button(sk.pinned ? 'unpin' : 'pin', () => act('POST', path(sk.name, sk.pinned ? 'unpin' : 'pin'), undefined, status), 'link small'));
+    else if (sk.pinned !== undefined) actions.append(button(sk.pinned ? 'unpin' : 'pin', () => act('POST', path(sk.name, sk.pinned ? 'unpin' : 'pin'), undefined, status), 'link small'));
+    // The host does not list the pinned state yet: both actions are offered.
+    else actions.append(button('pin', () => act('POST', path(sk.name, 'pin'), undefined, status), 'link small'),
+      button('unpin', () => act('POST', path(sk.name, 'unpin'), undefined, status), 'link small'));
     row.append(actions, content);
     card.append(row);
   }
   body.append(card);
+  // Restoring from the archive by name (the host does not list the archive yet).
+  const restore = el('form', 'card add-entry');
+  restore.append(el('h3', null, t('archived')));
+  const rname = el('input');
+  rname.setAttribute('aria-label', t('restore') + ' — ' + t('name'));
+  rname.placeholder = t('name');
+  const rbtn = el('button', 'secondary', t('restore'));
+  rbtn.type = 'submit';
+  restore.append(rname, rbtn);
+  restore.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (rname.value.trim()) act('POST', path(rname.value.trim(), 'restore'), undefined, status);
+  });
+  body.append(restore);
   const archived = v.archived || [];
   if (archived.length) {
     const arch = el('section', 'card');
