@@ -306,3 +306,133 @@ async fn skill_actions_answer_as_the_command_does() {
     );
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_personal_skill_is_listed_viewed_and_pinned_from_the_page() {
+    let env = Env::start_learning().await;
+    let alice = env.user("alice", "password", false).await;
+    let skill = "---\nname: mine\ndescription: How this household names its shows\n---\n# mine\n\n## Steps\n1. check the library\n2. verify the result\n";
+    env.mock.push(MockReply::tool_calls(&[(
+        "c1",
+        "skill_manage",
+        json!({"operations": [{"action": "create", "name": "mine", "content": skill}]}),
+    )]));
+    env.mock.push(MockReply::text("Created the skill."));
+    Frames::new(
+        env.stream(&alice, json!({"text": "make a skill", "session_id": "sk"}))
+            .await,
+    )
+    .all()
+    .await;
+    let (_, v) = env.get(&alice, "/api/v1/agent/skills").await;
+    let mine = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "mine")
+        .cloned()
+        .unwrap_or_else(|| panic!("no personal skill: {v}"));
+    assert_eq!(
+        (mine["source"].as_str(), mine["pinned"].as_bool()),
+        (Some("personal"), Some(false)),
+        "{mine}"
+    );
+    assert_eq!(v["archived"], json!([]));
+    let (s, view) = env.get(&alice, "/api/v1/agent/skills/mine").await;
+    assert_eq!(s, StatusCode::OK, "{view}");
+    assert!(
+        view["content"]
+            .as_str()
+            .unwrap()
+            .contains("check the library")
+    );
+    let (s, v) = send_json(
+        &env,
+        Method::POST,
+        &alice,
+        "/api/v1/agent/skills/mine/pin",
+        json!({}),
+    )
+    .await;
+    assert_eq!((s, v["ok"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+    let (_, v) = env.get(&alice, "/api/v1/agent/skills").await;
+    let mine = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "mine")
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["pinned"], true, "{mine}");
+    // Another user sees no such skill.
+    let bob = env.user("bob", "password", false).await;
+    let (s, _) = env.get(&bob, "/api/v1/agent/skills/mine").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approving_a_pending_proposal_on_the_page_reaches_the_next_sessions_prompt() {
+    let env = Env::start_learning().await;
+    let alice = env.user("alice", "password", false).await;
+    let (s, _) = send_json(
+        &env,
+        Method::POST,
+        &alice,
+        "/api/v1/agent/memory/user",
+        json!({"action": "add", "content": "Prefers 4K remuxes"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // A background review's proposal, as the review stages it (its replace waits for the user).
+    let (_, me) = env.get(&alice, "/api/v1/me").await;
+    let key = mpa_redact::UserKey::for_user(me["id"].as_str().unwrap());
+    let id = "0123456789abcdef0123456789abcdef";
+    let pending = env
+        .dir
+        .path()
+        .join("agent/memory/users")
+        .join(key.as_str())
+        .join(".pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    std::fs::write(
+        pending.join(format!("{id}.json")),
+        json!({"id": id, "target": "user", "batch": false, "created_at": "2026-12-03T22:00:00Z",
+               "operations": [{"action": "replace", "old_text": "Prefers 4K remuxes",
+                               "content": "Prefers 1080p WEB-DL"}],
+               "previous": ["Prefers 4K remuxes"]})
+        .to_string(),
+    )
+    .unwrap();
+    let (_, v) = env.get(&alice, "/api/v1/agent/memory").await;
+    assert_eq!(v["proposals"][0]["id"], id, "{v}");
+    let (s, v) = send_json(
+        &env,
+        Method::POST,
+        &alice,
+        &format!("/api/v1/agent/memory/proposals/{id}/approve"),
+        json!({}),
+    )
+    .await;
+    assert_eq!((s, v["ok"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+    let (_, v) = env.get(&alice, "/api/v1/agent/memory").await;
+    assert_eq!(v["user"]["entries"], json!(["Prefers 1080p WEB-DL"]));
+    assert_eq!(v["proposals"], json!([]));
+    let prompt = system_text(&one_turn(&env, &alice, "after-approve").await);
+    assert!(
+        prompt.contains("Prefers 1080p WEB-DL") && !prompt.contains("4K remuxes"),
+        "{prompt}"
+    );
+    // Another user cannot decide it (it is not theirs to see).
+    let bob = env.user("bob", "password", false).await;
+    let (_, v) = send_json(
+        &env,
+        Method::POST,
+        &bob,
+        &format!("/api/v1/agent/memory/proposals/{id}/discard"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(v["ok"], false, "{v}");
+    env.shutdown().await;
+}

@@ -111,7 +111,10 @@ impl Attachments {
     /// ago are removed (their entries died with it; younger ones may belong to another process
     /// on the same data directory, which removes them itself).
     pub fn new(root: PathBuf) -> Self {
-        let users = std::fs::read_dir(&root).into_iter().flatten().flatten();
+        let users = std::fs::read_dir(root.join("users"))
+            .into_iter()
+            .flatten()
+            .flatten();
         for file in users.flat_map(|u| std::fs::read_dir(u.path()).into_iter().flatten().flatten())
         {
             let old = file
@@ -136,8 +139,12 @@ impl Attachments {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// `<root>/users/<user key>`: the layout of every per-user runtime folder, which the file
+    /// tools let a user (and the model acting for them) read.
     fn folder(&self, owner: &UserId) -> PathBuf {
-        self.root.join(UserKey::for_user(owner).as_str())
+        self.root
+            .join("users")
+            .join(UserKey::for_user(owner).as_str())
     }
 
     /// Drops expired entries and, past the cap, the oldest ones; their files go too.

@@ -123,10 +123,24 @@ pub fn decide_proposal(
     Ok(json!({"ok": ok, "message": message}))
 }
 
-/// The skills the caller sees.
+/// The skills the caller sees, each personal one with its pin and author, and the archive.
 pub fn skills_list(services: &Services, actor: &Actor) -> Result<Value, CoreError> {
-    let list = skills(services)?.list(actor, None);
-    Ok(json!(list))
+    let s = skills(services)?;
+    let list = s.list(actor, None);
+    let view = s
+        .ownership_view(actor)
+        .map_err(|e| CoreError::InvalidInput(e.to_string()))?;
+    let mut out = json!(list);
+    for skill in out["skills"].as_array_mut().into_iter().flatten() {
+        let standing = skill["name"]
+            .as_str()
+            .filter(|_| skill["source"] == "personal")
+            .and_then(|n| view.standing.get(n));
+        skill["pinned"] = json!(standing.is_some_and(|s| s.pinned));
+        skill["created_by"] = json!(standing.map(|s| s.created_by));
+    }
+    out["archived"] = json!(view.archived);
+    Ok(out)
 }
 
 /// `SKILL.md` of one visible skill.
