@@ -1329,20 +1329,6 @@ async function skillsView(body) {
     card.append(row);
   }
   body.append(card);
-  // Restoring from the archive by name (the host does not list the archive yet).
-  const restore = el('form', 'card add-entry');
-  restore.append(el('h3', null, t('archived')));
-  const rname = el('input');
-  rname.setAttribute('aria-label', t('restore') + ' — ' + t('name'));
-  rname.placeholder = t('name');
-  const rbtn = el('button', 'secondary', t('restore'));
-  rbtn.type = 'submit';
-  restore.append(rname, rbtn);
-  restore.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    if (rname.value.trim()) act('POST', path(rname.value.trim(), 'restore'), undefined, status);
-  });
-  body.append(restore);
   const archived = v.archived || [];
   if (archived.length) {
     const arch = el('section', 'card');
