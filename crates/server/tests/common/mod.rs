@@ -331,6 +331,26 @@ impl Env {
         (s, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// A JSON request; the answer's status and JSON body (`Null` when it has none).
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn stream(&self, token: &str, body: Value) -> reqwest::Response {
         self.http
             .post(self.url("/api/v1/agent/stream"))
