@@ -8,24 +8,6 @@ use mpa_test_support::MockReply;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-async fn send_json(
-    env: &Env,
-    method: Method,
-    token: &str,
-    path: &str,
-    body: Value,
-) -> (StatusCode, Value) {
-    let r = env
-        .http
-        .request(method, env.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let s = r.status();
-    (s, r.json().await.unwrap_or(Value::Null))
-}
 
 async fn turn(env: &Env, token: &str, body: Value, answer: &str) -> Vec<Value> {
     env.mock.push(MockReply::text(answer).usage(30, 4));
@@ -85,8 +67,7 @@ async fn rename_display_status_timestamps_and_usage() {
         assert!(!status[field].is_null(), "{field} missing: {status}");
     }
 
-    let (s, row) = send_json(
-        &env,
+    let (s, row) = env.send_json(
         Method::PATCH,
         &alice,
         "/api/v1/agent/sessions/r1",
@@ -105,8 +86,7 @@ async fn rename_display_status_timestamps_and_usage() {
     .await;
     let detail = env.wait_idle(&alice, "r1").await;
     assert_eq!(detail["title"], "My Dune hunt");
-    let (s, v) = send_json(
-        &env,
+    let (s, v) = env.send_json(
         Method::PATCH,
         &alice,
         "/api/v1/agent/sessions/r1",
@@ -117,8 +97,7 @@ async fn rename_display_status_timestamps_and_usage() {
         (s, v["error"]["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_input"))
     );
-    let (s, _) = send_json(
-        &env,
+    let (s, _) = env.send_json(
         Method::PATCH,
         &bob,
         "/api/v1/agent/sessions/r1",
@@ -128,8 +107,7 @@ async fn rename_display_status_timestamps_and_usage() {
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     let snapshot = json!([{"role": "user", "content": "find Dune", "collapsed": true}]);
-    let (s, v) = send_json(
-        &env,
+    let (s, v) = env.send_json(
         Method::PUT,
         &alice,
         "/api/v1/agent/sessions/r1/display",
@@ -143,8 +121,7 @@ async fn rename_display_status_timestamps_and_usage() {
     );
     let (_, detail) = env.get(&alice, "/api/v1/agent/sessions/r1").await;
     assert_eq!(detail["display_snapshot"], snapshot);
-    let (s, _) = send_json(
-        &env,
+    let (s, _) = env.send_json(
         Method::PUT,
         &bob,
         "/api/v1/agent/sessions/r1/display",

@@ -5,6 +5,7 @@
 //! decides anything the commands do not.
 
 use crate::CoreError;
+use crate::capability::Learning;
 use crate::services::Services;
 use mpa_learning::WriteOrigin;
 use mpa_learning::memory::{Change, Op, ReplaceMode, Scope, Target, WriteRequest};
@@ -12,20 +13,18 @@ use mpa_protocol::Actor;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+fn learning(services: &Services) -> Result<&Learning, CoreError> {
+    services.caps.get::<Learning>().ok_or_else(|| {
+        CoreError::InvalidInput("memory and skills are not enabled on this host".into())
+    })
+}
+
 fn memory(services: &Services) -> Result<&mpa_learning::Memory, CoreError> {
-    services
-        .caps
-        .memory
-        .as_ref()
-        .ok_or_else(|| CoreError::InvalidInput("memory is not enabled on this host".into()))
+    learning(services).map(Learning::memory)
 }
 
 fn skills(services: &Services) -> Result<&mpa_learning::Skills, CoreError> {
-    services
-        .caps
-        .skills
-        .as_ref()
-        .ok_or_else(|| CoreError::InvalidInput("skills are not enabled on this host".into()))
+    learning(services).map(Learning::skills)
 }
 
 /// The caller's stores (global memory read-only unless they are an administrator), their

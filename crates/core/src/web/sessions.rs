@@ -3,6 +3,7 @@
 //! through the evidence history (the user's own store, the same search `session_search` runs).
 //! The display snapshot is whatever JSON the page saves, kept beside the chat as a file.
 
+use crate::capability::Recall;
 use crate::{Agent, ChatSummary, CoreError};
 use mpa_protocol::Actor;
 use serde_json::{Value, json};
@@ -52,7 +53,7 @@ pub async fn search(agent: &Agent, actor: &Actor, q: &str) -> Result<Vec<Session
             snippet: None,
         })
         .collect();
-    if let Some(history) = &agent.services().caps.history {
+    if let Some(history) = agent.services().caps.get::<Recall>().map(Recall::history) {
         let key = mpa_redact::UserKey::for_user(&actor.user_id);
         let found = crate::tools::session_search::search_json(
             history,

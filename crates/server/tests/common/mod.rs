@@ -10,6 +10,7 @@
 pub mod gate;
 
 use futures_util::StreamExt;
+use mpa_core::capability::{Learning, Recall, Terminals};
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
 use mpa_store::Store;
@@ -93,13 +94,16 @@ impl Env {
         };
         let mut caps = Capabilities::default();
         if full {
-            caps.exec = Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-                dir.path().to_path_buf(),
-                dir.path().join("exec-output"),
-            )));
-            caps.history = Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                dir.path(),
-            )));
+            caps = caps
+                .with(Terminals::new(mpa_exec::Processes::new(
+                    mpa_exec::ExecConfig::new(
+                        dir.path().to_path_buf(),
+                        dir.path().join("exec-output"),
+                    ),
+                )))
+                .with(Recall::new(mpa_history::History::new(
+                    mpa_history::HistoryConfig::new(dir.path()),
+                )));
         }
         let mut agent_cfg = AgentConfig::new(model);
         configure_agent(&mut agent_cfg);
@@ -157,20 +161,17 @@ impl Env {
             max_retries: 0,
             ..Default::default()
         };
-        let caps = Capabilities {
-            exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-                dir.clone(),
-                dir.join("exec-output"),
-            ))),
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                &dir,
-            ))),
-            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-                dir.clone(),
-            ))),
-            skills: Some(mpa_learning::Skills::new(dir.clone())),
-            ..Capabilities::default()
-        };
+        let caps = Capabilities::default()
+            .with(Terminals::new(mpa_exec::Processes::new(
+                mpa_exec::ExecConfig::new(dir.clone(), dir.join("exec-output")),
+            )))
+            .with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(&dir),
+            )))
+            .with(Learning::new(
+                mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(dir.clone())),
+                mpa_learning::Skills::new(dir.clone()),
+            ));
         let agent = Agent::builder(AgentConfig::new(model), self.store.clone())
             .caps(caps)
             .build()
@@ -323,6 +324,26 @@ impl Env {
             .http
             .request(method, self.url(path))
             .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A JSON request; the answer's status and JSON body (`Null` when it has none).
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .json(&body)
             .send()
             .await
             .unwrap();
