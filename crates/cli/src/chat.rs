@@ -102,6 +102,43 @@ pub fn steering_line(lang: Lang, status: SteeringStatus, content: &str) -> Strin
     }
 }
 
+/// The plan as a compact block, printed each time the model replaces it: the objective, then one
+/// line per step with a status mark (the evidence after a dash). Statuses are the model's claims,
+/// which the header says.
+pub fn plan_block(lang: Lang, plan: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().trim().to_string();
+    let mut out = match lang {
+        Lang::En => format!(
+            "[plan] {} (step states as the model reports them)\n",
+            text(&plan["objective"])
+        ),
+        Lang::Zh => format!(
+            "[计划] {}（步骤状态为模型自述）\n",
+            text(&plan["objective"])
+        ),
+    };
+    for step in plan["steps"].as_array().into_iter().flatten() {
+        let (mark, word) = match (lang, step["status"].as_str().unwrap_or_default()) {
+            (Lang::En, "completed") => ("✓", "done"),
+            (Lang::En, "in_progress") => ("▸", "in progress"),
+            (Lang::En, "blocked") => ("✗", "blocked"),
+            (Lang::En, _) => ("·", "pending"),
+            (Lang::Zh, "completed") => ("✓", "已完成"),
+            (Lang::Zh, "in_progress") => ("▸", "进行中"),
+            (Lang::Zh, "blocked") => ("✗", "受阻"),
+            (Lang::Zh, _) => ("·", "待办"),
+        };
+        let _ = write!(out, "  {mark} {} ({word})", text(&step["step"]));
+        let evidence = text(&step["evidence"]);
+        if !evidence.is_empty() {
+            let _ = write!(out, " — {evidence}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn running_line(lang: Lang, message: &str) -> String {
     match lang {
         Lang::En => format!("[tool] {message} … running"),
@@ -181,9 +218,12 @@ impl Renderer {
                 let _ = out.flush();
                 eprintln!("{}", steering_line(self.lang, *status, content));
             }
+            Event::PlanUpdated { plan } => {
+                self.break_line(&mut out);
+                let _ = write!(out, "{}", plan_block(self.lang, plan));
+            }
             Event::TurnStarted { .. }
             | Event::Reasoning { .. }
-            | Event::PlanUpdated { .. }
             | Event::Usage { .. }
             | Event::Budget { .. }
             // A nested agent's events (a subagent's) are not shown to the user.

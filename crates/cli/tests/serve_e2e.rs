@@ -271,6 +271,217 @@ async fn the_web_page_logs_in_streams_runs_tools_stops_and_reloads_in_chromium()
     srv.child.start_kill().unwrap();
 }
 
+/// The markdown answer of the page test: everything people write, and payloads that must stay
+/// text.
+const MARKDOWN_ANSWER: &str = "Here are your subscriptions, see https://example.org/docs: details below.\n\n\
+| Title | Year | Status |\n|---|---:|---|\n| 星际穿越 | 2014 | ~~paused~~ active |\n| The Matrix | 1999 | pending |\n\n\
+- Movies\n  - Interstellar\n  - The Matrix\n- [x] checked the list\n- [ ] download the missing ones\n\n\
+```json\n{\"subscriptions\": 2}\n```\n\n\
+<img src=x onerror=window.__pwned=true> and [click](javascript:window.__pwned=true)\n\n\
+<script>window.__pwned = true</script>\n";
+
+/// axe-core for the accessibility checks: `MPA_AXE`, else `axe-core` next to playwright-core.
+fn axe_core(modules: &str) -> Option<String> {
+    let path =
+        std::env::var("MPA_AXE").unwrap_or_else(|_| format!("{modules}/axe-core/axe.min.js"));
+    available(
+        "axe-core (npm, in MPA_NODE_MODULES or MPA_AXE)",
+        Path::new(&path).exists(),
+    )
+    .then_some(path)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_shows_the_plan_a_table_and_copyable_code_safely_after_reload_in_en_and_zh_with_no_serious_axe_violation()
+ {
+    let Some(browser) = browser() else { return };
+    let Some(axe) = axe_core(&browser.1) else {
+        return;
+    };
+    let mock = MockModelServer::start().await;
+    let payload = "<img src=x onerror=window.__pwned=true><script>window.__pwned=true</script>";
+    mock.push(MockReply::tool_calls(&[
+        (
+            "call_plan",
+            "update_plan",
+            json!({"objective": "List the subscriptions <b>now</b>", "steps": [
+                {"step": "Read the subscription list", "status": "completed",
+                 "evidence": "2 subscriptions returned"},
+                {"step": "Summarise them", "status": "in_progress"}]}),
+        ),
+        (
+            "call_list",
+            "test_result",
+            json!({"content": {"success": true, "data": [{"name": payload}, {"name": "The Matrix"}]}}),
+        ),
+    ]));
+    mock.push(MockReply::text(MARKDOWN_ANSWER).chunk_delay(Duration::from_millis(40)));
+    mock.push(MockReply::tool_calls(&[(
+        "call_long",
+        "test_sleep",
+        json!({"ms": 600_000}),
+    )]));
+    let dir = tempfile::tempdir().unwrap();
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
+    let mut srv = serve(dir.path(), &mock).await;
+    let shot = artifacts_dir().join("web-answer.png");
+    let _ = std::fs::remove_file(&shot);
+    let report = page_script(&browser, "answer.mjs", &srv, &shot, &[("MPA_AXE", &axe)]).await;
+    assert!(shot.exists());
+    eprintln!(
+        "page load: {} ; axe: {} ; screenshots: {}",
+        report["load"],
+        report["axe"],
+        shot.display()
+    );
+    srv.child.start_kill().unwrap();
+}
+
+/// Every file under `dir` named `name`, recursively.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_named(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The text of a model request's messages, content parts included.
+fn request_text(req: &Value) -> String {
+    req["messages"].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_web_page_sends_attachments_approves_memory_and_only_an_admin_switches_the_persona_in_chromium()
+ {
+    let Some(browser) = browser() else { return };
+    let Some(axe) = axe_core(&browser.1) else {
+        return;
+    };
+    let mock = MockModelServer::start().await;
+    mock.push(MockReply::text("A poster and a text file."));
+    let dir = tempfile::tempdir().unwrap();
+    common::add_user(mpagent(dir.path(), &mock), "alice", "alice-password-1").await;
+    let (code, _, err) = user_cmd(
+        dir.path(),
+        &mock,
+        &["add", "root", "--admin", "--password-stdin"],
+        "root-password-1\n",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let mut cmd = mpagent(dir.path(), &mock);
+    cmd.env("LLM_SUPPORT_IMAGE_INPUT", "true");
+    let mut srv = common::serve(cmd).await;
+
+    // A USER.md entry, and a background review's proposal to rewrite it (staged as the review
+    // stages it: a file in the user's `.pending` directory, whose format is stable).
+    let (old, new) = ("Prefers 1080p releases", "Prefers 4K releases");
+    let token = login(&srv.addr, "alice", "alice-password-1").await.unwrap();
+    let (status, v) = call(
+        &srv.addr,
+        "POST",
+        "/api/v1/agent/memory/user",
+        &token,
+        &json!({"action": "add", "content": old}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let user_md = files_named(dir.path(), "USER.md")
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(old))
+        .expect("the entry is in a USER.md");
+    let pending = user_md.parent().unwrap().join(".pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    let id = "0123456789abcdef0123456789abcdef";
+    std::fs::write(
+        pending.join(format!("{id}.json")),
+        json!({"id": id, "target": "user", "batch": false, "review_id": "review-1",
+               "created_at": "2026-12-03T22:00:00Z", "previous": [old],
+               "operations": [{"action": "replace", "old_text": old, "content": new}]})
+        .to_string(),
+    )
+    .unwrap();
+
+    let shot = artifacts_dir().join("web-views.png");
+    let _ = std::fs::remove_file(&shot);
+    let report = page_script(
+        &browser,
+        "views.mjs",
+        &srv,
+        &shot,
+        &[
+            ("MPA_AXE", &axe),
+            ("MPA_ROLE", "user"),
+            ("MPA_PROPOSAL_OLD", old),
+            ("MPA_PROPOSAL_NEW", new),
+        ],
+    )
+    .await;
+    eprintln!("axe: {}", report["axe"]);
+    // The image reached the model as an image part, the text file as a note naming it.
+    let reqs = mock.requests();
+    let asked = reqs
+        .iter()
+        .find(|r| request_text(r).contains("What is in these files?"))
+        .expect("the model was asked");
+    let text = request_text(asked);
+    assert!(text.contains("image_url"), "{text}");
+    assert!(text.contains(".txt"), "{text}");
+    assert!(
+        std::fs::read_to_string(&user_md).unwrap().contains(new),
+        "the approval reached USER.md"
+    );
+
+    // An admin creates and switches the persona on the page.
+    let (name, style) = (
+        "Harbour pilot",
+        "Answer briefly, like a harbour pilot on the radio.",
+    );
+    let admin_shot = artifacts_dir().join("web-persona-admin.png");
+    page_script(
+        &browser,
+        "views.mjs",
+        &srv,
+        &admin_shot,
+        &[
+            ("MPA_AXE", &axe),
+            ("MPA_ROLE", "admin"),
+            ("MPA_USER", "root"),
+            ("MPA_PASS", "root-password-1"),
+            ("MPA_PERSONA_NAME", name),
+            ("MPA_PERSONA_STYLE", style),
+        ],
+    )
+    .await;
+
+    // alice's next session: the approved entry and the persona are in its system prompt.
+    mock.clear_requests();
+    mock.push(MockReply::text("ok"));
+    let mut r = request(
+        &srv.addr,
+        "POST",
+        "/api/v1/agent/stream",
+        &token,
+        &json!({"text": "hello again", "session_id": "next"}),
+    )
+    .await;
+    while let Some(f) = next_frame(&mut r).await {
+        if f["type"] == "done" {
+            break;
+        }
+    }
+    let system = mock.requests()[0]["messages"][0]["content"].to_string();
+    assert!(system.contains(new) && !system.contains(old), "{system}");
+    assert!(system.contains(style), "{system}");
+    srv.child.start_kill().unwrap();
+}
+
 const SUMMARY: &str = "The user asked numbered questions; each got a long answer.";
 
 /// A summariser request (the host's compaction) starts with the summariser's instructions.

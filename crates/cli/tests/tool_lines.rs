@@ -87,3 +87,49 @@ async fn tool_lines_name_the_outcome_in_chinese_under_a_zh_locale() {
         ])
     );
 }
+
+/// `update_plan` prints the plan as a compact block (objective, one line per step with its
+/// status and evidence) in the user's language.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_update_prints_a_compact_plan_block() {
+    for (lang, header, done, doing) in [
+        (
+            "en_US.UTF-8",
+            "[plan] Find the missing episode (step states as the model reports them)",
+            "  ✓ Search the sites (done) — 2 results",
+            "  ▸ Start the download (in progress)",
+        ),
+        (
+            "zh_CN.UTF-8",
+            "[计划] Find the missing episode（步骤状态为模型自述）",
+            "  ✓ Search the sites (已完成) — 2 results",
+            "  ▸ Start the download (进行中)",
+        ),
+    ] {
+        let mock = MockModelServer::start().await;
+        mock.push(MockReply::tool_calls(&[(
+            "p1",
+            "update_plan",
+            json!({"objective": "Find the missing episode", "steps": [
+                {"step": "Search the sites", "status": "completed", "evidence": "2 results"},
+                {"step": "Start the download", "status": "in_progress"}
+            ]}),
+        )]));
+        mock.push(MockReply::text("Working on it."));
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = common::mpagent(dir.path(), &mock);
+        cmd.env("LANG", lang).args(["chat", "get S01E03"]);
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("mpagent chat hung")
+            .unwrap();
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == header)
+            .unwrap_or_else(|| panic!("no plan header in {stdout}"));
+        assert_eq!(lines[at + 1..at + 3], [done, doing], "{stdout}");
+    }
+}

@@ -206,6 +206,7 @@ impl Fit {
             started: chrono::Utc::now(),
             extra: &[],
             client: None,
+            persona: None,
         }));
         let cache = mpa_model::TokenCache::new();
         self.limits

@@ -21,6 +21,8 @@ pub struct Agent {
     services: Arc<Services>,
     sessions: Arc<LiveSessions>,
     accounts: Accounts,
+    /// What the web page attached (see [`crate::web::attachments`]).
+    attachments: Arc<crate::web::attachments::Attachments>,
 }
 
 /// A last say over the built-in tools.
@@ -138,6 +140,15 @@ impl AgentBuilder {
         let mut contributors = crate::turn::outbound::standard();
         contributors.extend(self.contributors);
         let accounts = Accounts::new(self.store.clone());
+        let data_dir = self
+            .store
+            .path()
+            .parent()
+            .unwrap_or_else(|| std::path::Path::new("."))
+            .to_path_buf();
+        let attachments =
+            crate::web::attachments::Attachments::new(data_dir.join("agent/runtime/attachments"));
+        let personas = crate::web::personas::Personas::new(data_dir.join("agent/personas.json"));
         Ok(Agent {
             services: Arc::new(Services {
                 cfg: self.cfg,
@@ -148,9 +159,11 @@ impl AgentBuilder {
                 contributors: contributors.into(),
                 settle_rules: crate::turn::settle::standard().into(),
                 caps: Arc::new(caps),
+                personas: Arc::new(personas),
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
+            attachments: Arc::new(attachments),
         })
     }
 }
@@ -242,6 +255,16 @@ impl Agent {
 
     pub fn services(&self) -> &Arc<Services> {
         &self.services
+    }
+
+    /// The global persona.
+    pub fn personas(&self) -> &crate::web::personas::Personas {
+        &self.services.personas
+    }
+
+    /// Files users attached on the web page.
+    pub fn attachments(&self) -> &crate::web::attachments::Attachments {
+        &self.attachments
     }
 
     /// Users, passwords, tokens and login, over the agent's store.
@@ -509,6 +532,61 @@ impl Agent {
                 .steer(actor, text, images),
             other => other,
         }
+    }
+
+    /// Gives a resolved, existing session the title `title` (1-80 characters, trimmed); later
+    /// turns keep it. Applied between turns: it waits for a running turn to end.
+    pub async fn rename_session(&self, actor: &Actor, r: &SessionRef, title: &str) -> Result<()> {
+        let title = title.trim();
+        let n = title.chars().count();
+        if n == 0 || n > 80 || title.chars().any(char::is_control) {
+            return Err(CoreError::InvalidInput(format!(
+                "title must have 1-80 characters and no control characters (it has {n})"
+            )));
+        }
+        self.check_access(actor, &r.id).await?;
+        let handle = self
+            .session_owned(actor, &r.id, "web", Some(&r.owner))
+            .await?;
+        let op = mpa_protocol::Op::Rename {
+            title: title.to_string(),
+        };
+        if let Some(mut rx) = handle.send(actor, op)? {
+            while rx.recv().await.is_some() {}
+        }
+        Ok(())
+    }
+
+    /// Regenerates the answer to the user's last message (`text` `None`) or sends `text` in its
+    /// place (edit and resend), in a resolved session with no running turn
+    /// ([`CoreError::SessionBusy`] otherwise). Returns the new turn's events.
+    pub async fn redo(
+        &self,
+        actor: &Actor,
+        r: &SessionRef,
+        channel: &str,
+        text: Option<String>,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<mpa_protocol::Event>> {
+        if self.live(&r.id).is_some_and(|h| h.is_processing()) {
+            return Err(CoreError::SessionBusy);
+        }
+        if let Some(t) = &text {
+            let op = mpa_protocol::Op::UserInput {
+                text: t.clone(),
+                images: Vec::new(),
+                client_context: None,
+            };
+            crate::admission::admit(&self.services, actor, &op).await?;
+        }
+        self.check_access(actor, &r.id).await?;
+        self.submit_owned(
+            actor,
+            &r.id,
+            channel,
+            Some(&r.owner),
+            mpa_protocol::Op::Redo { text },
+        )
+        .await
     }
 
     /// Stops the session's running turn (if any); `false` when nothing was running.

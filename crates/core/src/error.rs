@@ -65,6 +65,28 @@ pub enum CoreError {
     /// `MPA_AUTH=moviepilot` and MoviePilot's login could not be reached or read.
     #[error("cannot sign in with MoviePilot right now: {0} / 暂时无法通过 MoviePilot 登录")]
     SignInUnavailable(String),
+    /// An upload over the attachment limit (32 MiB).
+    #[error("the file is {size} bytes; attachments are limited to 32 MiB")]
+    AttachmentTooLarge { size: usize },
+    #[error("the file is empty")]
+    AttachmentEmpty,
+    /// Unknown, expired, or uploaded by someone else: the same answer for all three.
+    #[error("no such attachment (unknown, expired, or not yours)")]
+    AttachmentNotFound,
+    #[error("the attachment could not be stored: {0}")]
+    AttachmentStorage(String),
+    /// Something only a system administrator may do (switching the persona, the public memory).
+    #[error("only a system administrator may {0}")]
+    AdminRequired(&'static str),
+    /// A web request's value is out of range (the message names the field and the rule).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// The session's turn is running; the request needs it idle (regenerate, edit the last message).
+    #[error("a turn is running in this session; stop it or wait for it to end")]
+    SessionBusy,
+    /// Regenerate or edit asked of a session with no user message to go back to.
+    #[error("this session has no message of yours to send again")]
+    NothingToRegenerate,
 }
 
 impl CoreError {
@@ -100,6 +122,14 @@ impl CoreError {
             CoreError::AccountDisabled => "account_disabled",
             CoreError::SignInUnavailable(_) => "moviepilot_unavailable",
             CoreError::MoviePilotAccountEnded(why) => why.code(),
+            CoreError::AttachmentTooLarge { .. } => "attachment_too_large",
+            CoreError::AttachmentEmpty => "empty_file",
+            CoreError::AttachmentNotFound => "attachment_not_found",
+            CoreError::AttachmentStorage(_) => "attachment_storage_error",
+            CoreError::AdminRequired(_) => "admin_required",
+            CoreError::InvalidInput(_) => "invalid_input",
+            CoreError::SessionBusy => "session_busy",
+            CoreError::NothingToRegenerate => "nothing_to_regenerate",
         }
     }
 }

@@ -45,6 +45,7 @@ pub(crate) mod sync;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
+pub mod web;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{
@@ -71,7 +72,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 pub use capability::{Capabilities, Capability, RegistryOptions};
 pub use review::ReviewState;
-pub use session::{SessionHandle, Steered};
+pub use session::{QueueStatus, SessionHandle, Steered};
 pub use sync::Slots;
 
 /// The standard tool set with the given capabilities (without the write-receipts tool, which

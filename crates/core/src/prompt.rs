@@ -43,6 +43,8 @@ pub struct PromptLayers<'a> {
     /// A stateless client's own system text (the OpenAI-compatible endpoint), after everything
     /// of the host's.
     pub client: Option<&'a str>,
+    /// The active persona's layer ([`crate::web::personas::prompt_layer`]): tone only.
+    pub persona: Option<&'a str>,
 }
 
 pub fn system_prompt(layers: &PromptLayers<'_>) -> String {
@@ -58,6 +60,10 @@ pub fn system_prompt(layers: &PromptLayers<'_>) -> String {
         },
         layers.started.format("%Y-%m-%d")
     ));
+    if let Some(persona) = layers.persona {
+        out.push_str("\n\n");
+        out.push_str(persona);
+    }
     for block in layers.extra {
         out.push_str("\n\n");
         out.push_str(block);

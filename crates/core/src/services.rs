@@ -23,6 +23,8 @@ pub struct Services {
     pub settle_rules: Arc<[Arc<dyn SettleRule>]>,
     /// Every capability, in registration order.
     pub caps: Arc<Capabilities>,
+    /// The global persona (the system prompt's persona layer, `/persona`).
+    pub personas: Arc<crate::web::personas::Personas>,
 }
 
 impl Services {

@@ -114,6 +114,20 @@ impl Transcript {
         self.messages.push(m);
     }
 
+    /// Drops the messages from `at` on (the user regenerating or editing their last message);
+    /// `false`, and nothing dropped, when `at` lies inside what a compaction produced. Evidence
+    /// already captured stays in the history store (it happened).
+    pub fn rewind(&mut self, at: usize) -> bool {
+        let floor = self.compactions.last().map_or(0, |(_, inserted)| *inserted);
+        if at < floor || at > self.messages.len() {
+            return false;
+        }
+        self.messages.truncate(at);
+        self.captured = self.captured.min(at);
+        self.full.retain(|i, _| *i < at);
+        true
+    }
+
     /// The messages from `from` on, to annotate at the end of a turn.
     pub fn tail_mut(&mut self, from: usize) -> &mut [Message] {
         let from = from.min(self.messages.len());

@@ -428,6 +428,15 @@ pub enum Op {
     Stop,
     /// Close the session actor after the current turn.
     Close,
+    /// Give the chat this title (the user's choice, kept by later turns). Queued like a turn.
+    Rename { title: String },
+    /// Go back to the user's last message: `text: None` sends it again (regenerate), `Some`
+    /// sends this text in its place (edit and resend). The messages from it on leave the
+    /// conversation, then a turn runs. Queued like a turn.
+    Redo {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
 
 /// The conversation a stateless client already had: its own system text (kept as a marked layer

@@ -35,12 +35,45 @@ pub struct StreamRequest {
     pub text: String,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Image URLs, data URLs, attachment references (`attachment:<id>`) or attachment objects.
     #[serde(default)]
-    pub images: Vec<String>,
+    pub images: Vec<AttachmentRef>,
+    /// Uploaded files (attachment objects or references) the model is told about.
+    #[serde(default)]
+    pub files: Vec<AttachmentRef>,
     /// The owner of the chat `session_id` names, when a login admin continues another user's
     /// chat from the web page (see the module docs).
     #[serde(default)]
     pub user_id: Option<String>,
+    /// Send the last user message again, replacing the answer after it (`text` may be empty).
+    #[serde(default)]
+    pub regenerate: bool,
+    /// Replace the last user message by `text` and answer that instead.
+    #[serde(default)]
+    pub edit_last: bool,
+}
+
+/// An attachment as a stream request names it: a string (a URL, a data URL, `attachment:<id>`)
+/// or the attachment object `/upload` returned (its `ref` or `id` is used).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum AttachmentRef {
+    Text(String),
+    Object {
+        #[serde(default, rename = "ref")]
+        reference: Option<String>,
+        #[serde(default)]
+        id: Option<String>,
+    },
+}
+
+impl AttachmentRef {
+    fn into_text(self) -> String {
+        match self {
+            AttachmentRef::Text(s) => s,
+            AttachmentRef::Object { reference, id } => reference.or(id).unwrap_or_default(),
+        }
+    }
 }
 
 /// `?user_id=`: the owner of the chat a login admin opens from the web page.
@@ -109,14 +142,39 @@ fn sse_once(frames: Vec<Bytes>) -> Response {
 pub async fn stream(
     State(state): State<AppState>,
     Authed(actor): Authed,
+    headers: axum::http::HeaderMap,
     Json(req): Json<StreamRequest>,
 ) -> Result<Response, ApiError> {
+    let locale = crate::error::request_locale(&headers);
     if state.shutting_down.is_cancelled() {
         return Err(ApiError::unavailable());
     }
-    if req.text.trim().is_empty() && req.images.is_empty() {
+    if req.regenerate || req.edit_last {
+        return redo(state, actor, locale, req).await;
+    }
+    if req.text.trim().is_empty() && req.images.is_empty() && req.files.is_empty() {
         return Err(ApiError::bad_request("text must not be empty"));
     }
+    // Attachments resolve in the sender's own uploads; a reference that is not theirs refuses
+    // the whole message before anything is queued.
+    let images: Vec<String> = req
+        .images
+        .into_iter()
+        .map(AttachmentRef::into_text)
+        .collect();
+    let files: Vec<String> = req
+        .files
+        .into_iter()
+        .map(AttachmentRef::into_text)
+        .collect();
+    let agent = state.agent.clone();
+    let owner = actor.user_id.clone();
+    let text = req.text;
+    let (text, images) = tokio::task::spawn_blocking(move || {
+        agent.attachments().resolve(&owner, text, images, &files)
+    })
+    .await
+    .map_err(|_| ApiError::internal("internal_error", "the attachments could not be read"))??;
     let client_id = match req.session_id.filter(|s| !s.is_empty()) {
         Some(s) => s,
         None => mpa_core::new_session_id(),
@@ -129,7 +187,7 @@ pub async fn stream(
     // While this user's turn runs, a message joins it (steering) instead of waiting behind it.
     let submitted = state
         .agent
-        .steer_to(&actor, &session, WEB_CHANNEL, req.text, req.images)
+        .steer_to(&actor, &session, WEB_CHANNEL, text, images)
         .await;
     let events = match submitted {
         Ok(Steered::Queued { event, .. }) => {
@@ -137,12 +195,54 @@ pub async fn stream(
         }
         Ok(Steered::Turn(rx)) => rx,
         Err(e @ (CoreError::QueueFull { .. } | CoreError::SessionClosed)) => {
-            return Ok(sse_once(error_frames(e.code(), &e.to_string())));
+            return Ok(sse_once(error_frames(e.code(), &e.to_string(), locale)));
         }
         Err(e) => return Err(e.into()),
     };
     let (tx, rx) = mpsc::channel(FRAME_QUEUE);
-    tokio::spawn(pump(events, tx, state.cfg.heartbeat, session.client_id));
+    tokio::spawn(pump(
+        events,
+        tx,
+        state.cfg.heartbeat,
+        session.client_id,
+        locale,
+    ));
+    Ok(sse_response(rx))
+}
+
+/// Regenerate or edit-and-resend in an existing session (see [`mpa_core::Agent::redo`]).
+async fn redo(
+    state: AppState,
+    actor: Actor,
+    locale: mpa_core::web::i18n::Locale,
+    req: StreamRequest,
+) -> Result<Response, ApiError> {
+    if req.regenerate && req.edit_last {
+        return Err(ApiError::bad_request(
+            "regenerate and edit_last cannot both be set",
+        ));
+    }
+    if req.edit_last && req.text.trim().is_empty() {
+        return Err(ApiError::bad_request("text must not be empty"));
+    }
+    let Some(client_id) = req.session_id.filter(|s| !s.is_empty()) else {
+        return Err(ApiError::bad_request(
+            "session_id names the session to regenerate or edit",
+        ));
+    };
+    let r = existing(
+        &state,
+        &actor,
+        &client_id,
+        OwnerQuery {
+            user_id: req.user_id,
+        },
+    )
+    .await?;
+    let text = req.edit_last.then_some(req.text);
+    let events = state.agent.redo(&actor, &r, WEB_CHANNEL, text).await?;
+    let (tx, rx) = mpsc::channel(FRAME_QUEUE);
+    tokio::spawn(pump(events, tx, state.cfg.heartbeat, r.client_id, locale));
     Ok(sse_response(rx))
 }
 
@@ -155,6 +255,9 @@ pub struct ListQuery {
     /// Login admins only: everyone's sessions (anyone else gets their own).
     #[serde(default)]
     pub all: Option<bool>,
+    /// Search the caller's own sessions (titles, and content through the evidence history).
+    #[serde(default)]
+    pub q: Option<String>,
 }
 
 /// The fields a session list row and a session detail share; `session_id` is the id its owner's
@@ -197,6 +300,23 @@ pub async fn list_sessions(
 ) -> Result<Json<Value>, ApiError> {
     let page = q.page.unwrap_or(1).max(1);
     let count = q.count.unwrap_or(30).clamp(1, 200);
+    if let Some(text) = q.q.as_deref() {
+        let found = mpa_core::web::sessions::search(&state.agent, &actor, text).await?;
+        let sessions: Vec<Value> = found
+            .iter()
+            .map(|m| {
+                let mut v = summary_json(&m.summary, is_processing(&state, &m.summary.session_id));
+                v["match"] = json!(m.matched);
+                if let Some(s) = &m.snippet {
+                    v["snippet"] = json!(s);
+                }
+                v
+            })
+            .collect();
+        return Ok(Json(
+            json!({"page": 1, "count": sessions.len(), "q": text, "sessions": sessions}),
+        ));
+    }
     let all = q.all.unwrap_or(false) && is_login_admin(&actor);
     let rows = state.agent.list_sessions(&actor, all, page, count).await?;
     let sessions: Vec<Value> = rows
@@ -217,10 +337,21 @@ pub async fn session_detail(
     let r = existing(&state, &actor, &session_id, owner).await?;
     let processing = is_processing(&state, &r.id);
     let pending = steering_pending(&state, &r.id);
+    // The session status fields of §14.4.
+    let status = state.agent.live(&r.id).map_or_else(
+        || mpa_core::QueueStatus::idle(state.agent.services().cfg.queue_capacity),
+        |h| h.queue_status(),
+    );
+    let display_snapshot =
+        mpa_core::web::sessions::load_display(&state.agent, &r.id).unwrap_or(Value::Null);
     match state.agent.chat_for(&actor, &r.id).await {
         Ok(c) => {
             let mut v = summary_json(&c.summary(), processing);
             v["steering_pending"] = json!(pending);
+            v["status"] = json!(status);
+            v["display_snapshot"] = display_snapshot;
+            // Restored on reload: the newest plan snapshot of the chat.
+            v["plan"] = mpa_core::web::plan_of(&c.agent_messages).unwrap_or(Value::Null);
             v["display_messages"] = c.display_messages;
             // Provider usage over the session (`last_*` / `total_*`, `model_call_count`).
             v["usage"] = c.session_state.get("usage").cloned().unwrap_or(Value::Null);
@@ -237,8 +368,11 @@ pub async fn session_detail(
                 "message_count": 0,
                 "turn_status": null,
                 "display_messages": [],
+                "plan": null,
                 "is_processing": processing,
                 "steering_pending": pending,
+                "status": status,
+                "display_snapshot": display_snapshot,
             })))
         }
         Err(e) => Err(e.into()),
@@ -253,8 +387,50 @@ pub async fn delete_session(
 ) -> Result<Json<Value>, ApiError> {
     let r = existing(&state, &actor, &session_id, owner).await?;
     state.agent.delete_session(&actor, &r.id).await?;
+    mpa_core::web::sessions::forget_display(&state.agent, &r.id);
     tracing::info!(session = %r.id, "session deleted");
     Ok(Json(json!({"deleted": true, "session_id": r.client_id})))
+}
+
+#[derive(Deserialize)]
+pub struct SessionPatch {
+    pub title: String,
+}
+
+/// `PATCH /sessions/{id}` with `{"title"}`: renames the chat; answers its summary row.
+pub async fn rename_session(
+    State(state): State<AppState>,
+    Authed(actor): Authed,
+    Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
+    Json(patch): Json<SessionPatch>,
+) -> Result<Json<Value>, ApiError> {
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    state.agent.rename_session(&actor, &r, &patch.title).await?;
+    let c = state.agent.chat_for(&actor, &r.id).await?;
+    Ok(Json(summary_json(
+        &c.summary(),
+        is_processing(&state, &r.id),
+    )))
+}
+
+#[derive(Deserialize)]
+pub struct DisplaySnapshot {
+    pub display_messages: Value,
+}
+
+/// `PUT /sessions/{id}/display`: the page's own display snapshot, returned by the detail.
+pub async fn save_display(
+    State(state): State<AppState>,
+    Authed(actor): Authed,
+    Path(session_id): Path<String>,
+    Query(owner): Query<OwnerQuery>,
+    Json(body): Json<DisplaySnapshot>,
+) -> Result<Json<Value>, ApiError> {
+    let r = existing(&state, &actor, &session_id, owner).await?;
+    mpa_core::web::sessions::save_display(&state.agent, &actor, &r.id, &body.display_messages)
+        .await?;
+    Ok(Json(json!({"saved": true})))
 }
 
 pub async fn stop_session(

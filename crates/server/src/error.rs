@@ -3,6 +3,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mpa_core::CoreError;
+use mpa_core::web::i18n::{self, Locale};
 
 /// Errors of the host itself (binding, serving). Per-request failures are [`ApiError`]s.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +140,13 @@ impl From<CoreError> for ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             CoreError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            CoreError::AttachmentTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            CoreError::AttachmentEmpty
+            | CoreError::InvalidInput(_)
+            | CoreError::NothingToRegenerate => StatusCode::BAD_REQUEST,
+            CoreError::AttachmentNotFound => StatusCode::NOT_FOUND,
+            CoreError::AdminRequired(_) => StatusCode::FORBIDDEN,
+            CoreError::SessionBusy => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
@@ -156,23 +164,61 @@ impl From<CoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+/// The Chinese body of an error response, which [`localise`] puts in place of the English one
+/// when the request asked for Chinese.
+#[derive(Clone)]
+pub struct ChineseBody(pub bytes::Bytes);
+
+impl ApiError {
+    fn body(&self, locale: Locale) -> serde_json::Value {
         let kind = if self.status.is_server_error() {
             "server_error"
         } else {
             "invalid_request_error"
         };
-        let body = serde_json::json!({
-            "error": {"code": self.code, "message": self.message, "type": kind}
+        let mut error = serde_json::json!({
+            "code": self.code,
+            "message": i18n::localise(self.code, &self.message, locale),
+            "type": kind,
         });
-        let mut resp = (self.status, axum::Json(body)).into_response();
+        if i18n::retryable(self.code) {
+            error["retryable"] = serde_json::Value::Bool(true);
+        }
+        serde_json::json!({ "error": error })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let zh = bytes::Bytes::from(self.body(Locale::Zh).to_string());
+        let mut resp = (self.status, axum::Json(self.body(Locale::En))).into_response();
+        resp.extensions_mut().insert(ChineseBody(zh));
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
+}
+
+/// The request's language: `X-MoviePilot-Locale` (the page's explicit choice) wins over
+/// `Accept-Language`.
+pub fn request_locale(headers: &HeaderMap) -> Locale {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    Locale::negotiate(get("x-moviepilot-locale"), get("accept-language"))
+}
+
+/// Every error envelope in the request's language (see [`request_locale`]).
+pub async fn localise(req: Request, next: Next) -> Response {
+    let locale = request_locale(req.headers());
+    let mut resp = next.run(req).await;
+    let zh = resp.extensions_mut().remove::<ChineseBody>();
+    if let (Locale::Zh, Some(ChineseBody(body))) = (locale, zh) {
+        let (mut parts, _) = resp.into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::from(body));
+    }
+    resp
 }
 
 /// The answer for a path no route matches.

@@ -16,7 +16,8 @@
 //! `interaction-protected` for a confirmed secret read);
 //! `GET /api/v1/agent/sessions?page&count[&all]`, `GET|DELETE /api/v1/agent/sessions/{id}`,
 //! `POST /api/v1/agent/sessions/{id}/stop`; `POST /v1/chat/completions`, `GET /v1/models`;
-//! `/` and `/assets/*` (the page).
+//! `POST /api/v1/agent/render` (markdown to safe HTML, [`markdown`]); `/` and `/assets/*` (the
+//! page, compressed and cacheable, [`web`]).
 //!
 //! Every error, in every route — handler errors, rejected bodies, queries and paths, unknown
 //! routes and methods, responses of layers — is the JSON envelope of [`ApiError`] with a stable
@@ -37,12 +38,15 @@
 //! (`user_id`, see [`chat`]) reaches another user's chat; a client hanging up never stops a turn;
 //! tokens are stored as SHA-256 hashes and no token, password or request body is ever logged.
 
+pub mod attach;
 pub mod auth;
 pub mod chat;
 pub mod error;
 pub mod extract;
+pub mod markdown;
 pub mod openai;
 mod serve;
+pub mod settings;
 pub mod sse;
 pub mod state;
 pub mod web;
@@ -55,7 +59,7 @@ use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use mpa_core::Agent;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -72,36 +76,65 @@ pub const MAX_BODY: usize = 32 * 1024 * 1024;
 
 /// All routes over `state`.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let limited = Router::new()
         .route("/", get(web::index))
-        .route("/assets/app.js", get(web::app_js))
-        .route("/assets/app.css", get(web::app_css))
-        .route("/assets/icon.svg", get(web::icon))
+        .route("/assets/{name}", get(web::asset))
         .route("/healthz", get(chat::healthz))
         .route("/api/v1/login", post(auth::login))
         .route("/api/v1/logout", post(auth::logout))
         .route("/api/v1/me", get(auth::me))
         .route("/api/v1/agent/stream", post(chat::stream))
+        .route("/api/v1/agent/render", post(web::render))
+        .route("/api/v1/agent/file/{id}", get(attach::file))
         .route("/api/v1/agent/sessions", get(chat::list_sessions))
         .route(
             "/api/v1/agent/sessions/{id}",
-            get(chat::session_detail).delete(chat::delete_session),
+            get(chat::session_detail)
+                .delete(chat::delete_session)
+                .patch(chat::rename_session),
+        )
+        .route(
+            "/api/v1/agent/sessions/{id}/display",
+            put(chat::save_display),
         )
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
+        .route("/api/v1/agent/commands", get(settings::list_commands))
+        .route("/api/v1/agent/memory", get(settings::memory))
+        .route("/api/v1/agent/memory/{store}", post(settings::memory_edit))
+        .route(
+            "/api/v1/agent/memory/proposals/{id}/{decision}",
+            post(settings::proposal),
+        )
+        .route("/api/v1/agent/skills", get(settings::skills))
+        .route("/api/v1/agent/skills/{name}", get(settings::skill))
+        .route(
+            "/api/v1/agent/skills/{name}/{action}",
+            post(settings::skill_action),
+        )
+        .route(
+            "/api/v1/agent/personas",
+            get(settings::personas).post(settings::create_persona),
+        )
+        .route("/api/v1/agent/personas/{id}", put(settings::edit_persona))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
-        .fallback(error::no_route)
-        .method_not_allowed_fallback(error::wrong_method)
         // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before
         // reading a byte (axum's own limit would wait for the body), and caps bodies without one.
-        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             state.cfg.max_body,
-        ))
+        ));
+    // Uploads count the file's own bytes (32 MiB of file, whatever the framing), see `attach`.
+    let uploads = Router::new().route("/api/v1/agent/upload", post(attach::upload));
+    limited
+        .merge(uploads)
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::wrong_method)
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             state.cfg.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::envelope_errors))
+        .layer(axum::middleware::from_fn(error::localise))
         .layer(axum::middleware::from_fn(request_log))
         .with_state(state)
 }

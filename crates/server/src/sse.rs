@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 use mpa_core::redaction::redact;
+use mpa_core::web::i18n::{self, Locale};
 use mpa_protocol::{Event, Outcome, SteeringStatus};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -22,10 +23,19 @@ pub fn frame(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
 
+/// An `error` frame: `message` in the stream's language, both texts in `message_i18n`,
+/// `retryable` when trying again may help (the page offers a retry).
+pub fn error_json(code: &str, message: &str, locale: Locale) -> Value {
+    json!({"type": "error", "code": code,
+           "message": i18n::localise(code, message, locale),
+           "message_i18n": {"en": message, "zh": i18n::localise(code, message, Locale::Zh)},
+           "retryable": i18n::retryable(code)})
+}
+
 /// `done`/`error` frames for a turn that never started (queue full, shutting down).
-pub fn error_frames(code: &str, message: &str) -> Vec<Bytes> {
+pub fn error_frames(code: &str, message: &str, locale: Locale) -> Vec<Bytes> {
     vec![
-        frame(&json!({"type": "error", "code": code, "message": message})),
+        frame(&error_json(code, message, locale)),
         frame(&json!({"type": "done", "status": "failed"})),
     ]
 }
@@ -34,7 +44,7 @@ pub fn error_frames(code: &str, message: &str) -> Vec<Bytes> {
 /// the `queued` acknowledgement, `done`. The running turn's own stream says `applied` later.
 pub fn queued_frames(session_id: &str, queued: &Event) -> Vec<Bytes> {
     let mut frames = vec![frame(&json!({"type": "start", "session_id": session_id}))];
-    frames.extend(event_frame(queued, session_id, "").map(|v| frame(&v)));
+    frames.extend(event_frame(queued, session_id, "", Locale::En).map(|v| frame(&v)));
     frames.push(frame(&json!({"type": "done", "status": "queued"})));
     frames
 }
@@ -48,7 +58,12 @@ pub fn tool_status(outcome: Outcome) -> &'static str {
 /// The SSE frame for one non-delta event (`None` for events the web protocol does not carry).
 /// `session_id` is the id the client uses (not the server-side one). Tool lines are redacted the
 /// way the stored chat is, so a secret a tool printed never reaches the page live either.
-fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Option<Value> {
+fn event_frame(
+    ev: &Event,
+    session_id: &str,
+    assistant_message_id: &str,
+    locale: Locale,
+) -> Option<Value> {
     Some(match ev {
         Event::TurnStarted {
             assistant_message_id,
@@ -69,8 +84,14 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         } => json!({"type": "tool", "tool_id": tool_id, "name": name,
                     "status": tool_status(*outcome), "outcome": outcome.as_str(),
                     "message": redact(message), "assistant_message_id": assistant_message_id}),
-        Event::Error { code, message, .. } => {
-            json!({"type": "error", "code": code, "message": message})
+        Event::Error {
+            code,
+            message,
+            kind,
+        } => {
+            let mut v = error_json(code, message, locale);
+            v["kind"] = json!(kind);
+            v
         }
         Event::TurnEnded { status, .. } => json!({"type": "done", "status": status}),
         Event::Protected { content } => {
@@ -98,10 +119,13 @@ fn event_frame(ev: &Event, session_id: &str, assistant_message_id: &str) -> Opti
         Event::Compacted { summary } => {
             json!({"type": "context", "event": "compacted", "summary": redact(summary)})
         }
+        // The whole plan, replacing the page's panel (objective, steps with status and
+        // evidence, explanation); the tool already scrubbed it of secrets.
+        Event::PlanUpdated { plan } => json!({"type": "plan", "plan": plan}),
         Event::Delta { .. }
-        | Event::Reasoning { .. }
-        | Event::PlanUpdated { .. }
+        // Summed by the pump into the `done` frame's `usage` (the turn's tokens).
         | Event::Usage { .. }
+        | Event::Reasoning { .. }
         | Event::Budget { .. }
         // A nested agent's events (a subagent's) are not the user's stream.
         | Event::Nested { .. } => return None,
@@ -115,12 +139,14 @@ pub async fn pump(
     out: mpsc::Sender<Bytes>,
     heartbeat: Duration,
     session_id: String,
+    locale: Locale,
 ) {
     let mut buf = String::new();
     let mut flush_at: Option<Instant> = None;
     let mut last_sent = Instant::now();
     let mut last_delta: Option<Instant> = None;
     let mut assistant_message_id = String::new();
+    let mut usage: Option<mpa_protocol::Usage> = None;
     loop {
         let hb_at = last_sent + heartbeat;
         let wake = flush_at.map_or(hb_at, |f| f.min(hb_at));
@@ -150,9 +176,17 @@ pub async fn pump(
                 if let Event::TurnStarted { assistant_message_id: id, .. } = &ev {
                     assistant_message_id.clone_from(id);
                 }
+                if let Event::Usage { usage: u } = &ev {
+                    usage.get_or_insert_default().add(u);
+                    continue;
+                }
                 if !flush(&mut buf, &out, &assistant_message_id).await { return; }
                 flush_at = None;
-                if let Some(v) = event_frame(&ev, &session_id, &assistant_message_id) {
+                if let Some(mut v) = event_frame(&ev, &session_id, &assistant_message_id, locale) {
+                    // The turn's tokens (every model call of it) ride on its `done` frame.
+                    if let (Event::TurnEnded { .. }, Some(u)) = (&ev, &usage) {
+                        v["usage"] = json!(u);
+                    }
                     if out.send(frame(&v)).await.is_err() { return; }
                     last_sent = Instant::now();
                 }
@@ -227,7 +261,13 @@ mod tests {
     async fn deltas_coalesce_tools_flush_and_done_ends() {
         let (etx, erx) = mpsc::unbounded_channel();
         let (otx, mut orx) = mpsc::channel(64);
-        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15), "s".into()));
+        let task = tokio::spawn(pump(
+            erx,
+            otx,
+            Duration::from_secs(15),
+            "s".into(),
+            Locale::En,
+        ));
         etx.send(Event::TurnStarted {
             session_id: "s".into(),
             assistant_message_id: "m".into(),
@@ -281,7 +321,13 @@ mod tests {
     async fn a_nested_agents_events_stay_off_the_users_stream() {
         let (etx, erx) = mpsc::unbounded_channel();
         let (otx, mut orx) = mpsc::channel(64);
-        let task = tokio::spawn(pump(erx, otx, Duration::from_secs(15), "s".into()));
+        let task = tokio::spawn(pump(
+            erx,
+            otx,
+            Duration::from_secs(15),
+            "s".into(),
+            Locale::En,
+        ));
         let nested = |event: Event| Event::Nested {
             agent_id: "subagent-1".into(),
             origin: mpa_protocol::AgentOrigin::Subagent,
@@ -317,7 +363,13 @@ mod tests {
     async fn silence_brings_a_heartbeat_and_a_hangup_stops_reading() {
         let (etx, erx) = mpsc::unbounded_channel::<Event>();
         let (otx, mut orx) = mpsc::channel(64);
-        let task = tokio::spawn(pump(erx, otx, Duration::from_millis(20), "s".into()));
+        let task = tokio::spawn(pump(
+            erx,
+            otx,
+            Duration::from_millis(20),
+            "s".into(),
+            Locale::En,
+        ));
         assert_eq!(parse(&orx.recv().await.unwrap())["type"], "heartbeat");
         drop(orx);
         task.await.unwrap();

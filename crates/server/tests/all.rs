@@ -3,15 +3,21 @@
 //! of their own stay separate targets (see Cargo.toml).
 
 mod adopted_context;
+mod attachments;
 mod bad_input;
 mod common;
 mod compacted_display;
 mod http;
+mod locale;
 mod login_limits;
 mod message_limits;
+mod plan_panel;
+mod session_api;
 mod session_ids;
+mod settings;
 mod slow_clients;
 mod steering;
 mod storage_failures;
 mod turn_status;
+mod web_page;
 mod web_tool_lines;

@@ -265,7 +265,7 @@ fn cases() -> Vec<Case> {
         (M::DELETE, "/api/v1/me"),
         (M::GET, "/api/v1/agent/stream"),
         (M::PUT, "/api/v1/agent/sessions"),
-        (M::PATCH, "/api/v1/agent/sessions/s1"),
+        (M::PUT, "/api/v1/agent/sessions/s1"),
         (M::GET, "/api/v1/agent/sessions/s1/stop"),
         (M::GET, "/v1/chat/completions"),
         (M::POST, "/v1/models"),

@@ -32,6 +32,8 @@ struct Submission {
     events: mpsc::UnboundedSender<Event>,
     /// The stops counted when it was queued: a stop after that discards it.
     stops: u64,
+    /// When it was queued (the queue wait of §14.4's session status).
+    queued_at: std::time::Instant,
 }
 
 /// What a message sent with [`SessionHandle::steer`] became.
@@ -70,6 +72,43 @@ struct Shared {
     review: tokio::sync::watch::Sender<ReviewState>,
     /// True once the actor has ended (its last snapshot written, its terminals closed).
     finished: tokio::sync::watch::Sender<bool>,
+    /// Messages refused because the queue was full.
+    queue_rejections: AtomicU64,
+    /// How long the latest turn waited in the queue, in milliseconds.
+    last_queue_wait_ms: AtomicU64,
+}
+
+/// The session status fields of spec runtime.md §14.4, as the session detail shows them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueStatus {
+    pub is_processing: bool,
+    pub pending_messages: usize,
+    pub queue_capacity: usize,
+    pub queue_saturated: bool,
+    pub queue_rejections: u64,
+    pub last_queue_wait_ms: u64,
+    pub shutdown_pending: bool,
+    pub steering_pending: usize,
+    /// A turn is running that takes steering messages at its next model call.
+    pub steering_active: bool,
+}
+
+impl QueueStatus {
+    /// The status of a session with no live actor (idle, nothing queued) on a host whose queues
+    /// hold `queue_capacity`.
+    pub fn idle(queue_capacity: usize) -> Self {
+        Self {
+            is_processing: false,
+            pending_messages: 0,
+            queue_capacity,
+            queue_saturated: false,
+            queue_rejections: 0,
+            last_queue_wait_ms: 0,
+            shutdown_pending: false,
+            steering_pending: 0,
+            steering_active: false,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -96,6 +135,8 @@ pub(crate) fn spawn_session(
         task: tokio::sync::Mutex::new(None),
         review: tokio::sync::watch::Sender::new(ReviewState::Idle),
         finished: tokio::sync::watch::Sender::new(false),
+        queue_rejections: AtomicU64::new(0),
+        last_queue_wait_ms: AtomicU64::new(0),
     });
     data.open_capabilities(&services.caps);
     let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared), live));
@@ -158,15 +199,46 @@ async fn actor_loop(
             op,
             events,
             stops,
+            queued_at,
         } = *cmd;
-        let Op::UserInput {
-            text,
-            images,
-            client_context,
-        } = op
-        else {
+        shared.last_queue_wait_ms.store(
+            u64::try_from(queued_at.elapsed().as_millis()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+        let (text, images, client_context) = match op {
+            Op::UserInput {
+                text,
+                images,
+                client_context,
+            } => (text, images, client_context),
+            // Between turns, so no turn's messages are in flight; the caller waits for `events`
+            // to close.
+            Op::Rename { title } => {
+                data.title = title;
+                data.unsaved = Box::pin(crate::turn::end::save(&services, &data))
+                    .await
+                    .is_err();
+                continue;
+            }
+            Op::Redo { text } => match crate::web::redo::rewind(&mut data, text) {
+                Some((text, images)) => (text, images, None),
+                None => {
+                    let e = CoreError::NothingToRegenerate;
+                    let _ = events.send(Event::Error {
+                        kind: mpa_protocol::ErrorKind::Session,
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    });
+                    let _ = events.send(Event::TurnEnded {
+                        status: mpa_protocol::TurnStatus::Failed,
+                        final_text: String::new(),
+                        halt: None,
+                    });
+                    continue;
+                }
+            },
             // Stop, close and steering never wait in the queue (see `SessionHandle::send`).
-            continue;
+            Op::Stop | Op::Close | Op::Steer { .. } => continue,
         };
         // Shutting down, or a stop came after it was queued (spec runtime.md §2.7): answered,
         // never run.
@@ -333,6 +405,24 @@ impl SessionHandle {
         self.shared.processing.load(Ordering::SeqCst)
     }
 
+    /// The session status fields of spec runtime.md §14.4.
+    pub fn queue_status(&self) -> QueueStatus {
+        let capacity = self.tx.max_capacity();
+        let pending = capacity.saturating_sub(self.tx.capacity());
+        let processing = self.is_processing();
+        QueueStatus {
+            is_processing: processing,
+            pending_messages: pending,
+            queue_capacity: capacity,
+            queue_saturated: pending >= capacity,
+            queue_rejections: self.shared.queue_rejections.load(Ordering::SeqCst),
+            last_queue_wait_ms: self.shared.last_queue_wait_ms.load(Ordering::SeqCst),
+            shutdown_pending: self.shared.closing.load(Ordering::SeqCst),
+            steering_pending: self.steering_pending(),
+            steering_active: processing,
+        }
+    }
+
     /// Steering messages waiting for the running turn's next model call.
     pub fn steering_pending(&self) -> usize {
         self.shared.steering.pending()
@@ -360,7 +450,7 @@ impl SessionHandle {
                 }
                 Steered::Turn(rx) => Ok(Some(rx)),
             },
-            op @ Op::UserInput { .. } => {
+            op @ (Op::UserInput { .. } | Op::Rename { .. } | Op::Redo { .. }) => {
                 if self.shared.closing.load(Ordering::SeqCst) {
                     return Err(CoreError::SessionClosed);
                 }
@@ -370,12 +460,16 @@ impl SessionHandle {
                     op,
                     events: etx,
                     stops: self.shared.stops.load(Ordering::SeqCst),
+                    queued_at: std::time::Instant::now(),
                 });
                 match self.tx.try_send(sub) {
                     Ok(()) => Ok(Some(erx)),
-                    Err(mpsc::error::TrySendError::Full(_)) => Err(CoreError::QueueFull {
-                        capacity: self.tx.max_capacity(),
-                    }),
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        self.shared.queue_rejections.fetch_add(1, Ordering::SeqCst);
+                        Err(CoreError::QueueFull {
+                            capacity: self.tx.max_capacity(),
+                        })
+                    }
                     Err(mpsc::error::TrySendError::Closed(_)) => Err(CoreError::SessionClosed),
                 }
             }

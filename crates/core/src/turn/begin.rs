@@ -93,11 +93,16 @@ pub async fn system_message(services: &Services, actor: &Actor, data: &mut Sessi
     if let Some(p) = &data.persisted.system_prompt {
         return Message::system(p.clone());
     }
+    let persona = services
+        .personas
+        .active()
+        .map(|p| crate::web::personas::prompt_layer(&p));
     let prompt = system_prompt(&PromptLayers {
         actor,
         started: data.created_at,
         extra: &extra,
         client: data.persisted.client_system.as_deref(),
+        persona: persona.as_deref(),
     });
     data.persisted.system_prompt = Some(prompt.clone());
     Message::system(prompt)

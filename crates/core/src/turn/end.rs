@@ -423,23 +423,40 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
             Role::User if let Some(id) = super::steering::steering_id(m) => {
                 out.push(super::steering::display_line(m, id));
             }
-            Role::User => out.push(serde_json::json!({
-                "role": "user",
-                "content": m.text(),
-                "images": m.content.image_count(),
-            })),
+            Role::User => {
+                let mut v = serde_json::json!({
+                    "role": "user",
+                    "content": m.text(),
+                    "images": m.content.image_count(),
+                });
+                if let Some(at) = m.metadata.get(crate::web::CREATED_AT_KEY) {
+                    v["created_at"] = at.clone();
+                }
+                out.push(v);
+            }
             Role::Assistant => {
                 let text = m.text();
                 if !text.is_empty() {
                     let mut v = serde_json::json!({"role": "assistant", "content": text});
                     if m.metadata.contains_key(INTERRUPTION_KEY) {
                         v["notice"] = serde_json::Value::Bool(true);
+                        // The page renders a host notice in its own language by this code.
+                        if let Some(code) = crate::web::i18n::notice_code(&text) {
+                            v["notice_code"] = serde_json::json!(code);
+                        }
                     }
                     if is_recovery_form(m) {
                         v["recovery"] = serde_json::Value::Bool(true);
                     }
                     if let Some(status) = m.metadata.get(TURN_STATUS_KEY) {
                         v["turn_status"] = status.clone();
+                    }
+                    // When the turn's answer was saved, and the tokens the turn used.
+                    if let Some(at) = m.metadata.get(crate::web::CREATED_AT_KEY) {
+                        v["created_at"] = at.clone();
+                    }
+                    if let Some(usage) = m.metadata.get(crate::web::TURN_USAGE_KEY) {
+                        v["usage"] = usage.clone();
                     }
                     out.push(v);
                 }

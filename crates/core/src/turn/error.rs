@@ -61,10 +61,17 @@ impl Lang {
     }
 }
 
+/// Whether a model error is "nothing answers at the configured address" (connection refused,
+/// no route, unknown host): the model client's own wording for a failed connect.
+fn unreachable(e: &ModelError) -> bool {
+    matches!(e, ModelError::Network { message } if message.starts_with("could not connect to"))
+}
+
 impl TurnError {
     /// The stable machine-readable code (the wire `code` of [`mpa_protocol::Event::Error`]).
     pub fn code(&self) -> &'static str {
         match self {
+            TurnError::Model(e) if unreachable(e) => "model_unreachable",
             TurnError::Model(e) => e.code(),
             TurnError::IterationLimit { .. } => "iteration_limit",
             TurnError::InputBudget { .. } => "input_budget",
@@ -82,6 +89,13 @@ impl TurnError {
         match self {
             TurnError::Model(e @ ModelError::ContextLengthExceeded { .. }) => {
                 format!("{e}. {CONTEXT_EXCEEDED_HELP}")
+            }
+            // What to set, not a socket error: the first thing a new user meets without a model.
+            TurnError::Model(e @ ModelError::Network { message }) if unreachable(e) => {
+                format!(
+                    "The model service cannot be reached ({message}). Check that LLM_BASE_URL points to a \
+                     running OpenAI-compatible server and LLM_MODEL names a model it serves, then retry."
+                )
             }
             TurnError::Model(e) => e.to_string(),
             TurnError::IterationLimit { max_model_calls } => format!(

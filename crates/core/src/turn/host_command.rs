@@ -1,4 +1,4 @@
-//! Host commands (`/memory …`, `/skills …`) in the user's own text are answered by the host: the
+//! Host commands (`/memory …`, `/skills …`, `/persona …`) in the user's own text are answered by the host: the
 //! model never sees or answers them, so it can never approve a proposal. The command and its reply
 //! stay in the transcript (marked) but are not evidence and do not count as user turns.
 
@@ -13,7 +13,7 @@ pub const HOST_COMMAND_KEY: &str = "host_command";
 /// Whether `text` is addressed to the host (answered at a turn's start, never by the model).
 pub fn is_command(text: &str) -> bool {
     let t = text.trim_start();
-    t.starts_with("/memory") || t.starts_with("/skills")
+    t.starts_with("/memory") || t.starts_with("/skills") || t.starts_with("/persona")
 }
 
 /// The host's reply when `text` is a host command; `None` otherwise.
@@ -21,13 +21,22 @@ pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<St
     if !is_command(text) {
         return None;
     }
-    let learning = services.caps.get::<Learning>()?;
-    let (memory, skills) = (learning.memory().clone(), learning.skills().clone());
+    // `/persona` is the host's own; `/memory` and `/skills` need the learning capability.
+    let learning = services
+        .caps
+        .get::<Learning>()
+        .map(|l| (l.memory().clone(), l.skills().clone()));
+    let personas = std::sync::Arc::clone(&services.personas);
     let (actor, text) = (actor.clone(), text.to_string());
     tokio::task::spawn_blocking(move || {
-        memory
-            .user_command(&actor, &text)
-            .or_else(|| skills.user_command(&actor, &text))
+        learning
+            .as_ref()
+            .and_then(|(memory, skills)| {
+                memory
+                    .user_command(&actor, &text)
+                    .or_else(|| skills.user_command(&actor, &text))
+            })
+            .or_else(|| personas.user_command(&actor, &text))
     })
     .await
     .ok()

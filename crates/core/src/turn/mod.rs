@@ -191,8 +191,13 @@ pub async fn run_turn(
     }
     let turn_start = data.transcript.len();
     let compactions_before = data.transcript.compaction_count();
-    data.transcript
-        .push(begin::user_message(services, &input.text, &input.images));
+    let mut user = begin::user_message(services, &input.text, &input.images);
+    crate::web::stamp_time(&mut user);
+    data.transcript.push(user);
+    let totals = |u: &model_call::UsageSnapshot| {
+        (u.total_input_tokens, u.total_output_tokens, u.total_tokens)
+    };
+    let usage_before = totals(&data.persisted.usage);
     let assistant_message_id = uuid::Uuid::new_v4().simple().to_string();
     sink.emit(Event::TurnStarted {
         session_id: data.session_id.clone(),
@@ -368,6 +373,12 @@ pub async fn run_turn(
     let cause = stop_cause();
     // A compaction during the turn moved this turn's first message.
     let turn_start = data.transcript.rebase(turn_start, compactions_before);
+    let usage_after = totals(&data.persisted.usage);
+    crate::web::stamp_turn(
+        data.transcript.tail_mut(turn_start),
+        usage_before,
+        usage_after,
+    );
     let error_text = end.error.as_ref().map(TurnError::message);
     let saved = end::finish(
         services,

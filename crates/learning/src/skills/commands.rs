@@ -78,3 +78,47 @@ impl Skills {
         })
     }
 }
+
+/// A personal skill's standing, as the user's own view shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Standing {
+    pub pinned: bool,
+    pub created_by: CreatedBy,
+}
+
+/// What `/skills` acts on, for the user's own view: each personal skill's pin and author (from
+/// the ownership sidecar; `Err` when it cannot be read, as the commands refuse then too) and the
+/// archive's entries (the names `/skills restore` takes, with their archive suffix if any).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OwnershipView {
+    pub standing: std::collections::BTreeMap<String, Standing>,
+    pub archived: Vec<String>,
+}
+
+impl Skills {
+    pub fn ownership_view(&self, actor: &Actor) -> crate::Result<OwnershipView> {
+        let personal = self.personal_root(&actor.user_key());
+        let standing = ownership::load(&personal)?
+            .into_iter()
+            .map(|(name, r)| {
+                (
+                    name,
+                    Standing {
+                        pinned: r.pinned,
+                        created_by: r.created_by,
+                    },
+                )
+            })
+            .collect();
+        let mut archived: Vec<String> = std::fs::read_dir(personal.join(".archive"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        archived.sort();
+        Ok(OwnershipView { standing, archived })
+    }
+}

@@ -22,8 +22,18 @@ function expect(cond, what) {
 class El {
   constructor(tag) {
     this.tagName = tag; this.children = []; this.dataset = {}; this.className = ''; this.title = ''; this._text = '';
-    this.classList = { add() {}, remove() {} };
+    this.attributes = {};
+    const cls = () => this.className.split(' ').filter(Boolean);
+    this.classList = {
+      add: (c) => { if (!cls().includes(c)) this.className = [...cls(), c].join(' '); },
+      remove: (c) => { this.className = cls().filter((x) => x !== c).join(' '); },
+      contains: (c) => cls().includes(c),
+      toggle: (c, on) => { if (on ?? !cls().includes(c)) this.classList.add(c); else this.classList.remove(c); },
+    };
   }
+  setAttribute(k, v) { this.attributes[k] = String(v); }
+  getAttribute(k) { return this.attributes[k] ?? null; }
+  removeAttribute(k) { delete this.attributes[k]; }
   set textContent(v) { this._text = String(v); this.children = []; }
   get textContent() { return this._text + this.children.map((c) => c.textContent).join(''); }
   append(...cs) { this.children.push(...cs); }
@@ -56,14 +66,19 @@ try {
     return vm.runInContext(`(() => {
       state.lang = __args.lang;
       const el = document.createElement('div');
-      toolLine(el, __args.status, 'moviepilot_api', 'download.add', __args.outcome);
-      const [icon, name, word, text] = el.children;
+      toolLine(el, __args.status, 'moviepilot_api', 'download.add', __args.outcome,
+        { operation: 'download.add', summary: { en: '1 row', zh: '1 行' }, arguments: { operation: 'download.add', torrent: '<b>x</b>' },
+          preview: '{"success": true}' });
+      const [head, detail] = el.children;
+      const [icon, name, word, text] = head.children;
       return { className: el.className, outcome: el.dataset.outcome, icon: icon.textContent,
-        name: name.textContent, word: word.textContent, text: text.textContent, title: el.title };
+        name: name.textContent, word: word.textContent, text: text.textContent,
+        head: head.tagName, expanded: head.getAttribute('aria-expanded'),
+        detailHidden: detail ? detail.hidden : null, detail: detail ? detail.textContent : '' };
     })()`, context);
   };
   const words = {
-    en: { succeeded: 'succeeded', failed: 'failed', pending: 'pending', unknown: 'unknown' },
+    en: { succeeded: 'succeeded', failed: 'failed', pending: 'submitted', unknown: 'result unknown' },
     zh: { succeeded: '成功', failed: '失败', pending: '已提交', unknown: '结果未知' },
   };
   const status = { succeeded: 'done', failed: 'error', pending: 'done', unknown: 'error' };
@@ -74,7 +89,12 @@ try {
       expect(line.word.startsWith(words[lang][outcome]), `${lang} ${outcome} line says ${words[lang][outcome]}`);
       expect(line.className.split(' ').includes('outcome-' + outcome), `${lang} ${outcome} line has class outcome-${outcome}`);
       expect(line.outcome === outcome, `${lang} ${outcome} line carries data-outcome`);
-      expect(line.name === 'moviepilot_api' && line.text === 'download.add', `${lang} ${outcome} line keeps name and message`);
+      expect(line.name === 'moviepilot_api · download.add', `${lang} ${outcome} line names the operation`);
+      expect(line.text === (lang === 'zh' ? '1 行' : '1 row'), `${lang} ${outcome} line shows the summary in its language`);
+      expect(line.head === 'button' && line.expanded === 'false' && line.detailHidden === true,
+        `${lang} ${outcome} line's detail is behind a button, closed`);
+      expect(line.detail.includes('"torrent": "<b>x</b>"') && line.detail.includes('"success": true'),
+        `${lang} ${outcome} detail holds the arguments and the result preview as text`);
     }
     const ok = result.lines[`${lang}/succeeded`];
     const unknown = result.lines[`${lang}/unknown`];

@@ -10,7 +10,7 @@
 pub mod gate;
 
 use futures_util::StreamExt;
-use mpa_core::capability::{Recall, Terminals};
+use mpa_core::capability::{Learning, Recall, Terminals};
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
 use mpa_store::Store;
@@ -60,6 +60,14 @@ impl Env {
     /// A full host whose agent config `configure` adjusts (model name, window, idle time).
     pub async fn start_agent(configure: impl FnOnce(&mut AgentConfig)) -> Env {
         Env::start_caps(|_| {}, configure, true, None, Vec::new()).await
+    }
+
+    /// A full host with memory and skills too (as `mpagent serve` runs them).
+    pub async fn start_learning() -> Env {
+        Env::start_caps(|_| {}, |_| {}, true, None, Vec::new())
+            .await
+            .with_learning()
+            .await
     }
 
     /// [`Env::start_agent`] with its data directory in `dir` (e.g. a small file system).
@@ -135,6 +143,56 @@ impl Env {
             stop: Some(tx),
             task: Some(task),
         }
+    }
+
+    /// The same host restarted over the same data directory with memory and skills enabled.
+    async fn with_learning(mut self) -> Env {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(WAIT, t).await.unwrap().unwrap();
+        }
+        let dir = self.dir.path().to_path_buf();
+        let model = mpa_model::ModelConfig {
+            base_url: self.mock.base_url.clone(),
+            api_key: Some("sk-test-key".into()),
+            model: "gpt-4o".into(),
+            max_retries: 0,
+            ..Default::default()
+        };
+        let caps = Capabilities::default()
+            .with(Terminals::new(mpa_exec::Processes::new(
+                mpa_exec::ExecConfig::new(dir.clone(), dir.join("exec-output")),
+            )))
+            .with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(&dir),
+            )))
+            .with(Learning::new(
+                mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(dir.clone())),
+                mpa_learning::Skills::new(dir.clone()),
+            ));
+        let agent = Agent::builder(AgentConfig::new(model), self.store.clone())
+            .caps(caps)
+            .build()
+            .unwrap();
+        self.accounts = agent.accounts().clone();
+        self.agent = agent.clone();
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.admin_token = Some(ADMIN_TOKEN.into());
+        let host = Host::bind(agent, cfg).await.unwrap();
+        let addr = host.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(async move {
+            host.run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        }));
+        self.stop = Some(tx);
+        self.base = format!("http://{addr}");
+        self
     }
 
     pub async fn shutdown(mut self) {
@@ -266,6 +324,26 @@ impl Env {
             .http
             .request(method, self.url(path))
             .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A JSON request; the answer's status and JSON body (`Null` when it has none).
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .json(&body)
             .send()
             .await
             .unwrap();
