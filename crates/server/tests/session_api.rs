@@ -8,7 +8,6 @@ use mpa_test_support::MockReply;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-
 async fn turn(env: &Env, token: &str, body: Value, answer: &str) -> Vec<Value> {
     env.mock.push(MockReply::text(answer).usage(30, 4));
     Frames::new(env.stream(token, body).await).all().await
@@ -67,13 +66,14 @@ async fn rename_display_status_timestamps_and_usage() {
         assert!(!status[field].is_null(), "{field} missing: {status}");
     }
 
-    let (s, row) = env.send_json(
-        Method::PATCH,
-        &alice,
-        "/api/v1/agent/sessions/r1",
-        json!({"title": "  My Dune hunt  "}),
-    )
-    .await;
+    let (s, row) = env
+        .send_json(
+            Method::PATCH,
+            &alice,
+            "/api/v1/agent/sessions/r1",
+            json!({"title": "  My Dune hunt  "}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{row}");
     assert_eq!(row["title"], "My Dune hunt");
     // Later turns keep the user's title.
@@ -86,34 +86,37 @@ async fn rename_display_status_timestamps_and_usage() {
     .await;
     let detail = env.wait_idle(&alice, "r1").await;
     assert_eq!(detail["title"], "My Dune hunt");
-    let (s, v) = env.send_json(
-        Method::PATCH,
-        &alice,
-        "/api/v1/agent/sessions/r1",
-        json!({"title": " "}),
-    )
-    .await;
+    let (s, v) = env
+        .send_json(
+            Method::PATCH,
+            &alice,
+            "/api/v1/agent/sessions/r1",
+            json!({"title": " "}),
+        )
+        .await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_input"))
     );
-    let (s, _) = env.send_json(
-        Method::PATCH,
-        &bob,
-        "/api/v1/agent/sessions/r1",
-        json!({"title": "mine"}),
-    )
-    .await;
+    let (s, _) = env
+        .send_json(
+            Method::PATCH,
+            &bob,
+            "/api/v1/agent/sessions/r1",
+            json!({"title": "mine"}),
+        )
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     let snapshot = json!([{"role": "user", "content": "find Dune", "collapsed": true}]);
-    let (s, v) = env.send_json(
-        Method::PUT,
-        &alice,
-        "/api/v1/agent/sessions/r1/display",
-        json!({"display_messages": snapshot}),
-    )
-    .await;
+    let (s, v) = env
+        .send_json(
+            Method::PUT,
+            &alice,
+            "/api/v1/agent/sessions/r1/display",
+            json!({"display_messages": snapshot}),
+        )
+        .await;
     assert_eq!(
         (s, v["saved"].as_bool()),
         (StatusCode::OK, Some(true)),
@@ -121,13 +124,14 @@ async fn rename_display_status_timestamps_and_usage() {
     );
     let (_, detail) = env.get(&alice, "/api/v1/agent/sessions/r1").await;
     assert_eq!(detail["display_snapshot"], snapshot);
-    let (s, _) = env.send_json(
-        Method::PUT,
-        &bob,
-        "/api/v1/agent/sessions/r1/display",
-        json!({"display_messages": []}),
-    )
-    .await;
+    let (s, _) = env
+        .send_json(
+            Method::PUT,
+            &bob,
+            "/api/v1/agent/sessions/r1/display",
+            json!({"display_messages": []}),
+        )
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     env.shutdown().await;
 }
