@@ -31,6 +31,7 @@ pub(crate) mod heap;
 pub mod history;
 pub(crate) mod host;
 pub mod moviepilot;
+pub mod net_guard;
 pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod prompt;

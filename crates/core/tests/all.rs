@@ -15,6 +15,7 @@ mod honest_endings;
 mod llama_cpp_turn;
 mod moviepilot_rules;
 mod moviepilot_server;
+mod net_guard;
 mod regressions;
 mod review;
 mod secret_read;
