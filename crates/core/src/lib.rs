@@ -46,6 +46,7 @@ pub(crate) mod sync;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
+pub mod vision;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{

@@ -203,6 +203,10 @@ pub struct ToolOutput {
     /// proposal staged for approval), so the background review does not report it as an action
     /// without parsing the result; `None` when the tool does not say.
     pub changed: Option<bool>,
+    /// Images for the model's eyes (a viewed image, a screenshot), beside the text: never cut by
+    /// the result cap, never in a receipt, the evidence or a snapshot. They ride on the tool
+    /// message in memory until the turn ends ([`crate::vision`]).
+    pub images: Vec<mpa_protocol::ImageBlock>,
 }
 
 impl ToolOutput {
@@ -219,6 +223,7 @@ impl ToolOutput {
             metadata: serde_json::Map::new(),
             error: None,
             changed: None,
+            images: Vec::new(),
         }
     }
 
@@ -288,6 +293,12 @@ impl ToolOutput {
         }
     }
 
+    /// Adds an image for the model to look at (see [`ToolOutput::images`]).
+    pub fn with_image(mut self, image: mpa_protocol::ImageBlock) -> Self {
+        self.images.push(image);
+        self
+    }
+
     /// Records the stable error code of this result (see [`ToolOutput::error`]).
     pub fn with_error(mut self, code: &str) -> Self {
         self.error = Some(code.into());
@@ -314,6 +325,7 @@ impl ToolOutput {
             metadata: serde_json::Map::new(),
             error: None,
             changed: None,
+            images: Vec::new(),
         }
     }
 }

@@ -53,6 +53,7 @@ pub fn message_of(call: &ToolCall, invoked: Invoked) -> (Message, Option<String>
     out.render_notes();
     let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
     m.metadata = out.metadata;
+    m.images = out.images;
     (m, full)
 }
 
