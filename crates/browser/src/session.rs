@@ -17,6 +17,8 @@ use tokio::sync::{Notify, mpsc};
 /// Screenshot bounds (runtime spec §9.2): raw JPEG bytes and pixel area.
 pub const SCREENSHOT_MAX_BYTES: usize = 150 * 1024;
 pub const SCREENSHOT_MAX_AREA: f64 = 1280.0 * 720.0;
+/// How long a starting browser may take to answer (a loaded two-core box needs seconds).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The JPEG qualities tried, best first, before the image is scaled down.
 const QUALITIES: &[u32] = &[80, 60, 45, 30];
 
@@ -131,7 +133,7 @@ impl Browser {
             profile: Mutex::new(Some(profile)),
             last_used: Mutex::new(Instant::now()),
         };
-        let first = tokio::time::timeout(Duration::from_secs(20), async {
+        let first = tokio::time::timeout(START_TIMEOUT, async {
             // Every page, ours or a page's popup, is attached paused so its requests are
             // guarded before its first one leaves.
             browser
@@ -172,9 +174,10 @@ impl Browser {
             }
             Err(_) => {
                 browser.close().await;
-                Err(BrowserError::Unavailable(
-                    "the browser did not answer within 20 s".into(),
-                ))
+                Err(BrowserError::Unavailable(format!(
+                    "the browser did not answer within {} s",
+                    START_TIMEOUT.as_secs()
+                )))
             }
         }
     }

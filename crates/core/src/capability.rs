@@ -107,6 +107,11 @@ pub fn standard(
             history: history.clone(),
         }));
     }
+    if let Some(browsers) = &caps.browser {
+        list.push(Arc::new(crate::tools::browse_webpage::BrowserCapability {
+            browsers: browsers.clone(),
+        }));
+    }
     list.push(Arc::new(crate::subagent::Subagents {
         hub: crate::subagent::Hub::new(caps.exec.clone()),
     }));

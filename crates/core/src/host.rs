@@ -37,6 +37,42 @@ pub struct HostConfig {
     /// How hard the main store and the evidence history sync: `Durable` always, except for a
     /// data directory deleted after use (the evaluation harness's runs).
     pub durability: Durability,
+    /// The browser (`browse_webpage`): which Chromium, how long an unused one stays open.
+    pub browser: BrowserHostConfig,
+}
+
+/// How the conversations' browsers start (`MPA_BROWSER_PATH`, `MPA_BROWSER_IDLE_TTL`).
+#[derive(Clone)]
+pub struct BrowserHostConfig {
+    /// The Chromium to run; `None` looks for `chromium` on `PATH`. A path that does not work
+    /// leaves the tool answering `browser_unavailable`, nothing else.
+    pub executable: Option<PathBuf>,
+    pub idle_ttl: Duration,
+    /// Extra Chromium switches (tests map host names to the loopback fixture).
+    pub extra_args: Vec<String>,
+    /// How the public-address check resolves names (tests inject a table).
+    pub resolver: crate::net_guard::Resolver,
+}
+
+impl std::fmt::Debug for BrowserHostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserHostConfig")
+            .field("executable", &self.executable)
+            .field("idle_ttl", &self.idle_ttl)
+            .field("extra_args", &self.extra_args)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for BrowserHostConfig {
+    fn default() -> Self {
+        Self {
+            executable: None,
+            idle_ttl: Duration::from_secs(30 * 60),
+            extra_args: Vec::new(),
+            resolver: crate::net_guard::system_resolver(),
+        }
+    }
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -70,6 +106,7 @@ impl HostConfig {
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
+            browser: BrowserHostConfig::default(),
         }
     }
 }
@@ -323,5 +360,16 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
         })),
         moviepilot: None,
+        browser: Some(mpa_browser::Browsers::new(
+            mpa_browser::BrowserConfig {
+                executable: cfg.browser.executable.clone(),
+                profiles_root: cfg.data_dir.join("agent/runtime/browser"),
+                idle_ttl: cfg.browser.idle_ttl,
+                extra_args: cfg.browser.extra_args.clone(),
+            },
+            std::sync::Arc::new(crate::tools::browse_webpage::PublicOnly {
+                resolver: cfg.browser.resolver.clone(),
+            }),
+        )),
     }
 }

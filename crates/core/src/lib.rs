@@ -55,7 +55,7 @@ pub use agent::{
 };
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
-pub use host::{Host, HostConfig, MoviePilotHostConfig};
+pub use host::{BrowserHostConfig, Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_redact::UserKey;
 pub use mpa_store::{Chat, ChatSummary};
 pub use prompt::SUMMARY_PROMPT;

@@ -22,6 +22,8 @@ pub struct Capabilities {
     pub history: Option<mpa_history::History>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
+    /// The conversations' browsers (`browse_webpage`).
+    pub browser: Option<mpa_browser::Browsers>,
 }
 
 pub struct Services {

@@ -23,6 +23,7 @@ mod secrets_in_memory;
 mod session;
 mod session_search;
 mod subagents;
+mod tool_browse_webpage;
 mod tool_execute_command;
 mod tool_memory;
 mod tool_moviepilot_api;

@@ -11,6 +11,7 @@
 
 pub mod answer;
 pub mod args;
+pub mod browse_webpage;
 pub mod diagnostic;
 pub mod execute_command;
 pub mod gate;
