@@ -37,6 +37,8 @@ pub struct HostConfig {
     /// How hard the main store and the evidence history sync: `Durable` always, except for a
     /// data directory deleted after use (the evaluation harness's runs).
     pub durability: Durability,
+    /// Where `search_web` searches (`SEARXNG_URL`, `BRAVE_SEARCH_API_KEY`).
+    pub search: crate::tools::search_web::SearchConfig,
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -70,6 +72,7 @@ impl HostConfig {
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
+            search: Default::default(),
         }
     }
 }
@@ -323,5 +326,9 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
         })),
         moviepilot: None,
+        eyes: Some(crate::eyes::Eyes {
+            search: cfg.search.clone(),
+            ..crate::eyes::Eyes::new(cfg.workdir.clone(), cfg.data_dir.clone())
+        }),
     }
 }

@@ -22,6 +22,8 @@ pub struct Capabilities {
     pub history: Option<mpa_history::History>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
+    /// `view_image`, `read_file`, `search_web` (the host's folders, the address guard, search).
+    pub eyes: Option<crate::eyes::Eyes>,
 }
 
 pub struct Services {
