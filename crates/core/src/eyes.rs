@@ -20,7 +20,10 @@ pub struct Eyes {
 impl Eyes {
     /// Reads under `workdir` and `data_dir` (per the caller), fetches public addresses only
     /// (the system's resolver), searches nowhere until `search` is set.
-    pub fn new(workdir: impl Into<std::path::PathBuf>, data_dir: impl Into<std::path::PathBuf>) -> Self {
+    pub fn new(
+        workdir: impl Into<std::path::PathBuf>,
+        data_dir: impl Into<std::path::PathBuf>,
+    ) -> Self {
         Self {
             files: FileBoundary::new(workdir, data_dir),
             net: NetGuard::default(),

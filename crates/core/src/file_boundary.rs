@@ -15,7 +15,8 @@ use mpa_redact::UserKey;
 use std::path::{Component, Path, PathBuf};
 
 /// The refusal every path outside the caller's roots gets (the same, whatever the path).
-pub const ACCESS_DENIED: &str = "this path is outside the folders you may read / 路径不在允许读取的目录内";
+pub const ACCESS_DENIED: &str =
+    "this path is outside the folders you may read / 路径不在允许读取的目录内";
 
 /// Why a path was refused: the tool's error code and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +148,10 @@ mod tests {
 
     #[test]
     fn dot_dot_is_folded_lexically() {
-        assert_eq!(normalise(Path::new("/a/b/../../../etc")), PathBuf::from("/etc"));
+        assert_eq!(
+            normalise(Path::new("/a/b/../../../etc")),
+            PathBuf::from("/etc")
+        );
         assert_eq!(normalise(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
     }
 }

@@ -109,12 +109,7 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     let s = ip.segments();
     // IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::/96) reach an IPv4 address.
     if s[..6] == [0, 0, 0, 0, 0, 0] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let v4 = Ipv4Addr::new(
-            (s[6] >> 8) as u8,
-            s[6] as u8,
-            (s[7] >> 8) as u8,
-            s[7] as u8,
-        );
+        let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
         return !ip.is_unspecified() && !ip.is_loopback() && is_public_v4(v4);
     }
     !(ip.is_unspecified()
@@ -249,7 +244,11 @@ impl NetGuard {
     }
 
     /// A client that connects to exactly `addrs` for the URL's host and follows no redirect.
-    fn client_for(url: &Url, addrs: &[SocketAddr], timeout: Duration) -> Result<reqwest::Client, Refusal> {
+    fn client_for(
+        url: &Url,
+        addrs: &[SocketAddr],
+        timeout: Duration,
+    ) -> Result<reqwest::Client, Refusal> {
         let mut b = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -284,11 +283,9 @@ impl NetGuard {
         loop {
             let addrs = self.check(&url, allow_private).await?;
             let client = Self::client_for(&url, &addrs, limits.timeout)?;
-            let mut resp = client
-                .get(url.clone())
-                .send()
-                .await
-                .map_err(|e| Refusal::Download(format!("the request failed: {}", without_url(&e))))?;
+            let mut resp = client.get(url.clone()).send().await.map_err(|e| {
+                Refusal::Download(format!("the request failed: {}", without_url(&e)))
+            })?;
             let status = resp.status();
             if status.is_redirection() {
                 redirects += 1;
@@ -323,11 +320,9 @@ impl NetGuard {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             let mut body = Vec::new();
-            while let Some(chunk) = resp
-                .chunk()
-                .await
-                .map_err(|e| Refusal::Download(format!("the download failed: {}", without_url(&e))))?
-            {
+            while let Some(chunk) = resp.chunk().await.map_err(|e| {
+                Refusal::Download(format!("the download failed: {}", without_url(&e)))
+            })? {
                 if body.len() as u64 + chunk.len() as u64 > limits.max_bytes {
                     return Err(Refusal::TooLarge(limits.max_bytes));
                 }
@@ -390,7 +385,12 @@ mod tests {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(!is_public(ip), "{ip} must not count as public");
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(is_public(ip), "{ip} is public");
         }

@@ -29,4 +29,5 @@ mod tool_skills;
 mod tool_specs;
 mod tool_visibility;
 mod turn_status;
+mod vision;
 mod write_ledger;

@@ -54,9 +54,20 @@ struct Page {
     stopped: Option<&'static str>,
 }
 
+/// What [`next_line`] found.
+enum Line {
+    /// A line (its bytes in the buffer), cut when it was longer than kept.
+    Text {
+        cut: bool,
+    },
+    /// A NUL byte: binary content from here on (nothing more is read).
+    Binary,
+    End,
+}
+
 /// Reads one line into `line` (at most `MAX_LINE_CHARS` characters' worth of bytes kept, the
-/// rest consumed); `Ok(None)` at the end of the file, `Ok(Some(cut))` otherwise.
-fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+/// rest consumed); stops at the first NUL byte without reading on.
+fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Line> {
     line.clear();
     let keep = MAX_LINE_CHARS * 4;
     let mut cut = false;
@@ -64,13 +75,16 @@ fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option
     loop {
         let buf = r.fill_buf()?;
         if buf.is_empty() {
-            return Ok(any.then_some(cut));
+            return Ok(if any { Line::Text { cut } } else { Line::End });
         }
         any = true;
         let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
             Some(i) => (&buf[..i], Some(i + 1)),
             None => (buf, None),
         };
+        if chunk.contains(&0) {
+            return Ok(Line::Binary);
+        }
         let room = keep.saturating_sub(line.len());
         if chunk.len() > room {
             cut = true;
@@ -79,12 +93,16 @@ fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option
         let used = done.unwrap_or(buf.len());
         r.consume(used);
         if done.is_some() {
-            return Ok(Some(cut));
+            return Ok(Line::Text { cut });
         }
     }
 }
 
-fn read_page(mut file: impl Read, start: u64, end: u64) -> std::io::Result<Result<Page, ToolOutput>> {
+fn read_page(
+    mut file: impl Read,
+    start: u64,
+    end: u64,
+) -> std::io::Result<Result<Page, ToolOutput>> {
     let mut r = BufReader::with_capacity(64 * 1024, &mut file);
     if r.fill_buf()?.iter().take(SNIFF_BYTES).any(|&b| b == 0) {
         return Ok(Err(failure(
@@ -102,19 +120,18 @@ fn read_page(mut file: impl Read, start: u64, end: u64) -> std::io::Result<Resul
         cut_lines: 0,
         stopped: None,
     };
-    while let Some(cut) = next_line(&mut r, &mut line)? {
+    loop {
+        let cut = match next_line(&mut r, &mut line)? {
+            Line::End => break,
+            Line::Binary => {
+                page.stopped = Some("binary content");
+                break;
+            }
+            Line::Text { cut } => cut,
+        };
         n += 1;
-        if line.contains(&0) {
-            page.stopped = Some("binary content");
-            page.has_more = false;
-            break;
-        }
         if n < start {
             continue;
-        }
-        if n > end {
-            page.has_more = true;
-            break;
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.strip_suffix('\r').unwrap_or(&text);
@@ -131,6 +148,11 @@ fn read_page(mut file: impl Read, start: u64, end: u64) -> std::io::Result<Resul
         }
         page.text.push_str(&numbered);
         page.last = n;
+        if n >= end {
+            // Whether anything follows, without reading it.
+            page.has_more = !r.fill_buf()?.is_empty();
+            break;
+        }
     }
     Ok(Ok(page))
 }
@@ -169,11 +191,17 @@ page on). Binary files are refused."
         let actor = ctx.actor.clone();
         let path = args.file_path.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let real = files.resolve(&actor, &path).map_err(|r| failure(r.code, r.message))?;
+            let real = files
+                .resolve(&actor, &path)
+                .map_err(|r| failure(r.code, r.message))?;
             let file = FileBoundary::open(&real)
                 .map_err(|_| failure("local_file_unavailable", "the file could not be opened"))?;
-            read_page(file, start, end)
-                .map_err(|e| failure("file_read_failed", format!("the file could not be read: {}", e.kind())))?
+            read_page(file, start, end).map_err(|e| {
+                failure(
+                    "file_read_failed",
+                    format!("the file could not be read: {}", e.kind()),
+                )
+            })?
         })
         .await;
         let page = match read {
@@ -217,7 +245,11 @@ mod tests {
         assert_eq!(page.last, 3);
         assert!(page.has_more);
         assert_eq!(page.cut_lines, 1);
-        assert!(page.text.starts_with("     2\tb\n     3\txxx"), "{}", page.text);
+        assert!(
+            page.text.starts_with("     2\tb\n     3\txxx"),
+            "{}",
+            page.text
+        );
         let binary = read_page(&b"PNG\0\0"[..], 1, 10).unwrap();
         assert!(binary.is_err());
     }

@@ -36,18 +36,28 @@ pub struct SearchConfig {
 impl std::fmt::Debug for SearchConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SearchConfig")
-            .field("searxng_url", &self.searxng_url.as_ref().map(url::Url::as_str))
-            .field("brave_api_key", &self.brave_api_key.as_ref().map(|_| "[set]"))
+            .field(
+                "searxng_url",
+                &self.searxng_url.as_ref().map(url::Url::as_str),
+            )
+            .field(
+                "brave_api_key",
+                &self.brave_api_key.as_ref().map(|_| "[set]"),
+            )
             .finish()
     }
 }
 
 impl SearchConfig {
     /// From the operator's settings (`SEARXNG_URL`, `BRAVE_SEARCH_API_KEY`; empty = unset).
-    pub fn from_settings(searxng_url: Option<&str>, brave_api_key: Option<&str>) -> Result<Self, String> {
+    pub fn from_settings(
+        searxng_url: Option<&str>,
+        brave_api_key: Option<&str>,
+    ) -> Result<Self, String> {
         let searxng_url = match searxng_url.map(str::trim).filter(|u| !u.is_empty()) {
             Some(u) => {
-                let parsed = url::Url::parse(u).map_err(|e| format!("SEARXNG_URL is not a valid URL: {e}"))?;
+                let parsed = url::Url::parse(u)
+                    .map_err(|e| format!("SEARXNG_URL is not a valid URL: {e}"))?;
                 if !matches!(parsed.scheme(), "http" | "https") {
                     return Err("SEARXNG_URL must be an http(s) URL".into());
                 }
@@ -57,7 +67,10 @@ impl SearchConfig {
         };
         Ok(Self {
             searxng_url,
-            brave_api_key: brave_api_key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_string),
+            brave_api_key: brave_api_key
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string),
             brave_endpoint: None,
         })
     }
@@ -155,7 +168,11 @@ impl SearchWeb {
             .header("X-Subscription-Token", key)
             .header(reqwest::header::ACCEPT, "application/json");
         let body = self.get_json(req).await?;
-        Ok(hits(body["web"]["results"].as_array(), "description", limit))
+        Ok(hits(
+            body["web"]["results"].as_array(),
+            "description",
+            limit,
+        ))
     }
 
     async fn get_json(&self, req: reqwest::RequestBuilder) -> Result<serde_json::Value, String> {

@@ -88,9 +88,7 @@ fn from_guard(r: Refusal) -> Refused {
     let code = match &r {
         Refusal::InvalidUrl(_) => "invalid_url",
         Refusal::Private(_) => "unsafe_url",
-        Refusal::Unresolved(_) | Refusal::Download(_) | Refusal::Timeout => {
-            "image_download_failed"
-        }
+        Refusal::Unresolved(_) | Refusal::Download(_) | Refusal::Timeout => "image_download_failed",
         Refusal::Redirect(_) => "image_redirect_failed",
         Refusal::TooLarge(_) => "image_too_large",
     };
@@ -116,7 +114,10 @@ impl ViewImage {
         }
         if let Some(url) = args.url.as_deref().filter(|s| !s.trim().is_empty()) {
             let url = url.trim();
-            if url.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")) {
+            if url
+                .get(..5)
+                .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
+            {
                 let (mime, bytes) = probe::parse_data_url(url)?;
                 return Ok((SourceType::Content, "data URL".into(), bytes, Some(mime)));
             }
@@ -154,7 +155,10 @@ impl ViewImage {
                 format!("image_data is longer than {IMAGE_MAX_BASE64_CHARS} characters"),
             ));
         }
-        if data.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")) {
+        if data
+            .get(..5)
+            .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
+        {
             let (mime, bytes) = probe::parse_data_url(data)?;
             return Ok((SourceType::Content, "image_data".into(), bytes, Some(mime)));
         }

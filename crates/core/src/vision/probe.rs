@@ -102,7 +102,9 @@ pub fn probe(bytes: &[u8], declared: Option<&str>) -> Result<Probed, Refused> {
     if width.saturating_mul(height) > IMAGE_MAX_PIXELS {
         return Err(Refused::new(
             "image_too_large",
-            format!("the image is {width}×{height} pixels; at most {IMAGE_MAX_PIXELS} pixels are accepted"),
+            format!(
+                "the image is {width}×{height} pixels; at most {IMAGE_MAX_PIXELS} pixels are accepted"
+            ),
         ));
     }
     Ok(Probed {
@@ -121,7 +123,9 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
         &base64::engine::general_purpose::URL_SAFE,
         &base64::engine::general_purpose::URL_SAFE_NO_PAD,
     ];
-    engines.iter().find_map(|e| e.decode(compact.as_bytes()).ok())
+    engines
+        .iter()
+        .find_map(|e| e.decode(compact.as_bytes()).ok())
 }
 
 /// A `data:image/…;base64,…` URL: its declared MIME type and its bytes.
@@ -173,12 +177,21 @@ mod tests {
         let bytes = decode_base64(PNG_1X1).unwrap();
         let p = probe(&bytes, Some("image/png")).unwrap();
         assert_eq!((p.mime, p.width, p.height), (ImageMime::Png, 1, 1));
-        assert_eq!(probe(&bytes, Some("image/jpeg")).unwrap_err().code, "invalid_image");
-        assert_eq!(probe(&bytes, Some("image/bmp")).unwrap_err().code, "unsupported_image");
+        assert_eq!(
+            probe(&bytes, Some("image/jpeg")).unwrap_err().code,
+            "invalid_image"
+        );
+        assert_eq!(
+            probe(&bytes, Some("image/bmp")).unwrap_err().code,
+            "unsupported_image"
+        );
         // A server's generic type does not count as a declaration.
         assert!(probe(&bytes, Some("application/octet-stream")).is_ok());
         assert_eq!(probe(b"<html>", None).unwrap_err().code, "invalid_image");
         let url = data_url(ImageMime::Png, &bytes);
-        assert_eq!(parse_data_url(&url).unwrap(), ("image/png".to_string(), bytes));
+        assert_eq!(
+            parse_data_url(&url).unwrap(),
+            ("image/png".to_string(), bytes)
+        );
     }
 }

@@ -80,7 +80,9 @@ impl Contributor for VisionProjection {
             if m.role != Role::Assistant || m.tool_calls.is_empty() {
                 // A tool image outside any batch has no call to belong to.
                 if !m.images.is_empty() {
-                    out.patches.replace.insert(i, noted(m, NotShown::Unanswered));
+                    out.patches
+                        .replace
+                        .insert(i, noted(m, NotShown::Unanswered));
                 }
                 i += 1;
                 continue;
@@ -101,9 +103,11 @@ impl Contributor for VisionProjection {
                 if r.images.is_empty() {
                     continue;
                 }
-                let why = blind
-                    .or((!complete).then_some(NotShown::Unanswered))
-                    .or((!r.images.iter().all(valid)).then_some(NotShown::Invalid));
+                let why = blind.or((!complete).then_some(NotShown::Unanswered)).or((!r
+                    .images
+                    .iter()
+                    .all(valid))
+                .then_some(NotShown::Invalid));
                 if let Some(why) = why {
                     out.patches.replace.insert(i + 1 + k, noted(r, why));
                     continue;
