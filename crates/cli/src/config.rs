@@ -150,6 +150,14 @@ pub struct Config {
     #[arg(help_heading = HOST, long, env = "VENV_PATH", global = true)]
     pub venv_path: Option<PathBuf>,
 
+    /// A SearXNG instance for `search_web` (its JSON output enabled), tried first.
+    #[arg(help_heading = HOST, long, env = "SEARXNG_URL", global = true)]
+    pub searxng_url: Option<String>,
+
+    /// A Brave Search API key for `search_web`, used when SearXNG is not set or fails.
+    #[arg(help_heading = HOST, long, env = "BRAVE_SEARCH_API_KEY", global = true, hide_env_values = true)]
+    pub brave_search_api_key: Option<String>,
+
     /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
     #[arg(help_heading = HOST, long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true, hide_short_help = true)]
     pub enable_test_tools: bool,

@@ -112,6 +112,9 @@ pub fn standard(
             browsers: browsers.clone(),
         }));
     }
+    if let Some(eyes) = &caps.eyes {
+        list.push(Arc::new(eyes.clone()));
+    }
     list.push(Arc::new(crate::subagent::Subagents {
         hub: crate::subagent::Hub::new(caps.exec.clone()),
     }));

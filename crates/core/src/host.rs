@@ -39,10 +39,12 @@ pub struct HostConfig {
     pub durability: Durability,
     /// The browser (`browse_webpage`): which Chromium, how long an unused one stays open.
     pub browser: BrowserHostConfig,
+    /// Where `search_web` searches (`SEARXNG_URL`, `BRAVE_SEARCH_API_KEY`).
+    pub search: crate::tools::search_web::SearchConfig,
 }
 
 /// How the conversations' browsers start (`MPA_BROWSER_PATH`, `MPA_BROWSER_IDLE_TTL`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct BrowserHostConfig {
     /// The Chromium to run; `None` looks for `chromium` on `PATH`. A path that does not work
     /// leaves the tool answering `browser_unavailable`, nothing else.
@@ -50,18 +52,6 @@ pub struct BrowserHostConfig {
     pub idle_ttl: Duration,
     /// Extra Chromium switches (tests map host names to the loopback fixture).
     pub extra_args: Vec<String>,
-    /// How the public-address check resolves names (tests inject a table).
-    pub resolver: crate::net_guard::Resolver,
-}
-
-impl std::fmt::Debug for BrowserHostConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrowserHostConfig")
-            .field("executable", &self.executable)
-            .field("idle_ttl", &self.idle_ttl)
-            .field("extra_args", &self.extra_args)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for BrowserHostConfig {
@@ -70,7 +60,6 @@ impl Default for BrowserHostConfig {
             executable: None,
             idle_ttl: Duration::from_secs(30 * 60),
             extra_args: Vec::new(),
-            resolver: crate::net_guard::system_resolver(),
         }
     }
 }
@@ -107,6 +96,7 @@ impl HostConfig {
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
             browser: BrowserHostConfig::default(),
+            search: Default::default(),
         }
     }
 }
@@ -349,6 +339,10 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
     for line in skills.recover_on_start() {
         tracing::warn!("skills recovery: {line}");
     }
+    let eyes = crate::eyes::Eyes {
+        search: cfg.search.clone(),
+        ..crate::eyes::Eyes::new(cfg.workdir.clone(), cfg.data_dir.clone())
+    };
     Capabilities {
         exec: Some(exec),
         memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
@@ -360,6 +354,7 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
         })),
         moviepilot: None,
+        // The browser's requests pass the same address guard as view_image's fetches.
         browser: Some(mpa_browser::Browsers::new(
             mpa_browser::BrowserConfig {
                 executable: cfg.browser.executable.clone(),
@@ -368,8 +363,9 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
                 extra_args: cfg.browser.extra_args.clone(),
             },
             std::sync::Arc::new(crate::tools::browse_webpage::PublicOnly {
-                resolver: cfg.browser.resolver.clone(),
+                guard: eyes.net.clone(),
             }),
         )),
+        eyes: Some(eyes),
     }
 }

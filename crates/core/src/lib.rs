@@ -26,6 +26,8 @@ pub(crate) mod config;
 pub mod disk;
 pub(crate) mod error;
 pub mod eval;
+pub mod eyes;
+pub mod file_boundary;
 pub mod handle;
 pub(crate) mod heap;
 pub mod history;

@@ -24,6 +24,8 @@ pub struct Capabilities {
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
     /// The conversations' browsers (`browse_webpage`).
     pub browser: Option<mpa_browser::Browsers>,
+    /// `view_image`, `read_file`, `search_web` (the host's folders, the address guard, search).
+    pub eyes: Option<crate::eyes::Eyes>,
 }
 
 pub struct Services {

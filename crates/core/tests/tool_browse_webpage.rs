@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use mpa_core::capability::{Capability, SessionInfo};
-use mpa_core::net_guard::{Resolve, Resolver};
+use mpa_core::net_guard::{NetGuard, Resolve};
 use mpa_core::tools::browse_webpage::{BrowserCapability, PublicOnly};
 use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
@@ -111,7 +111,6 @@ struct Env {
 
 fn env_with(executable: Option<std::path::PathBuf>) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let resolver: Resolver = Arc::new(Table);
     let browsers = mpa_browser::Browsers::new(
         mpa_browser::BrowserConfig {
             executable,
@@ -122,7 +121,9 @@ fn env_with(executable: Option<std::path::PathBuf>) -> Env {
                 "--host-resolver-rules=MAP public.test 127.0.0.1, MAP lan.test 127.0.0.1".into(),
             ],
         },
-        Arc::new(PublicOnly { resolver }),
+        Arc::new(PublicOnly {
+            guard: NetGuard::new(Arc::new(Table)),
+        }),
     );
     let caps = Capabilities {
         browser: Some(browsers.clone()),

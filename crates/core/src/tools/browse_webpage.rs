@@ -442,18 +442,22 @@ fn browser_failure(action: &str, e: &BrowserError) -> ToolOutput {
     fail(action, e.code(), &message)
 }
 
-/// The host's public-address check as the browser's request guard.
+/// The host's public-address check ([`crate::net_guard`]) as the browser's request guard:
+/// every request of a tab without `allow_private_network` — the navigation, each redirect hop,
+/// each sub-resource — is checked before Chromium sends it.
 pub struct PublicOnly {
-    pub resolver: crate::net_guard::Resolver,
+    pub guard: crate::net_guard::NetGuard,
 }
 
 #[async_trait]
 impl mpa_browser::RequestGuard for PublicOnly {
     async fn admit(&self, url: &str) -> Result<(), String> {
-        crate::net_guard::check_url(url, self.resolver.as_ref())
+        let parsed = crate::net_guard::NetGuard::parse(url).map_err(|e| e.message())?;
+        self.guard
+            .check(&parsed, false)
             .await
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.message())
     }
 }
 

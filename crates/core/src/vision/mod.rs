@@ -9,6 +9,8 @@
 //!   [`HISTORICAL_IMAGE_NOTE`] ([`retire_images`]), so no chat, journal, evidence or log holds
 //!   image bytes and a restored conversation cannot claim to have seen an old image.
 
+pub mod probe;
+
 use mpa_protocol::{Content, ContentPart, Message};
 
 /// What a persisted tool message says in place of its images (spec runtime.md §9.5).
@@ -35,6 +37,35 @@ pub fn retire_images(m: &mut Message) {
         }
         Content::Parts(parts) => parts.push(ContentPart::Text { text: note }),
     }
+}
+
+/// Host metadata of an observation message (outbound only: it is never in the transcript).
+pub const OBSERVATION_KEY: &str = "moviepilot_tool_observation";
+
+/// Turn state: the provider refused image input this turn (the model named), so every later
+/// request of the turn is text-only. Fresh for every loop run, as the turn's slots are.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct VisionRejected(pub Option<String>);
+
+/// Records that the provider refused image input for `model` in this turn.
+pub fn reject_for_turn(turn: &crate::sync::Slots, model: &str, error: &mpa_model::ModelError) {
+    tracing::info!(
+        model,
+        status = ?error.status(),
+        "the provider refused image input: this call once more without images, the rest of the turn text-only"
+    );
+    turn.put(VisionRejected(Some(model.to_string())));
+}
+
+/// Whether image input was refused earlier in this turn.
+pub fn rejected_this_turn(turn: &crate::sync::Slots) -> bool {
+    turn.with(|r: &mut VisionRejected| r.0.is_some())
+}
+
+/// Whether requests to `model` may carry images: the switch `LLM_SUPPORT_IMAGE_INPUT` is on and
+/// the catalogue does not mark the model text-only (unknown models follow the switch).
+pub fn model_sees(support_image_input: bool, model: &str) -> bool {
+    mpa_model::model_profile(model).vision_enabled(support_image_input)
 }
 
 /// The note an evidence record of a message with images carries (the images are not stored).
