@@ -128,6 +128,22 @@ pub struct Config {
     )]
     pub terminal_idle_ttl: u64,
 
+    /// The Chromium `browse_webpage` drives (default: `chromium` or `google-chrome` on PATH).
+    /// When none works the tool answers `browser_unavailable`; nothing else is affected.
+    #[arg(help_heading = HOST, long, env = "MPA_BROWSER_PATH", global = true)]
+    pub browser_path: Option<std::path::PathBuf>,
+
+    /// Seconds a conversation's browser may stay unused before it is closed.
+    #[arg(
+        help_heading = HOST,
+        long,
+        env = "MPA_BROWSER_IDLE_TTL",
+        default_value_t = 1_800,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub browser_idle_ttl: u64,
+
     /// Address `mpagent serve` listens on.
     #[arg(
         help_heading = HOST,
