@@ -125,11 +125,12 @@ fn env_with(executable: Option<std::path::PathBuf>) -> Env {
             guard: NetGuard::new(Arc::new(Table)),
         }),
     );
-    let caps = Capabilities {
-        browser: Some(browsers.clone()),
-        ..Capabilities::default()
-    };
-    let registry = default_registry(&RegistryOptions::default(), &caps).into();
+    let caps = Capabilities::default().with(BrowserCapability {
+        browsers: browsers.clone(),
+    });
+    let registry = default_registry(&RegistryOptions::default(), caps)
+        .unwrap()
+        .into();
     Env {
         _dir: dir,
         browsers,

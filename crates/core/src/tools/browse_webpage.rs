@@ -8,7 +8,7 @@
 
 use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use crate::capability::{Capability, SessionInfo};
+use crate::capability::{Capability, Configure, SessionInfo, Setup};
 use crate::tools::{SessionState, ToolRegistry, typed};
 use async_trait::async_trait;
 use mpa_browser::{BrowserError, Browsers, SessionKey, Target};
@@ -464,6 +464,28 @@ impl mpa_browser::RequestGuard for PublicOnly {
 /// The browser capability: `browse_webpage`, and the conversation's browsers closed with it.
 pub struct BrowserCapability {
     pub browsers: Browsers,
+}
+
+impl Configure for BrowserCapability {
+    fn configure(setup: &Setup<'_>) -> crate::error::Result<Option<Self>> {
+        // The browser's requests pass the same address guard as view_image's fetches.
+        let guard = setup
+            .built
+            .get::<crate::eyes::Eyes>()
+            .map(|e| e.net.clone())
+            .unwrap_or_default();
+        Ok(setup.host.map(|cfg| BrowserCapability {
+            browsers: Browsers::new(
+                mpa_browser::BrowserConfig {
+                    executable: cfg.browser.executable.clone(),
+                    profiles_root: cfg.data_dir.join("agent/runtime/browser"),
+                    idle_ttl: cfg.browser.idle_ttl,
+                    extra_args: cfg.browser.extra_args.clone(),
+                },
+                std::sync::Arc::new(PublicOnly { guard }),
+            ),
+        }))
+    }
 }
 
 #[async_trait]
