@@ -144,6 +144,10 @@ pub struct Config {
     )]
     pub browser_idle_ttl: u64,
 
+    /// OCR service for `recognize_captcha` (MoviePilot's OCR protocol, `POST <url>/captcha/base64`).
+    #[arg(help_heading = HOST, long, env = "MPA_CAPTCHA_OCR_URL", global = true)]
+    pub captcha_ocr_url: Option<String>,
+
     /// Address `mpagent serve` listens on.
     #[arg(
         help_heading = HOST,

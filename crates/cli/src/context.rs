@@ -47,6 +47,7 @@ impl CliContext {
         host_cfg.moviepilot = config.moviepilot();
         host_cfg.browser.executable = config.browser_path.clone();
         host_cfg.browser.idle_ttl = std::time::Duration::from_secs(config.browser_idle_ttl);
+        host_cfg.browser.ocr_url = config.captcha_ocr_url.clone();
         host_cfg.terminal_idle_ttl = (config.terminal_idle_ttl > 0)
             .then(|| std::time::Duration::from_secs(config.terminal_idle_ttl));
         let host = mpa_core::Host::open(host_cfg)

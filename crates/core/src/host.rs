@@ -52,6 +52,8 @@ pub struct BrowserHostConfig {
     pub idle_ttl: Duration,
     /// Extra Chromium switches (tests map host names to the loopback fixture).
     pub extra_args: Vec<String>,
+    /// `recognize_captcha`'s OCR service (`MPA_CAPTCHA_OCR_URL`); `None`: the tool says so.
+    pub ocr_url: Option<String>,
 }
 
 impl Default for BrowserHostConfig {
@@ -60,6 +62,7 @@ impl Default for BrowserHostConfig {
             executable: None,
             idle_ttl: Duration::from_secs(30 * 60),
             extra_args: Vec::new(),
+            ocr_url: None,
         }
     }
 }

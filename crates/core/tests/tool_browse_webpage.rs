@@ -12,6 +12,7 @@ use mpa_core::tools::browse_webpage::{BrowserCapability, PublicOnly};
 use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
 use mpa_core::tools::policy::Origin;
+use mpa_core::tools::recognize_captcha::OcrService;
 use mpa_core::tools::registry::Tools;
 use mpa_core::tools::{ToolContext, ToolOutput};
 use mpa_core::{Capabilities, RegistryOptions, default_registry};
@@ -110,6 +111,10 @@ struct Env {
 }
 
 fn env_with(executable: Option<std::path::PathBuf>) -> Env {
+    env_ocr(executable, None)
+}
+
+fn env_ocr(executable: Option<std::path::PathBuf>, ocr: Option<String>) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let browsers = mpa_browser::Browsers::new(
         mpa_browser::BrowserConfig {
@@ -127,6 +132,7 @@ fn env_with(executable: Option<std::path::PathBuf>) -> Env {
     );
     let caps = Capabilities::default().with(BrowserCapability {
         browsers: browsers.clone(),
+        ocr: ocr.map(OcrService::new),
     });
     let registry = default_registry(&RegistryOptions::default(), caps)
         .unwrap()
@@ -411,6 +417,7 @@ async fn closing_the_conversation_ends_its_browser() {
     let pid = env.browsers.existing(&key).await.unwrap().pid().unwrap();
     let cap = BrowserCapability {
         browsers: env.browsers.clone(),
+        ocr: None,
     };
     let state = mpa_core::tools::SessionState::default();
     cap.close_session(
@@ -433,4 +440,131 @@ fn browse_webpage_spec_snapshot() {
     let env = env_with(Some("/nonexistent/chromium".into()));
     let tool = env.registry.get("browse_webpage").unwrap();
     insta::assert_json_snapshot!("browse_webpage_spec", tool.spec);
+}
+
+/// A fake OCR service (MoviePilot's protocol) that reads every image as `X7Q2` and records the
+/// images it was sent.
+async fn ocr_server() -> (String, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let keep = keep.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if body.len() < len {
+                            continue;
+                        }
+                        assert!(head.starts_with("POST /captcha/base64 "), "{head}");
+                        let v: Value = serde_json::from_str(body).unwrap();
+                        use base64::Engine as _;
+                        let img = base64::engine::general_purpose::STANDARD
+                            .decode(v["base64_img"].as_str().unwrap())
+                            .unwrap();
+                        keep.lock().unwrap().push(img);
+                        let reply = r#"{"result": "X7Q2"}"#;
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                            reply.len()
+                        );
+                        let _ = sock.write_all(resp.as_bytes()).await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recognize_captcha_reads_the_shown_element_and_stops_after_three_attempts() {
+    if !chromium() {
+        return;
+    }
+    let (port, _) = page_server().await;
+    let (ocr, seen) = ocr_server().await;
+    let env = env_ocr(None, Some(ocr));
+    let (r, _) = browse(&env, json!({"action": "goto", "url": format!("http://127.0.0.1:{port}/fixture"), "allow_private_network": true})).await;
+    assert_eq!(r["success"], true, "{r}");
+    let admin = actor("root", true);
+    // One turn: the attempts are counted in the turn's slots.
+    let turn = Arc::new(mpa_core::Slots::default());
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let gates = Gates::standard();
+        let inv = Invoker {
+            tools: &env.registry,
+            gates: &gates,
+            timeout: Some(Duration::from_secs(120)),
+            ledger: None,
+            max_result_chars: mpa_core::result_cap::DEFAULT_TOOL_RESULT_MAX_CHARS,
+        };
+        let call = ToolCall {
+            id: "c".into(),
+            name: "recognize_captcha".into(),
+            arguments: json!({"selector": "#captcha"}).to_string(),
+        };
+        let mut ctx = ToolContext::detached(admin.clone(), "chat-1", "c");
+        ctx.turn = turn.clone();
+        let out = invoke(inv, ctx, Origin::Turn, &call, 1).await.output;
+        answers.push(serde_json::from_str::<Value>(&out.content).unwrap());
+    }
+    assert_eq!(answers[0]["text"], "X7Q2", "{}", answers[0]);
+    assert_eq!(answers[2]["attempts_left"], 0, "{}", answers[2]);
+    assert_eq!(
+        answers[3]["error"], "captcha_attempts_exhausted",
+        "{}",
+        answers[3]
+    );
+    let images = seen.lock().unwrap().clone();
+    assert_eq!(
+        images.len(),
+        3,
+        "the fourth attempt must not reach the service"
+    );
+    assert_eq!(
+        mpa_browser::jpeg_size(&images[0]),
+        Some((120, 40)),
+        "the captcha element itself"
+    );
+    env.browsers.shutdown().await;
+}
+
+#[tokio::test]
+async fn recognize_captcha_without_ocr_says_never_guess() {
+    let env = env_with(Some("/nonexistent/chromium".into()));
+    let out = call_full(
+        &env,
+        &actor("root", true),
+        Origin::Turn,
+        "recognize_captcha",
+        json!({"selector": "#captcha"}),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&out.content).unwrap();
+    assert_eq!(v["error"], "ocr_unconfigured", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("Do not guess"),
+        "{v}"
+    );
 }

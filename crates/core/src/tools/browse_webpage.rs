@@ -464,6 +464,8 @@ impl mpa_browser::RequestGuard for PublicOnly {
 /// The browser capability: `browse_webpage`, and the conversation's browsers closed with it.
 pub struct BrowserCapability {
     pub browsers: Browsers,
+    /// `recognize_captcha`'s OCR service (`MPA_CAPTCHA_OCR_URL`).
+    pub ocr: Option<super::recognize_captcha::OcrService>,
 }
 
 impl Configure for BrowserCapability {
@@ -484,6 +486,11 @@ impl Configure for BrowserCapability {
                 },
                 std::sync::Arc::new(PublicOnly { guard }),
             ),
+            ocr: cfg
+                .browser
+                .ocr_url
+                .as_ref()
+                .map(super::recognize_captcha::OcrService::new),
         }))
     }
 }
@@ -497,6 +504,10 @@ impl Capability for BrowserCapability {
     fn tools(&self, r: &mut ToolRegistry) {
         r.register(typed(BrowseWebpage {
             browsers: self.browsers.clone(),
+        }));
+        r.register(typed(super::recognize_captcha::RecognizeCaptcha {
+            browsers: self.browsers.clone(),
+            ocr: self.ocr.clone(),
         }));
     }
 

@@ -24,6 +24,7 @@ pub mod moviepilot_api;
 pub mod policy;
 pub mod read_file;
 pub mod read_tool_result;
+pub mod recognize_captcha;
 pub mod registry;
 pub mod search_memory;
 pub mod search_tools;
