@@ -4,6 +4,7 @@
 //! that cannot as a "not received" note, a provider's refusal of image input retries once in
 //! text mode, and no snapshot or evidence keeps image bytes. `read_file` stays inside the
 //! caller's roots and pages a 2 GB file; `search_web` asks a SearXNG on loopback.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::TestHost;
 use async_trait::async_trait;
@@ -324,8 +325,8 @@ async fn view_image_connects_to_the_checked_address_when_the_name_rebinds() {
         (v["width"].clone(), v["height"].clone()),
         (json!(1), json!(1))
     );
-    assert_eq!(out.images.len(), 1);
-    assert_eq!(&*out.images[0].data, &png()[..]);
+    assert_eq!(out.images().len(), 1);
+    assert_eq!(&*out.images()[0].data, &png()[..]);
     assert_eq!(
         table.calls.load(Ordering::SeqCst),
         1,
@@ -405,7 +406,7 @@ async fn view_image_limits_redirects_size_and_checks_the_content() {
     )
     .await;
     assert_eq!(json_of(&ok)["source_type"], "content");
-    assert_eq!(ok.images.len(), 1);
+    assert_eq!(ok.images().len(), 1);
 }
 
 // ---------------------------------------------------------------------------------------------
