@@ -2,7 +2,7 @@
 //! one capability built from the host's folders, the public-address guard and the search
 //! configuration. (The browser is a capability of its own.)
 
-use crate::capability::Capability;
+use crate::capability::{Capability, Configure, Setup};
 use crate::file_boundary::FileBoundary;
 use crate::net_guard::NetGuard;
 use crate::tools::read_file::ReadFile;
@@ -29,6 +29,15 @@ impl Eyes {
             net: NetGuard::default(),
             search: SearchConfig::default(),
         }
+    }
+}
+
+impl Configure for Eyes {
+    fn configure(setup: &Setup<'_>) -> crate::Result<Option<Self>> {
+        Ok(setup.host.map(|cfg| Eyes {
+            search: cfg.search.clone(),
+            ..Eyes::new(cfg.workdir.clone(), cfg.data_dir.clone())
+        }))
     }
 }
 

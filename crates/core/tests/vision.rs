@@ -9,6 +9,7 @@
 use crate::common::host::TestHost;
 use async_trait::async_trait;
 use mpa_core::Capabilities;
+use mpa_core::capability::Recall;
 use mpa_core::eyes::Eyes;
 use mpa_core::file_boundary::FileBoundary;
 use mpa_core::net_guard::{NetGuard, Resolve};
@@ -424,12 +425,12 @@ async fn eyes_host(
     TestHost::builder(mock, model)
         .admin()
         .config(move |c| c.support_image_input = image_input)
-        .caps(move |data| Capabilities {
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                data.to_path_buf(),
-            ))),
-            eyes: Some(Eyes::new(work, data)),
-            ..Capabilities::default()
+        .caps(move |data| {
+            Capabilities::default()
+                .with(Recall::new(mpa_history::History::new(
+                    mpa_history::HistoryConfig::new(data.to_path_buf()),
+                )))
+                .with(Eyes::new(work, data))
         })
         .build()
         .await
@@ -926,12 +927,11 @@ async fn search_web_is_held_to_fifty_searches_per_turn() {
     let mock = MockModelServer::start().await;
     let search = SearchConfig::from_settings(Some(&searx.url("/")), None).unwrap();
     let h = TestHost::builder(&mock, "gpt-4o")
-        .caps(move |data| Capabilities {
-            eyes: Some(Eyes {
+        .caps(move |data| {
+            Capabilities::default().with(Eyes {
                 search,
                 ..Eyes::new(data, data)
-            }),
-            ..Capabilities::default()
+            })
         })
         .build()
         .await;
