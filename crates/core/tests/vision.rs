@@ -958,3 +958,14 @@ async fn search_web_is_held_to_fifty_searches_per_turn() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn eyes_tool_specs_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let eyes = Eyes::new(dir.path(), dir.path());
+    let mut registry = mpa_core::tools::ToolRegistry::new();
+    mpa_core::capability::Capability::tools(&eyes, &mut registry);
+    for name in ["view_image", "read_file", "search_web"] {
+        insta::assert_json_snapshot!(format!("{name}_spec"), registry.get(name).unwrap().spec);
+    }
+}
