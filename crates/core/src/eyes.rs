@@ -33,7 +33,7 @@ impl Eyes {
 }
 
 impl Configure for Eyes {
-    fn configure(setup: &Setup<'_>) -> crate::error::Result<Option<Self>> {
+    fn configure(setup: &Setup<'_>) -> crate::Result<Option<Self>> {
         Ok(setup.host.map(|cfg| Eyes {
             search: cfg.search.clone(),
             ..Eyes::new(cfg.workdir.clone(), cfg.data_dir.clone())

@@ -252,9 +252,12 @@ async fn goto_snapshot_click_ref_get_content_returns_the_changed_text() {
         !out.content.contains("/9j/"),
         "image bytes leaked into the text"
     );
-    assert_eq!(out.images.len(), 1);
-    assert_eq!(mpa_browser::jpeg_size(&out.images[0].data), Some((120, 40)));
-    assert!(out.images[0].data.len() <= mpa_browser::SCREENSHOT_MAX_BYTES);
+    assert_eq!(out.images().len(), 1);
+    assert_eq!(
+        mpa_browser::jpeg_size(&out.images()[0].data),
+        Some((120, 40))
+    );
+    assert!(out.images()[0].data.len() <= mpa_browser::SCREENSHOT_MAX_BYTES);
     env.browsers.shutdown().await;
 }
 

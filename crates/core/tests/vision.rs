@@ -4,10 +4,12 @@
 //! that cannot as a "not received" note, a provider's refusal of image input retries once in
 //! text mode, and no snapshot or evidence keeps image bytes. `read_file` stays inside the
 //! caller's roots and pages a 2 GB file; `search_web` asks a SearXNG on loopback.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::TestHost;
 use async_trait::async_trait;
 use mpa_core::Capabilities;
+use mpa_core::capability::Recall;
 use mpa_core::eyes::Eyes;
 use mpa_core::file_boundary::FileBoundary;
 use mpa_core::net_guard::{NetGuard, Resolve};
@@ -324,8 +326,8 @@ async fn view_image_connects_to_the_checked_address_when_the_name_rebinds() {
         (v["width"].clone(), v["height"].clone()),
         (json!(1), json!(1))
     );
-    assert_eq!(out.images.len(), 1);
-    assert_eq!(&*out.images[0].data, &png()[..]);
+    assert_eq!(out.images().len(), 1);
+    assert_eq!(&*out.images()[0].data, &png()[..]);
     assert_eq!(
         table.calls.load(Ordering::SeqCst),
         1,
@@ -405,7 +407,7 @@ async fn view_image_limits_redirects_size_and_checks_the_content() {
     )
     .await;
     assert_eq!(json_of(&ok)["source_type"], "content");
-    assert_eq!(ok.images.len(), 1);
+    assert_eq!(ok.images().len(), 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,9 +427,9 @@ async fn eyes_host(
         .config(move |c| c.support_image_input = image_input)
         .caps(move |data| {
             Capabilities::default()
-                .with(mpa_core::capability::Recall::new(
-                    mpa_history::History::new(mpa_history::HistoryConfig::new(data.to_path_buf())),
-                ))
+                .with(Recall::new(mpa_history::History::new(
+                    mpa_history::HistoryConfig::new(data.to_path_buf()),
+                )))
                 .with(Eyes::new(work, data))
         })
         .build()
@@ -955,4 +957,15 @@ async fn search_web_is_held_to_fifty_searches_per_turn() {
         answer["content"].as_str().unwrap().contains("not executed"),
         "{answer}"
     );
+}
+
+#[tokio::test]
+async fn eyes_tool_specs_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let eyes = Eyes::new(dir.path(), dir.path());
+    let mut registry = mpa_core::tools::ToolRegistry::new();
+    mpa_core::capability::Capability::tools(&eyes, &mut registry);
+    for name in ["view_image", "read_file", "search_web"] {
+        insta::assert_json_snapshot!(format!("{name}_spec"), registry.get(name).unwrap().spec);
+    }
 }

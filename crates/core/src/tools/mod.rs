@@ -211,7 +211,7 @@ pub struct ToolOutput {
     /// Images for the model's eyes (a viewed image, a screenshot), beside the text: never cut by
     /// the result cap, never in a receipt, the evidence or a snapshot. They ride on the tool
     /// message in memory until the turn ends ([`crate::vision`]).
-    pub images: Vec<mpa_protocol::ImageBlock>,
+    images: Vec<mpa_protocol::ImageBlock>,
 }
 
 impl ToolOutput {
@@ -302,6 +302,16 @@ impl ToolOutput {
     pub fn with_image(mut self, image: mpa_protocol::ImageBlock) -> Self {
         self.images.push(image);
         self
+    }
+
+    /// The images for the model's eyes (see [`ToolOutput::with_image`]).
+    pub fn images(&self) -> &[mpa_protocol::ImageBlock] {
+        &self.images
+    }
+
+    /// Moves the images out (onto the tool message).
+    pub fn take_images(&mut self) -> Vec<mpa_protocol::ImageBlock> {
+        std::mem::take(&mut self.images)
     }
 
     /// Records the stable error code of this result (see [`ToolOutput::error`]).

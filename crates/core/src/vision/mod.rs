@@ -10,6 +10,7 @@
 //!   image bytes and a restored conversation cannot claim to have seen an old image.
 
 pub mod probe;
+pub mod projection;
 
 use mpa_protocol::{Content, ContentPart, Message};
 

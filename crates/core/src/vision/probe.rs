@@ -116,16 +116,18 @@ pub fn probe(bytes: &[u8], declared: Option<&str>) -> Result<Probed, Refused> {
 
 /// Decodes Base64 text (standard or URL-safe alphabet, padded or not, whitespace ignored).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let engines = [
         &base64::engine::general_purpose::STANDARD,
         &base64::engine::general_purpose::STANDARD_NO_PAD,
         &base64::engine::general_purpose::URL_SAFE,
         &base64::engine::general_purpose::URL_SAFE_NO_PAD,
     ];
-    engines
-        .iter()
-        .find_map(|e| e.decode(compact.as_bytes()).ok())
+    let decode = |bytes: &[u8]| engines.iter().find_map(|e| e.decode(bytes).ok());
+    // Whitespace (wrapped Base64) is stripped only when the text does not decode as it is.
+    decode(text.as_bytes()).or_else(|| {
+        let compact: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        decode(&compact)
+    })
 }
 
 /// A `data:image/…;base64,…` URL: its declared MIME type and its bytes.
