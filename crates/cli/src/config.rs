@@ -128,6 +128,26 @@ pub struct Config {
     )]
     pub terminal_idle_ttl: u64,
 
+    /// The Chromium `browse_webpage` drives (default: `chromium` or `google-chrome` on PATH).
+    /// When none works the tool answers `browser_unavailable`; nothing else is affected.
+    #[arg(help_heading = HOST, long, env = "MPA_BROWSER_PATH", global = true)]
+    pub browser_path: Option<std::path::PathBuf>,
+
+    /// Seconds a conversation's browser may stay unused before it is closed.
+    #[arg(
+        help_heading = HOST,
+        long,
+        env = "MPA_BROWSER_IDLE_TTL",
+        default_value_t = 1_800,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub browser_idle_ttl: u64,
+
+    /// OCR service for `recognize_captcha` (MoviePilot's OCR protocol, `POST <url>/captcha/base64`).
+    #[arg(help_heading = HOST, long, env = "MPA_CAPTCHA_OCR_URL", global = true)]
+    pub captcha_ocr_url: Option<String>,
+
     /// Address `mpagent serve` listens on.
     #[arg(
         help_heading = HOST,
@@ -149,6 +169,14 @@ pub struct Config {
     /// Python virtual environment put first on PATH for commands (default: <workdir>/venv if present).
     #[arg(help_heading = HOST, long, env = "VENV_PATH", global = true)]
     pub venv_path: Option<PathBuf>,
+
+    /// A SearXNG instance for `search_web` (its JSON output enabled), tried first.
+    #[arg(help_heading = HOST, long, env = "SEARXNG_URL", global = true)]
+    pub searxng_url: Option<String>,
+
+    /// A Brave Search API key for `search_web`, used when SearXNG is not set or fails.
+    #[arg(help_heading = HOST, long, env = "BRAVE_SEARCH_API_KEY", global = true, hide_env_values = true)]
+    pub brave_search_api_key: Option<String>,
 
     /// Register the diagnostic test_* tools (for end-to-end tests and troubleshooting).
     #[arg(help_heading = HOST, long, env = "MPA_ENABLE_TEST_TOOLS", default_value_t = false, action = ArgAction::Set, value_parser = BoolishValueParser::new(), global = true, hide_short_help = true)]

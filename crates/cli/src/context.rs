@@ -38,8 +38,16 @@ impl CliContext {
         let mut host_cfg = mpa_core::HostConfig::new(data_dir.clone(), config.agent_config());
         host_cfg.workdir = workdir;
         host_cfg.venv_path = config.venv_path.clone();
+        host_cfg.search = mpa_core::tools::search_web::SearchConfig::from_settings(
+            config.searxng_url.as_deref(),
+            config.brave_search_api_key.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         host_cfg.diagnostic_tools = config.enable_test_tools;
         host_cfg.moviepilot = config.moviepilot();
+        host_cfg.browser.executable = config.browser_path.clone();
+        host_cfg.browser.idle_ttl = std::time::Duration::from_secs(config.browser_idle_ttl);
+        host_cfg.browser.ocr_url = config.captcha_ocr_url.clone();
         host_cfg.terminal_idle_ttl = (config.terminal_idle_ttl > 0)
             .then(|| std::time::Duration::from_secs(config.terminal_idle_ttl));
         let host = mpa_core::Host::open(host_cfg)

@@ -269,8 +269,8 @@ struct HostSubject {
 struct GuardAdapter(Arc<mpa_eval::guard::CommandGuard>);
 
 impl mpa_core::eval::CommandGuard for GuardAdapter {
-    fn check(&self, args: &Value) -> Result<(), String> {
-        self.0.check(args)
+    fn check(&self, tool: &str, args: &Value) -> Result<(), String> {
+        self.0.check_tool(tool, args)
     }
 
     fn refusal(&self, reason: &str) -> Value {
@@ -279,6 +279,7 @@ impl mpa_core::eval::CommandGuard for GuardAdapter {
 
     fn record(
         &self,
+        tool: &str,
         args: &Value,
         scope: mpa_core::eval::GuardScope,
         receipt: Value,
@@ -289,7 +290,8 @@ impl mpa_core::eval::CommandGuard for GuardAdapter {
             kind: scope.kind,
             task_id: scope.task_id,
         };
-        self.0.record(args, scope, receipt, outcome, refused);
+        self.0
+            .record_tool(tool, args, scope, receipt, outcome, refused);
     }
 }
 

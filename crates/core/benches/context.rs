@@ -152,7 +152,7 @@ fn budget_o200k_200_messages_next_call(b: Bencher, new: usize) {
     let block = "<current_task_plan>objective: find the target subscription; step 2 of 3: \
                  read the next page (in progress)</current_task_plan>";
     let count = |messages: &[Message], tail: &Tail| {
-        let est = count_request(counter, &system, &[], messages, tail, &tools, &cache);
+        let est = count_request(counter, &system, &[], (0, messages), tail, &tools, &cache);
         mpa_model::request_budget(&est, &limits)
     };
     count(&base, &Tail::new(&base, &[block]));

@@ -212,6 +212,8 @@ pub fn standard(a: &mut Assembly<'_>) -> Result<()> {
     a.add::<Learning>()?;
     a.add::<MoviePilot>()?;
     a.add::<Recall>()?;
+    a.add::<crate::eyes::Eyes>()?;
+    a.add::<crate::tools::browse_webpage::BrowserCapability>()?;
     a.add::<crate::subagent::Subagents>()?;
     a.add::<Diagnostics>()?;
     Ok(())

@@ -37,8 +37,8 @@ pub mod steering;
 
 pub use steering::{SteeringInjection, SteeringSeen};
 
-/// The tool the guard wraps.
-pub const GUARDED_TOOL: &str = "execute_command";
+/// The tools the guard wraps.
+pub const GUARDED_TOOLS: [&str; 2] = ["execute_command", "browse_webpage"];
 
 /// The scope a receipt belongs to, assigned by the host from the call's context (never from
 /// its arguments).
@@ -50,15 +50,16 @@ pub struct GuardScope {
     pub task_id: String,
 }
 
-/// The evaluation's rules for `execute_command` and where its receipts go.
+/// The evaluation's rules for the guarded tools ([`GUARDED_TOOLS`]) and where their receipts go.
 pub trait CommandGuard: Send + Sync {
-    /// `Err(reason)`: the call is outside the rules and must not run.
-    fn check(&self, args: &Value) -> std::result::Result<(), String>;
+    /// `Err(reason)`: the call of `tool` is outside the rules and must not run.
+    fn check(&self, tool: &str, args: &Value) -> std::result::Result<(), String>;
     /// The result a refused call gets.
     fn refusal(&self, reason: &str) -> Value;
     /// Records one call's receipt (refused ones too).
     fn record(
         &self,
+        tool: &str,
         args: &Value,
         scope: GuardScope,
         receipt: Value,
@@ -68,11 +69,13 @@ pub trait CommandGuard: Send + Sync {
 }
 
 struct Guarded {
+    name: &'static str,
     inner: Arc<dyn Tool>,
     guard: Arc<dyn CommandGuard>,
 }
 
 struct GuardedCall {
+    name: &'static str,
     inner: Box<dyn PreparedCall>,
     args: Value,
     guard: Arc<dyn CommandGuard>,
@@ -90,6 +93,7 @@ impl Tool for Guarded {
     fn prepare(&self, args: Value) -> std::result::Result<Box<dyn PreparedCall>, ToolOutput> {
         let inner = self.inner.prepare(args.clone())?;
         Ok(Box::new(GuardedCall {
+            name: self.name,
             inner,
             args,
             guard: Arc::clone(&self.guard),
@@ -119,17 +123,22 @@ impl PreparedCall for GuardedCall {
             .to_string(),
             task_id: ctx.session_id.clone(),
         };
-        let GuardedCall { inner, args, guard } = *self;
-        if let Err(reason) = guard.check(&args) {
+        let GuardedCall {
+            name,
+            inner,
+            args,
+            guard,
+        } = *self;
+        if let Err(reason) = guard.check(name, &args) {
             let reply = guard.refusal(&reason);
             let out = ToolOutput::json(&reply, Outcome::Failed);
-            guard.record(&args, scope, reply, Outcome::Failed, Some(reason));
+            guard.record(name, &args, scope, reply, Outcome::Failed, Some(reason));
             return out;
         }
         let out = inner.run(ctx).await;
         let receipt = serde_json::from_str(&out.content)
             .unwrap_or_else(|_| Value::String(out.content.clone()));
-        guard.record(&args, scope, receipt, out.outcome, None);
+        guard.record(name, &args, scope, receipt, out.outcome, None);
         out
     }
 }
@@ -350,13 +359,16 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
     let guard = task.guard;
     let injector = Arc::new(steering::Injector::new(task.steering));
     let trigger = Arc::clone(&injector);
-    let host = Host::open_with_tools(cfg, |registry| {
-        if let Some(t) = registry.get(GUARDED_TOOL) {
-            let wrapped = Guarded {
-                inner: Arc::clone(&t.tool),
-                guard,
-            };
-            registry.register(Arc::new(wrapped));
+    let host = Host::open_with_tools(cfg, move |registry| {
+        for name in GUARDED_TOOLS {
+            if let Some(t) = registry.get(name) {
+                let wrapped = Guarded {
+                    name,
+                    inner: Arc::clone(&t.tool),
+                    guard: Arc::clone(&guard),
+                };
+                registry.register(Arc::new(wrapped));
+            }
         }
         if !trigger.is_empty()
             && let Some(t) = registry.get(steering::TRIGGER_TOOL)

@@ -37,6 +37,34 @@ pub struct HostConfig {
     /// How hard the main store and the evidence history sync: `Durable` always, except for a
     /// data directory deleted after use (the evaluation harness's runs).
     pub durability: Durability,
+    /// The browser (`browse_webpage`): which Chromium, how long an unused one stays open.
+    pub browser: BrowserHostConfig,
+    /// Where `search_web` searches (`SEARXNG_URL`, `BRAVE_SEARCH_API_KEY`).
+    pub search: crate::tools::search_web::SearchConfig,
+}
+
+/// How the conversations' browsers start (`MPA_BROWSER_PATH`, `MPA_BROWSER_IDLE_TTL`).
+#[derive(Debug, Clone)]
+pub struct BrowserHostConfig {
+    /// The Chromium to run; `None` looks for `chromium` on `PATH`. A path that does not work
+    /// leaves the tool answering `browser_unavailable`, nothing else.
+    pub executable: Option<PathBuf>,
+    pub idle_ttl: Duration,
+    /// Extra Chromium switches (tests map host names to the loopback fixture).
+    pub extra_args: Vec<String>,
+    /// `recognize_captcha`'s OCR service (`MPA_CAPTCHA_OCR_URL`); `None`: the tool says so.
+    pub ocr_url: Option<String>,
+}
+
+impl Default for BrowserHostConfig {
+    fn default() -> Self {
+        Self {
+            executable: None,
+            idle_ttl: Duration::from_secs(30 * 60),
+            extra_args: Vec::new(),
+            ocr_url: None,
+        }
+    }
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -70,6 +98,8 @@ impl HostConfig {
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
+            browser: BrowserHostConfig::default(),
+            search: Default::default(),
         }
     }
 }

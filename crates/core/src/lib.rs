@@ -26,11 +26,14 @@ pub(crate) mod config;
 pub mod disk;
 pub(crate) mod error;
 pub mod eval;
+pub mod eyes;
+pub mod file_boundary;
 pub mod handle;
 pub(crate) mod heap;
 pub mod history;
 pub(crate) mod host;
 pub mod moviepilot;
+pub mod net_guard;
 pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod prompt;
@@ -46,6 +49,7 @@ pub mod tools;
 pub mod transcript;
 pub mod turn;
 pub mod web;
+pub mod vision;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{
@@ -54,7 +58,7 @@ pub use agent::{
 };
 pub use config::AgentConfig;
 pub use error::{CoreError, Result};
-pub use host::{Host, HostConfig, MoviePilotHostConfig};
+pub use host::{BrowserHostConfig, Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_redact::UserKey;
 pub use mpa_store::{Chat, ChatSummary};
 pub use prompt::SUMMARY_PROMPT;

@@ -1,6 +1,9 @@
-//! The evaluation wrapper's rules for `execute_command`: only the scenario's command, actions
-//! and mode; a refused call runs nothing and is written to the world ledger as a failed attempt.
-//! Every receipt (refused or not) goes to the ledger with the host-assigned scope.
+//! The evaluation wrapper's rules for `execute_command` — only the scenario's command, actions
+//! and mode — and for `browse_webpage` — only `goto` (the scenario's page, with
+//! `allow_private_network=true`), `snapshot`, `click_ref`, `get_content` (text) and
+//! `close_session`, in the current session. A refused call runs nothing and is written to the
+//! world ledger as a failed attempt. Every receipt (refused or not) goes to the ledger with the
+//! host-assigned scope.
 
 use crate::ledger::{ToolEvent, ToolScope};
 use crate::scenario::CommandRules;
@@ -10,6 +13,17 @@ use serde_json::{Value, json};
 use std::sync::Mutex;
 
 pub const COMMAND_TOOL: &str = "execute_command";
+pub const BROWSER_TOOL: &str = "browse_webpage";
+/// The tools the wrapper guards.
+pub const GUARDED_TOOLS: [&str; 2] = [COMMAND_TOOL, BROWSER_TOOL];
+/// The browser actions the evaluation allows.
+pub const BROWSER_ACTIONS: [&str; 5] = [
+    "goto",
+    "snapshot",
+    "click_ref",
+    "get_content",
+    "close_session",
+];
 /// The error code of a refused command.
 pub const REJECTED: &str = "evaluation_command_rejected";
 
@@ -20,6 +34,8 @@ pub struct CommandGuard {
     /// The only `cwd` accepted besides none.
     workdir: String,
     recorder: ToolRecorder,
+    /// The scenario's page (browser tasks): the only URL `goto` may open.
+    page_url: Option<String>,
     /// Session ids that a `start` in this run returned.
     sessions: Mutex<Vec<String>>,
 }
@@ -41,6 +57,7 @@ impl CommandGuard {
             rules,
             workdir,
             recorder,
+            page_url: None,
             sessions: Mutex::new(Vec::new()),
         }
     }
@@ -52,7 +69,56 @@ impl CommandGuard {
             .unwrap_or(false)
     }
 
-    /// `Err(reason)` when the call is outside the scenario's rules (nothing may run).
+    /// Allows `goto` to this page only (the scenario's page server).
+    pub fn with_page(mut self, url: Option<String>) -> Self {
+        self.page_url = url;
+        self
+    }
+
+    /// `Err(reason)` when the call of `tool` is outside the scenario's rules (nothing may run).
+    pub fn check_tool(&self, tool: &str, args: &Value) -> Result<(), String> {
+        if tool == BROWSER_TOOL {
+            self.check_browser(args)
+        } else {
+            self.check(args)
+        }
+    }
+
+    fn check_browser(&self, args: &Value) -> Result<(), String> {
+        let Some(page) = &self.page_url else {
+            return Err("the browser is not part of this task".into());
+        };
+        let action = text(args, "action").unwrap_or_default();
+        if !BROWSER_ACTIONS.contains(&action) {
+            return Err(format!(
+                "action {action:?} is not allowed here (allowed: {})",
+                BROWSER_ACTIONS.join(", ")
+            ));
+        }
+        if args.get("session_key").is_some_and(|k| !k.is_null()) {
+            return Err("session_key must be omitted (the current session)".into());
+        }
+        match action {
+            "goto" => {
+                if text(args, "url") != Some(page.as_str()) {
+                    return Err(format!("goto may open only {page}, exactly as given"));
+                }
+                if args.get("allow_private_network").and_then(Value::as_bool) != Some(true) {
+                    return Err("goto needs allow_private_network=true for this page".into());
+                }
+            }
+            "click_ref" if text(args, "ref").is_none_or(str::is_empty) => {
+                return Err("click_ref needs the ref from a snapshot".into());
+            }
+            "get_content" if text(args, "content_type").is_some_and(|t| t != "text") => {
+                return Err("get_content accepts only content_type=text".into());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `Err(reason)` when the command call is outside the scenario's rules (nothing may run).
     pub fn check(&self, args: &Value) -> Result<(), String> {
         let Some(rules) = &self.rules else {
             return Err("commands are not part of this task".into());
@@ -120,7 +186,36 @@ impl CommandGuard {
         })
     }
 
-    /// Writes one receipt to the world ledger.
+    /// Writes one receipt of `tool` to the world ledger.
+    pub fn record_tool(
+        &self,
+        tool: &str,
+        args: &Value,
+        scope: ToolScope,
+        receipt: Value,
+        outcome: Outcome,
+        refused: Option<String>,
+    ) {
+        if tool != BROWSER_TOOL {
+            return self.record(args, scope, receipt, outcome, refused);
+        }
+        self.recorder.record(ToolEvent {
+            sequence: 0,
+            after_attempts: 0,
+            tool: BROWSER_TOOL.to_string(),
+            command: None,
+            input_text: None,
+            action: text(args, "action").unwrap_or_default().to_string(),
+            session_id: None,
+            arguments: args.clone(),
+            scope,
+            outcome,
+            refused,
+            receipt,
+        });
+    }
+
+    /// Writes one command receipt to the world ledger.
     pub fn record(
         &self,
         args: &Value,

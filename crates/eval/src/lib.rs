@@ -55,6 +55,7 @@ mod ledger;
 pub mod magnet;
 pub mod matcher;
 pub mod oracle;
+pub mod page;
 pub mod recorded;
 pub mod runner;
 pub mod scenario;

@@ -325,11 +325,31 @@ pub async fn run_scenario<S: Subject>(
     let world = FakeMoviePilot::start(config, state)
         .await
         .map_err(|e| e.to_string())?;
-    let guard = Arc::new(CommandGuard::new(
-        scenario.tools.execute_command.clone(),
-        workdir.display().to_string(),
-        world.recorder(),
-    ));
+    // A browser task's page is served for this run; the model is told its real address.
+    let page = match scenario.task.contract {
+        crate::scenario::Contract::Browser => Some(
+            crate::page::PageServer::start()
+                .await
+                .map_err(|e| format!("cannot start the page server: {e}"))?,
+        ),
+        _ => None,
+    };
+    let task_text = match &page {
+        Some(p) => {
+            let mut s = scenario.clone();
+            s.task.url = Some(p.url().to_string());
+            s.model_input()
+        }
+        None => scenario.model_input(),
+    };
+    let guard = Arc::new(
+        CommandGuard::new(
+            scenario.tools.execute_command.clone(),
+            workdir.display().to_string(),
+            world.recorder(),
+        )
+        .with_page(page.as_ref().map(|p| p.url().to_string())),
+    );
     let context_window_tokens = match mode {
         Mode::Replay(t) => t.context_window_tokens,
         Mode::Live(_) => None,
@@ -362,7 +382,7 @@ pub async fn run_scenario<S: Subject>(
     let model_name = endpoint.model.clone();
     let trace = subject
         .run(SubjectRun {
-            task_text: scenario.model_input(),
+            task_text,
             moviepilot_url: world.url(),
             moviepilot_secret: key,
             moviepilot_user: (EVAL_USER.0.to_string(), EVAL_USER.1.to_string()),

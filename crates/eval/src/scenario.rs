@@ -25,8 +25,9 @@ pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "
 
 /// The capabilities this host provides today: `context` (the compaction stage, the result store
 /// and tool search of issue 17), `steering` (the steering inbox of issue 28) and `subagents`
-/// (read-only `task`/`subagent_task`, issue 30).
-pub const AVAILABLE_CAPABILITIES: [&str; 3] = ["context", "steering", "subagents"];
+/// (read-only `task`/`subagent_task`, issue 30) and `browser` (`browse_webpage` on a real
+/// Chromium, issue 31).
+pub const AVAILABLE_CAPABILITIES: [&str; 4] = ["context", "steering", "subagents", "browser"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -133,6 +133,22 @@ fn tool_results(body: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// What the task message states that a trajectory may refer to: the page of a browser task
+/// (`Page: <url>`, as `page_url`), whose port changes from run to run.
+fn task_facts(body: &Value) -> Vec<Value> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .flat_map(str::lines)
+        .filter_map(|l| l.strip_prefix("Page: "))
+        .map(|url| json!({"page_url": url.trim()}))
+        .take(1)
+        .collect()
+}
+
 /// Whether `body` is a summariser request: its first message is the summariser's instructions,
 /// `summary_prompt`.
 pub fn is_summariser_request(body: &Value, summary_prompt: &str) -> bool {
@@ -255,7 +271,9 @@ async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> R
     inner.next += 1;
     let (text, calls) = match inner.script.responses.get(index) {
         Some(step) => {
-            let results = tool_results(&request);
+            // The task's facts count as a result the model has seen (`{{page_url}}`).
+            let mut results = task_facts(&request);
+            results.extend(tool_results(&request));
             let calls: Vec<(String, String, String)> = step
                 .calls
                 .iter()

@@ -248,6 +248,7 @@ fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
     assert_eq!(
         runnable,
         [
+            "browser_navigation",
             "command_execution",
             "dedup_existing",
             "honest_unknown",

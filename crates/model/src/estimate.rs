@@ -274,9 +274,7 @@ mod tests {
                     text: "你好".into(),
                 },
                 ContentPart::ImageUrl {
-                    image_url: ImageUrl {
-                        url: "data:x".repeat(1000),
-                    },
+                    image_url: ImageUrl::new("data:x".repeat(1000)),
                 },
             ]),
         ];

@@ -628,9 +628,7 @@ mod tests {
                 text: "hello world".into(),
             },
             ContentPart::ImageUrl {
-                image_url: ImageUrl {
-                    url: "data:image/png;base64,AAAA".into(),
-                },
+                image_url: ImageUrl::new("data:image/png;base64,AAAA"),
             },
         ]);
         let est = c.breakdown([&img], &[], &TokenCache::new());

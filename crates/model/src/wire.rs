@@ -266,9 +266,7 @@ mod tests {
                     text: "look".into(),
                 },
                 ContentPart::ImageUrl {
-                    image_url: ImageUrl {
-                        url: "data:image/png;base64,AAAA".into(),
-                    },
+                    image_url: ImageUrl::new("data:image/png;base64,AAAA"),
                 },
             ]),
             Message::assistant(

@@ -439,9 +439,7 @@ async fn request_body_carries_images_tool_calls_and_no_host_fields() {
                 text: "What film is this?".into(),
             },
             ContentPart::ImageUrl {
-                image_url: ImageUrl {
-                    url: "data:image/png;base64,iVBORw0KGgo=".into(),
-                },
+                image_url: ImageUrl::new("data:image/png;base64,iVBORw0KGgo="),
             },
         ]),
         Message::assistant("", vec![call("call_1", "view_poster", r#"{"id":7}"#)]),

@@ -12,11 +12,13 @@
 //! - [`Durability`]: how hard the SQLite stores sync (the product's setting, or a throwaway
 //!   data directory's).
 
+mod image;
 mod moviepilot_call;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub use image::{ImageBlock, ImageDetail, ImageMime};
 pub use moviepilot_call::MoviePilotCall;
 
 /// Stable identity of a user (never reused, unchanged by renames).
@@ -76,6 +78,18 @@ pub enum ContentPart {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageUrl {
     pub url: String,
+    /// How closely to look (`auto`, `low`, `high`); left out when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<ImageDetail>,
+}
+
+impl ImageUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            detail: None,
+        }
+    }
 }
 
 /// Message content: plain text or parts (text + images).
@@ -148,6 +162,11 @@ pub struct Message {
     /// Host metadata (e.g. the plan snapshot under `moviepilot_task_plan`). Never sent to the model.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Images of a tool result, in memory only: never serialised, never sent as they are (the
+    /// host projects them into an observation message for a model that can see, spec
+    /// runtime.md §9.3), replaced by a note before the message is persisted.
+    #[serde(skip)]
+    pub images: Vec<ImageBlock>,
 }
 
 impl Message {
@@ -160,6 +179,7 @@ impl Message {
             name: None,
             outcome: None,
             metadata: serde_json::Map::new(),
+            images: Vec::new(),
         }
     }
 

@@ -37,9 +37,7 @@ fn content_parts_text_leaves_images_out() {
     let c = Content::Parts(vec![
         ContentPart::Text { text: "a".into() },
         ContentPart::ImageUrl {
-            image_url: ImageUrl {
-                url: "data:x".into(),
-            },
+            image_url: ImageUrl::new("data:x"),
         },
     ]);
     assert_eq!(c.text(), "a");

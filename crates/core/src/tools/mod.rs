@@ -11,6 +11,7 @@
 
 pub mod answer;
 pub mod args;
+pub mod browse_webpage;
 pub mod diagnostic;
 pub mod execute_command;
 pub mod gate;
@@ -21,10 +22,13 @@ pub mod ledger;
 pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;
+pub mod read_file;
 pub mod read_tool_result;
+pub mod recognize_captcha;
 pub mod registry;
 pub mod search_memory;
 pub mod search_tools;
+pub mod search_web;
 pub mod session_search;
 pub mod skill_manage;
 pub mod skill_view;
@@ -33,6 +37,7 @@ pub mod subagent_task;
 pub mod task;
 pub mod terminal_sessions;
 pub mod update_plan;
+pub mod view_image;
 
 use async_trait::async_trait;
 use mpa_protocol::{Actor, EffectClass, Outcome, ToolSpec};
@@ -203,6 +208,10 @@ pub struct ToolOutput {
     /// proposal staged for approval), so the background review does not report it as an action
     /// without parsing the result; `None` when the tool does not say.
     pub changed: Option<bool>,
+    /// Images for the model's eyes (a viewed image, a screenshot), beside the text: never cut by
+    /// the result cap, never in a receipt, the evidence or a snapshot. They ride on the tool
+    /// message in memory until the turn ends ([`crate::vision`]).
+    images: Vec<mpa_protocol::ImageBlock>,
 }
 
 impl ToolOutput {
@@ -219,6 +228,7 @@ impl ToolOutput {
             metadata: serde_json::Map::new(),
             error: None,
             changed: None,
+            images: Vec::new(),
         }
     }
 
@@ -288,6 +298,22 @@ impl ToolOutput {
         }
     }
 
+    /// Adds an image for the model to look at (see [`ToolOutput::images`]).
+    pub fn with_image(mut self, image: mpa_protocol::ImageBlock) -> Self {
+        self.images.push(image);
+        self
+    }
+
+    /// The images for the model's eyes (see [`ToolOutput::with_image`]).
+    pub fn images(&self) -> &[mpa_protocol::ImageBlock] {
+        &self.images
+    }
+
+    /// Moves the images out (onto the tool message).
+    pub fn take_images(&mut self) -> Vec<mpa_protocol::ImageBlock> {
+        std::mem::take(&mut self.images)
+    }
+
     /// Records the stable error code of this result (see [`ToolOutput::error`]).
     pub fn with_error(mut self, code: &str) -> Self {
         self.error = Some(code.into());
@@ -314,6 +340,7 @@ impl ToolOutput {
             metadata: serde_json::Map::new(),
             error: None,
             changed: None,
+            images: Vec::new(),
         }
     }
 }

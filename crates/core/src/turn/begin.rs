@@ -35,7 +35,7 @@ pub fn user_message(services: &Services, text: &str, images: &[String]) -> Messa
         text: text.to_string(),
     }];
     parts.extend(images.iter().map(|url| ContentPart::ImageUrl {
-        image_url: ImageUrl { url: url.clone() },
+        image_url: ImageUrl::new(url.clone()),
     }));
     Message::user_parts(parts)
 }

@@ -38,6 +38,10 @@ fn captured(m: &mut Message, full_content: Option<String>) -> CapturedMessage {
             "\n[{images} image(s) attached; images are not stored]"
         ));
     }
+    if let Some(note) = crate::vision::evidence_note(m) {
+        content.push_str("\n\n");
+        content.push_str(note);
+    }
     CapturedMessage {
         message_uid: uid,
         role: m.role,

@@ -161,6 +161,7 @@ pub async fn finish(
     attach_plan(data.transcript.tail_mut(turn_start), plan);
     attach_status(data.transcript.tail_mut(turn_start), status);
     for m in data.transcript.tail_mut(turn_start) {
+        crate::vision::retire_images(m);
         redact_message(m);
     }
     data.title = title_of(&data.title, data.transcript.messages());
@@ -272,6 +273,7 @@ pub fn recovery_tail(
     tail.push(notice(RECOVERY_NOTICE.to_string(), true));
     attach_plan(&mut tail, plan);
     for m in &mut tail {
+        crate::vision::retire_images(m);
         redact_message(m);
     }
     tail

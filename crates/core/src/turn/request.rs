@@ -9,10 +9,38 @@
 
 use mpa_model::ChatRequest;
 use mpa_protocol::{Content, ContentPart, Message, ToolSpec};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Outbound-only changes to transcript messages, by their index in the transcript: a copy sent
+/// in a message's place, and messages sent right after it (the vision projection's tool notes
+/// and observation messages). Shared, so counting a request does not copy image data.
+#[derive(Debug, Default, Clone)]
+pub struct Patches {
+    pub replace: BTreeMap<usize, Message>,
+    pub after: BTreeMap<usize, Vec<Message>>,
+}
+
+impl Patches {
+    pub fn is_empty(&self) -> bool {
+        self.replace.is_empty() && self.after.is_empty()
+    }
+
+    /// The message sent last for the transcript's message `index`.
+    fn last_for<'a>(&'a self, index: usize, own: &'a Message) -> &'a Message {
+        self.after
+            .get(&index)
+            .and_then(|v| v.last())
+            .or_else(|| self.replace.get(&index))
+            .unwrap_or(own)
+    }
+}
 
 /// The outbound-only tail of one request.
 #[derive(Default)]
 pub struct Tail {
+    /// Changes to transcript messages on this request's copy (see [`Patches`]).
+    patches: Arc<Patches>,
     /// The final transcript message with the plan block appended.
     last: Option<Message>,
     /// What `last` has beyond the transcript's message: the blocks, with their separator when
@@ -26,6 +54,16 @@ impl Tail {
     /// `blocks` are appended, in order and separated by blank lines, to the outbound copy of the
     /// transcript's final message.
     pub fn new<S: AsRef<str>>(transcript: &[Message], blocks: &[S]) -> Self {
+        Self::patched(transcript, Arc::default(), blocks)
+    }
+
+    /// [`Tail::new`] on the request's copy of the transcript with `patches` applied: the blocks
+    /// go on the message sent last.
+    pub fn patched<S: AsRef<str>>(
+        transcript: &[Message],
+        patches: Arc<Patches>,
+        blocks: &[S],
+    ) -> Self {
         let mut extra = String::new();
         for block in blocks {
             if !extra.is_empty() {
@@ -33,15 +71,17 @@ impl Tail {
             }
             extra.push_str(block.as_ref());
         }
+        let final_index = transcript.len().saturating_sub(1);
         let (last, appendix) = match (transcript.last(), extra.is_empty()) {
             (Some(m), false) => {
-                let mut m = m.clone();
+                let mut m = patches.last_for(final_index, m).clone();
                 let appendix = append_text(&mut m, &extra);
                 (Some(m), Some(appendix))
             }
             _ => (None, None),
         };
         Self {
+            patches,
             last,
             appendix,
             continuation: None,
@@ -52,6 +92,7 @@ impl Tail {
     /// message is then the transcript's own, already counted, and [`Tail::appendix`] the rest).
     pub fn without_appendix(&self) -> Self {
         Self {
+            patches: Arc::clone(&self.patches),
             last: None,
             appendix: None,
             continuation: self.continuation.clone(),
@@ -90,23 +131,37 @@ fn append_text(m: &mut Message, extra: &str) -> String {
     }
 }
 
-/// The request: system, `prefix` (a proposed compaction's, else empty), the transcript, the tail.
+/// The request: system, `prefix` (a proposed compaction's, else empty), the transcript (whose
+/// first message is the transcript's message `base`: the part a proposed compaction keeps) with
+/// the tail's patches applied, the tail.
 pub fn assemble<'a>(
     system: &'a Message,
     prefix: &'a [Message],
-    transcript: &'a [Message],
+    (base, transcript): (usize, &'a [Message]),
     tail: &'a Tail,
     tools: &'a [ToolSpec],
 ) -> ChatRequest<'a> {
-    let mut messages = Vec::with_capacity(prefix.len() + transcript.len() + 2);
+    let patches = &*tail.patches;
+    let extra: usize = patches.after.values().map(Vec::len).sum();
+    let mut messages = Vec::with_capacity(prefix.len() + transcript.len() + extra + 2);
     messages.push(system);
     messages.extend(prefix);
-    match &tail.last {
-        Some(last) => {
-            messages.extend(&transcript[..transcript.len().saturating_sub(1)]);
-            messages.push(last);
+    let before = messages.len();
+    if patches.is_empty() {
+        messages.extend(transcript);
+    } else {
+        for (i, m) in transcript.iter().enumerate() {
+            messages.push(patches.replace.get(&(base + i)).unwrap_or(m));
+            if let Some(after) = patches.after.get(&(base + i)) {
+                messages.extend(after);
+            }
         }
-        None => messages.extend(transcript),
+    }
+    if let Some(last) = &tail.last {
+        if messages.len() > before {
+            messages.pop();
+        }
+        messages.push(last);
     }
     if let Some(c) = &tail.continuation {
         messages.push(c);

@@ -222,6 +222,8 @@ pub struct Prepared {
     pending: Option<compact::Compaction>,
     budget: RequestBudget,
     estimate: u64,
+    /// The request shows the model tool images (a rejection of image input retries it without).
+    observed: bool,
 }
 
 /// Stage 1: the request as it will be sent, or the end of the loop (a stop, a limit, a
@@ -270,7 +272,8 @@ pub async fn prepare_request(
     let transcript = &*transcript;
     refresh_offer(setup, st);
     let out = outbound(setup, st, transcript);
-    let mut tail = Tail::new(transcript.messages(), &out.blocks);
+    let observed = out.observed;
+    let mut tail = Tail::patched(transcript.messages(), Arc::new(out.patches), &out.blocks);
     if let Some(note) = &out.continuation {
         tail.continuation(note);
     }
@@ -279,7 +282,7 @@ pub async fn prepare_request(
         counter,
         setup.system,
         &[],
-        transcript.messages(),
+        (0, transcript.messages()),
         &tail,
         specs.as_deref().unwrap_or(&st.offer.specs),
         transcript.tokens(),
@@ -338,6 +341,7 @@ pub async fn prepare_request(
         pending,
         budget,
         estimate: breakdown.total(),
+        observed,
     })
 }
 
@@ -390,6 +394,7 @@ pub struct Called {
     /// The host's estimate of the request's input tokens.
     estimate: u64,
     budget: RequestBudget,
+    observed: bool,
 }
 
 /// Stage 2: one streamed model call; a proposed compaction commits once it succeeded.
@@ -408,11 +413,12 @@ pub async fn call_model(
         pending,
         mut budget,
         estimate,
+        observed,
     } = prepared;
     let specs = specs.as_deref().unwrap_or(&st.offer.specs);
-    let (prefix, kept): (&[Message], &[Message]) = match &pending {
-        Some(c) => (&c.prefix, &transcript.messages()[c.cut..]),
-        None => (&[], transcript.messages()),
+    let (prefix, kept): (&[Message], (usize, &[Message])) = match &pending {
+        Some(c) => (&c.prefix, (c.cut, &transcript.messages()[c.cut..])),
+        None => (&[], (0, transcript.messages())),
     };
     let req = assemble(setup.system, prefix, kept, &tail, specs);
     let estimate = if pending.is_some() {
@@ -451,6 +457,7 @@ pub async fn call_model(
         answer,
         estimate,
         budget,
+        observed,
     }
 }
 
@@ -484,6 +491,7 @@ pub async fn settle_answer(
         answer,
         estimate,
         budget,
+        observed,
     } = called;
     let completion = match answer {
         ModelCallEnd::Answer(c) => c,
@@ -503,6 +511,14 @@ pub async fn settle_answer(
             st.overflow_retried = true;
             st.force_compaction = true;
             st.overflow = Some(error);
+            return Settle::Again;
+        }
+        ModelCallEnd::Failed { partial, error }
+            if observed && partial.is_empty() && error.is_image_input_rejected() =>
+        {
+            // The provider cannot take the tool images: this same call once more in text mode
+            // (no tool runs again), and the rest of the turn stays text-only (spec §9.4).
+            crate::vision::reject_for_turn(&st.turn, &setup.services.cfg.model.model, &error);
             return Settle::Again;
         }
         ModelCallEnd::Failed { partial, error } => {
@@ -655,7 +671,7 @@ pub fn count_request(
     counter: mpa_model::TokenCounter,
     system: &Message,
     prefix: &[Message],
-    messages: &[Message],
+    messages: (usize, &[Message]),
     tail: &Tail,
     specs: &[ToolSpec],
     tokens: &mpa_model::TokenCache,
@@ -758,8 +774,8 @@ mod tests {
         let tail = Tail::new(&messages, &["[Host note: acting for lin]"]);
         for counter in [TokenCounter::O200kBase, TokenCounter::Cl100kBase] {
             let cache = TokenCache::new();
-            let split = count_request(counter, &system, &[], &messages, &tail, &[], &cache);
-            let req = assemble(&system, &[], &messages, &tail, &[]);
+            let split = count_request(counter, &system, &[], (0, &messages), &tail, &[], &cache);
+            let req = assemble(&system, &[], (0, &messages), &tail, &[]);
             let whole = counter.breakdown(req.messages.iter().copied(), &[], &TokenCache::new());
             // Within a token or two of counting the copy itself.
             assert!(
@@ -770,15 +786,15 @@ mod tests {
             // Cached as the transcript has them: another block costs only the block.
             let held = cache.len();
             let next = Tail::new(&messages, &["[Host note: acting for mei]"]);
-            count_request(counter, &system, &[], &messages, &next, &[], &cache);
+            count_request(counter, &system, &[], (0, &messages), &next, &[], &cache);
             assert_eq!(cache.len(), held + 1);
         }
         // The estimate counts the copy itself, as before.
         let cache = TokenCache::new();
         let counter = TokenCounter::Estimate;
-        let req = assemble(&system, &[], &messages, &tail, &[]);
+        let req = assemble(&system, &[], (0, &messages), &tail, &[]);
         assert_eq!(
-            count_request(counter, &system, &[], &messages, &tail, &[], &cache),
+            count_request(counter, &system, &[], (0, &messages), &tail, &[], &cache),
             mpa_model::estimate_breakdown(req.messages.iter().copied(), &[])
         );
     }

@@ -51,8 +51,10 @@ pub fn message_of(call: &ToolCall, invoked: Invoked) -> (Message, Option<String>
         full = Some(out.content.clone());
     }
     out.render_notes();
+    let images = out.take_images();
     let mut m = Message::tool(call.id.clone(), call.name.clone(), out.content, out.outcome);
     m.metadata = out.metadata;
+    m.images = images;
     (m, full)
 }
 

@@ -101,6 +101,14 @@ impl LoopClass {
         ..Self::PLAIN
     };
 
+    /// The browser: failed navigations are diagnosis (spec: `browser_navigate` is
+    /// failure-tolerant); waiting and listing tabs poll.
+    pub const BROWSER: LoopClass = LoopClass {
+        failure_tolerant: true,
+        poll_actions: &["wait", "list_tabs"],
+        ..Self::PLAIN
+    };
+
     /// The class a tool gets: its own, or — for a tool that declared none — the class its name
     /// has in the references' tables (so a web-search or subagent tool is budgeted from the day
     /// it registers).

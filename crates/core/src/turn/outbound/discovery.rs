@@ -42,7 +42,7 @@ impl Contributor for ToolDiscovery {
             budget.counter,
             view.setup.system,
             &[],
-            messages,
+            (0, messages),
             &tail,
             &offer.specs,
             view.transcript.tokens(),

@@ -12,6 +12,7 @@ mod acting_note;
 mod continuation;
 mod discovery;
 mod plan_block;
+mod vision;
 
 pub use continuation::EMPTY_ANSWER_NUDGE;
 
@@ -41,6 +42,11 @@ pub struct Outbound {
     pub specs: Option<Vec<ToolSpec>>,
     /// Tool discovery: each candidate's status, for the request budget report.
     pub tool_discovery: Option<BTreeMap<String, String>>,
+    /// Outbound copies of transcript messages and messages sent after them (the vision
+    /// projection's notes and observation messages).
+    pub patches: super::request::Patches,
+    /// The request shows the model tool images.
+    pub observed: bool,
 }
 
 pub trait Contributor: Send + Sync + 'static {
@@ -57,6 +63,9 @@ pub fn standard() -> Vec<Arc<dyn Contributor>> {
         Arc::new(plan_block::PlanBlock),
         Arc::new(discovery::ToolDiscovery),
         Arc::new(continuation::Continuation),
-        // Slot: vision projection of tool images (spec runtime.md §9.3), after compaction.
+        // Tool images to a model that can see, or a note that it did not (spec runtime.md
+        // §9.3): patches on the copy, so a compaction proposed later keeps only those after
+        // its cut.
+        Arc::new(vision::VisionProjection),
     ]
 }

@@ -1,0 +1,4 @@
+//! One integration-test binary for the crate (see the workspace's tests layout).
+
+mod common;
+mod navigation;
