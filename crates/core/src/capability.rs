@@ -110,6 +110,11 @@ pub fn standard(
     list.push(Arc::new(crate::subagent::Subagents {
         hub: crate::subagent::Hub::new(caps.exec.clone()),
     }));
+    if let Some(kernels) = &caps.kernels {
+        list.push(Arc::new(crate::code::Code {
+            kernels: kernels.clone(),
+        }));
+    }
     if opts.diagnostic_tools {
         list.push(Arc::new(Diagnostics));
     }

@@ -37,6 +37,8 @@ pub struct HostConfig {
     /// How hard the main store and the evidence history sync: `Durable` always, except for a
     /// data directory deleted after use (the evaluation harness's runs).
     pub durability: Durability,
+    /// How long one `execute_code` cell may run before its kernel is stopped (300 s).
+    pub code_cell_timeout: Duration,
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -70,6 +72,7 @@ impl HostConfig {
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
+            code_cell_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -323,5 +326,13 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
         })),
         moviepilot: None,
+        kernels: Some(mpa_kernel::Kernels::new(mpa_kernel::KernelConfig {
+            venv_path: cfg.venv_path.clone(),
+            cell_timeout: cfg.code_cell_timeout,
+            ..mpa_kernel::KernelConfig::new(
+                cfg.workdir.clone(),
+                cfg.data_dir.join("agent/runtime/code"),
+            )
+        })),
     }
 }

@@ -22,6 +22,8 @@ pub struct Capabilities {
     pub history: Option<mpa_history::History>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
+    /// Persistent Python kernels (`execute_code`).
+    pub kernels: Option<mpa_kernel::Kernels>,
 }
 
 pub struct Services {

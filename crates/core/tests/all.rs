@@ -22,6 +22,7 @@ mod secrets_in_memory;
 mod session;
 mod session_search;
 mod subagents;
+mod tool_execute_code;
 mod tool_execute_command;
 mod tool_memory;
 mod tool_moviepilot_api;

@@ -274,21 +274,26 @@ async fn wrong_tokens_and_calls_outside_a_cell_are_refused() {
     assert_eq!(c["ok"], false, "the right token after the cell ended");
     assert!(c["error"].as_str().unwrap().starts_with("no_cell_running"));
     // A thread the cell left behind cannot call once the cell ended.
-    let r = json_of(
-        &run(
-            &env,
-            "a",
-            "import threading\nev = threading.Event()\nout = []\n\
-             def later():\n    ev.wait()\n    try:\n        echo(value='late')\n        out.append('ran')\n    except ToolRpcError as e:\n        out.append(str(e))\n\
-             t = threading.Thread(target=later)\nt.start()",
-        )
-        .await,
+    let trigger = env.dir.path().join("trigger");
+    let result = env.dir.path().join("result");
+    let code = format!(
+        "import threading, os, time\n\
+         def later():\n    while not os.path.exists({t:?}):\n        time.sleep(0.01)\n    \
+         try:\n        echo(value='late')\n        msg = 'ran'\n    \
+         except ToolRpcError as e:\n        msg = str(e)\n    \
+         open({r:?} + '.tmp', 'w').write(msg)\n    os.rename({r:?} + '.tmp', {r:?})\n\
+         threading.Thread(target=later, daemon=True).start()",
+        t = trigger.display().to_string(),
+        r = result.display().to_string(),
     );
-    assert_eq!(r["status"], "success");
-    let r = json_of(&run(&env, "a", "ev.set()\nt.join()\nprint(out[0])").await);
-    // The second cell is running now, so the thread's call is accepted: the window is the
-    // cell's, not the thread's. What must never happen is a call with no cell at all.
-    assert!(r["output"] == "ran\n" || r["output"].as_str().unwrap().starts_with("no_cell_running"));
+    assert_eq!(run(&env, "a", &code).await.status, mpa_kernel::CellStatus::Success);
+    std::fs::write(&trigger, "go").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !result.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let said = std::fs::read_to_string(&result).unwrap();
+    assert!(said.starts_with("no_cell_running"), "{said}");
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@
 pub mod answer;
 pub mod args;
 pub mod diagnostic;
+pub mod execute_code;
 pub mod execute_command;
 pub mod gate;
 pub mod get_tool_execution;
@@ -73,6 +74,9 @@ pub struct ToolMeta {
     /// Another program's tool (an external MCP server's): its effect is what that program
     /// claims, so read-only origins never call it.
     pub external: bool,
+    /// Keeps its own time limit (the Python kernel's cell timeout): the call path's
+    /// `LLM_TOOL_TIMEOUT` does not cut it off.
+    pub own_timeout: bool,
 }
 
 impl ToolMeta {
@@ -86,6 +90,7 @@ impl ToolMeta {
             once_per_response: false,
             loop_class: guardrails::LoopClass::PLAIN,
             external: false,
+            own_timeout: false,
         }
     }
 
@@ -126,6 +131,11 @@ impl ToolMeta {
 
     pub const fn external(mut self) -> Self {
         self.external = true;
+        self
+    }
+
+    pub const fn own_timeout(mut self) -> Self {
+        self.own_timeout = true;
         self
     }
 }

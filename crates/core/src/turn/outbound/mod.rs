@@ -57,6 +57,8 @@ pub fn standard() -> Vec<Arc<dyn Contributor>> {
         Arc::new(plan_block::PlanBlock),
         Arc::new(discovery::ToolDiscovery),
         Arc::new(continuation::Continuation),
+        // After discovery: lists the Python helpers of exactly this request's tools.
+        Arc::new(crate::code::CodeHelpers),
         // Slot: vision projection of tool images (spec runtime.md §9.3), after compaction.
     ]
 }
