@@ -329,3 +329,13 @@ async fn kernels_end_with_their_conversation_and_with_the_host() {
     e.host.agent().shutdown().await;
     assert!(gone(pgid).await, "the host's shutdown ended every kernel");
 }
+
+#[test]
+fn execute_code_spec_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = mpa_kernel::Kernels::new(mpa_kernel::KernelConfig::new(dir.path(), dir.path()));
+    let caps: Vec<std::sync::Arc<dyn mpa_core::capability::Capability>> =
+        vec![std::sync::Arc::new(mpa_core::code::Code { kernels })];
+    let registry = mpa_core::capability::registry_of(&caps);
+    insta::assert_json_snapshot!("execute_code_spec", registry.get("execute_code").unwrap().spec);
+}

@@ -248,6 +248,7 @@ fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
     assert_eq!(
         runnable,
         [
+            "code_readonly_report",
             "command_execution",
             "dedup_existing",
             "honest_unknown",
