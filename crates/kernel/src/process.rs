@@ -55,7 +55,26 @@ pub(crate) fn interpreter(cfg: &KernelConfig) -> PathBuf {
             return py;
         }
     }
-    PathBuf::from("python3")
+    host_python().clone()
+}
+
+/// `python3` on the PATH, resolved once to the executable itself (`sys.executable`): a version
+/// manager's shim (pyenv) is a shell script that would cost every cold start its own startup.
+fn host_python() -> &'static PathBuf {
+    static RESOLVED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    RESOLVED.get_or_init(|| {
+        std::process::Command::new("python3")
+            .args(["-E", "-c", "import sys; print(sys.executable)"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| PathBuf::from(s.trim()))
+            .filter(|p| p.is_absolute() && p.is_file())
+            .unwrap_or_else(|| PathBuf::from("python3"))
+    })
 }
 
 /// Whether an inherited variable may reach the kernel.
