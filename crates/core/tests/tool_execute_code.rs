@@ -202,7 +202,12 @@ async fn writes_secrets_and_the_51st_call_are_refused_and_fail_the_cell() {
     );
     let errors = r["tool_errors"].as_array().unwrap();
     assert_eq!(errors.len(), 2);
-    assert!(errors[1]["error"].as_str().unwrap().contains("show_secrets"));
+    assert!(
+        errors[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("show_secrets")
+    );
     assert_eq!(e.fake.ledger().len(), before, "nothing reached MoviePilot");
     let code = "rs = [moviepilot_api('site.list') for _ in range(51)]\n\
                 print(sum(r.get('success') is True for r in rs), rs[-1]['error'])";
@@ -246,7 +251,11 @@ async fn only_an_admins_own_turn_sees_and_runs_the_tool() {
         return;
     }
     let e = env().await;
-    let has_tool = |tools: &[Value]| tools.iter().any(|t| t["function"]["name"] == "execute_code");
+    let has_tool = |tools: &[Value]| {
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "execute_code")
+    };
     // A non-admin is never offered it, and a call anyway is refused.
     let n = e.mock.request_count();
     e.mock.push(MockReply::tool_calls(&[(
@@ -311,7 +320,8 @@ async fn kernels_end_with_their_conversation_and_with_the_host() {
         return;
     }
     let e = env().await;
-    let spawn = "import subprocess, os\np = subprocess.Popen(['sleep', '600'])\nprint(os.getpgid(0))";
+    let spawn =
+        "import subprocess, os\np = subprocess.Popen(['sleep', '600'])\nprint(os.getpgid(0))";
     let r = e.cell("s1", spawn, false).await;
     let pgid: u32 = r["output"].as_str().unwrap().trim().parse().unwrap();
     assert!(alive_in_group(pgid));
@@ -320,12 +330,7 @@ async fn kernels_end_with_their_conversation_and_with_the_host() {
     let r = e.cell("s2", spawn, false).await;
     let pgid: u32 = r["output"].as_str().unwrap().trim().parse().unwrap();
     // The spill directory is the user's, under the data directory.
-    assert!(
-        e.dir
-            .path()
-            .join("data/agent/runtime/code/users")
-            .is_dir()
-    );
+    assert!(e.dir.path().join("data/agent/runtime/code/users").is_dir());
     e.host.agent().shutdown().await;
     assert!(gone(pgid).await, "the host's shutdown ended every kernel");
 }
@@ -337,5 +342,8 @@ fn execute_code_spec_snapshot() {
     let caps: Vec<std::sync::Arc<dyn mpa_core::capability::Capability>> =
         vec![std::sync::Arc::new(mpa_core::code::Code { kernels })];
     let registry = mpa_core::capability::registry_of(&caps);
-    insta::assert_json_snapshot!("execute_code_spec", registry.get("execute_code").unwrap().spec);
+    insta::assert_json_snapshot!(
+        "execute_code_spec",
+        registry.get("execute_code").unwrap().spec
+    );
 }

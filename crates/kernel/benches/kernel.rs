@@ -1,11 +1,12 @@
 //! Kernel benchmarks (issue 32): cold start, warm cell round trip, one tool RPC round trip on
 //! the host side, memory of an idle kernel. `cargo bench -p mpa-kernel --bench kernel`.
-#![expect(clippy::unwrap_used, reason = "a benchmark's panic is its failure report")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a benchmark's panic is its failure report"
+)]
 
 use async_trait::async_trait;
-use mpa_kernel::{
-    CellRequest, Helper, KernelConfig, KernelOwner, Kernels, RpcHandler, RpcOutcome,
-};
+use mpa_kernel::{CellRequest, Helper, KernelConfig, KernelOwner, Kernels, RpcHandler, RpcOutcome};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
@@ -59,7 +60,10 @@ async fn main() {
     let mut cold = Vec::new();
     for i in 0..20 {
         let t = Instant::now();
-        kernels.execute(cell(&format!("cold{i}"), "pass")).await.unwrap();
+        kernels
+            .execute(cell(&format!("cold{i}"), "pass"))
+            .await
+            .unwrap();
         cold.push(t.elapsed());
     }
     kernels.shutdown().await;
@@ -132,9 +136,15 @@ async fn main() {
         .unwrap();
     let python_50 = t.elapsed();
     kernels.shutdown().await;
-    println!("kernel cold start (new kernel + empty cell), median of 20: {:?}", median(cold));
+    println!(
+        "kernel cold start (new kernel + empty cell), median of 20: {:?}",
+        median(cold)
+    );
     println!("warm cell round trip, median of 500: {:?}", median(warm));
-    println!("RPC round trip, host side (Rust client on the socket), median of 50: {:?}", median(rpc));
+    println!(
+        "RPC round trip, host side (Rust client on the socket), median of 50: {:?}",
+        median(rpc)
+    );
     println!("50 helper calls from Python, whole cell: {python_50:?}");
     println!("idle kernel memory: {rss}");
 }

@@ -27,7 +27,9 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Ending {
     /// The cell finished; the kernel lives on. `error` when it raised.
-    Finished { error: Option<String> },
+    Finished {
+        error: Option<String>,
+    },
     /// `sys.exit(code)` ended the kernel.
     Exited(i32),
     /// The kernel process ended or its pipes broke.
@@ -110,7 +112,10 @@ impl Kernel {
                 ("MOVIEPILOT_RPC_SOCKET", rpc.socket.display().to_string()),
                 ("MOVIEPILOT_RPC_TOKEN", rpc.token.clone()),
                 ("MOVIEPILOT_KERNEL_SENTINEL", sentinel.clone()),
-                ("MOVIEPILOT_KERNEL_SPILL_DIR", spill_dir.display().to_string()),
+                (
+                    "MOVIEPILOT_KERNEL_SPILL_DIR",
+                    spill_dir.display().to_string(),
+                ),
             ],
         };
         let mut process = match process::spawn(plan) {

@@ -72,11 +72,17 @@ impl Slot {
     }
 
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
 
     fn idle_since(&self) -> Instant {
-        *self.last_used.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn set_lost(&self, why: &'static str) {
@@ -444,11 +450,11 @@ impl Kernels {
         }
         // Slots without a kernel long after their last use carry only a "lost" note, kept at
         // least an hour so the conversation's next cell is told.
-        let keep_note = ttl.saturating_mul(2).max(std::time::Duration::from_secs(3600));
+        let keep_note = ttl
+            .saturating_mul(2)
+            .max(std::time::Duration::from_secs(3600));
         self.slots().retain(|_, s| {
-            s.is_live()
-                || s.busy.load(Ordering::SeqCst) > 0
-                || s.idle_since().elapsed() < keep_note
+            s.is_live() || s.busy.load(Ordering::SeqCst) > 0 || s.idle_since().elapsed() < keep_note
         });
     }
 

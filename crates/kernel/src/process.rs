@@ -114,10 +114,10 @@ pub(crate) fn spawn(plan: SpawnPlan<'_>) -> Result<KernelProcess> {
         .filter(|(k, _)| k.to_str().is_some_and(inherited))
         .collect();
     cmd.envs(env);
-    if let Some(venv) = program.parent().and_then(Path::parent) {
-        if venv.join("pyvenv.cfg").is_file() {
-            cmd.env("VIRTUAL_ENV", venv);
-        }
+    if let Some(venv) = program.parent().and_then(Path::parent)
+        && venv.join("pyvenv.cfg").is_file()
+    {
+        cmd.env("VIRTUAL_ENV", venv);
     }
     cmd.env("PYTHONIOENCODING", "utf-8")
         .env("PYTHONUTF8", "1")

@@ -211,7 +211,10 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
             return;
         }
         let (reply, keep) = if line.len() as u64 > MAX_REQUEST_BYTES {
-            (refusal("request_too_large", "the request is over 1 MiB"), false)
+            (
+                refusal("request_too_large", "the request is over 1 MiB"),
+                false,
+            )
         } else {
             let _serial = shared.serial.lock().await;
             answer(&line, &shared).await
@@ -335,7 +338,12 @@ async fn answer(line: &[u8], shared: &Shared) -> (Value, bool) {
     let code = out
         .error
         .clone()
-        .or_else(|| parsed.get("error").and_then(Value::as_str).map(String::from))
+        .or_else(|| {
+            parsed
+                .get("error")
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
         .unwrap_or_else(|| out.outcome.clone());
     let message = parsed
         .get("message")

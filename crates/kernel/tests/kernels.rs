@@ -24,7 +24,12 @@ async fn variables_persist_and_an_exception_keeps_them() {
     assert_eq!(failing["status"], "error");
     assert_eq!(failing["exit_code"], 1);
     assert_eq!(failing["success"], false);
-    assert!(failing["error"].as_str().unwrap().contains("ValueError: boom"));
+    assert!(
+        failing["error"]
+            .as_str()
+            .unwrap()
+            .contains("ValueError: boom")
+    );
     assert!(failing["stderr"].as_str().unwrap().contains("Traceback"));
     assert!(failing["output"].as_str().unwrap().contains("[stderr]"));
     let after = json_of(&run(&env, "s1", "print(x)").await);
@@ -34,7 +39,14 @@ async fn variables_persist_and_an_exception_keeps_them() {
     assert_eq!(after["kernel"]["execution_count"], 3);
     assert_eq!(after["success"], true);
     // Helpers are imported into every kernel without an import line.
-    let helpers = json_of(&run(&env, "s1", "print(json_parse('\\ufeff{\"a\": 1}')['a'], shell_quote('a b'))").await);
+    let helpers = json_of(
+        &run(
+            &env,
+            "s1",
+            "print(json_parse('\\ufeff{\"a\": 1}')['a'], shell_quote('a b'))",
+        )
+        .await,
+    );
     assert_eq!(helpers["output"], "1 'a b'\n");
 }
 
@@ -53,7 +65,10 @@ async fn reset_clears_the_variables_and_says_so() {
     assert_eq!(r["kernel"]["state_reset"], true);
     assert_eq!(r["kernel"]["reused"], false);
     assert_eq!(r["kernel"]["execution_count"], 1);
-    assert!(group_gone(pgid).await, "the old kernel's processes are gone");
+    assert!(
+        group_gone(pgid).await,
+        "the old kernel's processes are gone"
+    );
 }
 
 #[tokio::test]
@@ -68,7 +83,10 @@ async fn sys_exit_ends_the_kernel_and_the_next_cell_starts_fresh() {
     assert_eq!(r["status"], "error");
     assert_eq!(r["exit_code"], -1);
     assert_eq!(r["output"], "bye\n");
-    assert_eq!(r["kernel"], json!({"mode": "session", "ended": true, "state_lost": true}));
+    assert_eq!(
+        r["kernel"],
+        json!({"mode": "session", "ended": true, "state_lost": true})
+    );
     assert!(r["error"].as_str().unwrap().contains("sys.exit(3)"));
     assert!(group_gone(pgid).await);
     let next = json_of(&run(&env, "s1", "print('x' in globals())").await);
@@ -104,7 +122,10 @@ async fn processes_are_gone_after_timeout_scope_close_and_shutdown() {
     run(&env, "t", spawn_child).await;
     let pgid = env.kernels.live()[0];
     run(&env, "t", "import time\ntime.sleep(600)").await;
-    assert!(group_gone(pgid).await, "timeout: kernel and its sleep are gone");
+    assert!(
+        group_gone(pgid).await,
+        "timeout: kernel and its sleep are gone"
+    );
     // Scope close while idle, and while a cell runs.
     run(&env, "idle", spawn_child).await;
     let idle = env.kernels.live()[0];
@@ -115,7 +136,10 @@ async fn processes_are_gone_after_timeout_scope_close_and_shutdown() {
         let kernels = env.kernels.clone();
         tokio::spawn(async move {
             kernels
-                .execute(cell("busy", "print('go', flush=True)\nimport time\ntime.sleep(600)"))
+                .execute(cell(
+                    "busy",
+                    "print('go', flush=True)\nimport time\ntime.sleep(600)",
+                ))
                 .await
         })
     };
@@ -147,7 +171,10 @@ async fn cancellation_ends_the_kernel() {
         return;
     }
     let env = env();
-    let mut req = cell("s1", "import time\nprint('working', flush=True)\ntime.sleep(600)");
+    let mut req = cell(
+        "s1",
+        "import time\nprint('working', flush=True)\ntime.sleep(600)",
+    );
     let cancel = CancellationToken::new();
     req.cancel = cancel.clone();
     let kernels = env.kernels.clone();
@@ -181,9 +208,17 @@ async fn helper_calls_return_parsed_json_and_failures_are_listed() {
     assert_eq!(r["exit_code"], 0);
     assert_eq!(r["output"], "a\nFalse read_only_scope\n");
     assert_eq!(r["tool_calls_made"], 2);
-    assert_eq!(r["success"], false, "a failed helper call makes the cell fail");
+    assert_eq!(
+        r["success"], false,
+        "a failed helper call makes the cell fail"
+    );
     assert_eq!(r["tool_errors"][0]["tool"], "fail");
-    assert!(r["tool_errors"][0]["error"].as_str().unwrap().starts_with("read_only_scope"));
+    assert!(
+        r["tool_errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("read_only_scope")
+    );
     assert_eq!(r["tool_calls"][0]["outcome"], "succeeded");
     assert_eq!(r["tool_calls"][0]["args_preview"], "{\"value\":\"a\"}");
     assert_eq!(handler.calls.lock().unwrap().len(), 2);
@@ -203,15 +238,30 @@ async fn the_51st_call_and_oversized_results_are_refused() {
     req.handler = handler.clone();
     let r = json_of(&env.kernels.execute(req).await.unwrap());
     assert_eq!(r["status"], "success");
-    assert_eq!(r["output"], "True tool_call_budget_exhausted\ntool_call_budget_exhausted\n");
+    assert_eq!(
+        r["output"],
+        "True tool_call_budget_exhausted\ntool_call_budget_exhausted\n"
+    );
     assert_eq!(r["tool_calls_made"], 50);
-    assert_eq!(handler.calls.lock().unwrap().len(), 50, "the 51st never reached the host");
+    assert_eq!(
+        handler.calls.lock().unwrap().len(),
+        50,
+        "the 51st never reached the host"
+    );
     assert_eq!(r["success"], false);
     let errors = r["tool_errors"].as_array().unwrap();
     assert!(errors.len() <= 5);
-    assert!(errors[0]["error"].as_str().unwrap().starts_with("tool_call_budget_exhausted"));
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("tool_call_budget_exhausted")
+    );
     // Within budget, an oversized result is refused with a hint.
-    let mut req = cell("s2", "b = big(n=5000)\nprint(b['error'], 'paging' in b['message'])");
+    let mut req = cell(
+        "s2",
+        "b = big(n=5000)\nprint(b['error'], 'paging' in b['message'])",
+    );
     req.handler = handler.clone();
     let r = json_of(&env.kernels.execute(req).await.unwrap());
     assert_eq!(r["output"], "result_too_large True\n");
@@ -286,7 +336,10 @@ async fn wrong_tokens_and_calls_outside_a_cell_are_refused() {
         t = trigger.display().to_string(),
         r = result.display().to_string(),
     );
-    assert_eq!(run(&env, "a", &code).await.status, mpa_kernel::CellStatus::Success);
+    assert_eq!(
+        run(&env, "a", &code).await.status,
+        mpa_kernel::CellStatus::Success
+    );
     std::fs::write(&trigger, "go").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !result.exists() && std::time::Instant::now() < deadline {
@@ -309,7 +362,11 @@ async fn ten_megabytes_of_stdout_are_previewed_and_spilled_redacted() {
     assert!(total > 10_000_000);
     assert_eq!(r["stdout_truncated"], true);
     let output = r["output"].as_str().unwrap();
-    assert!(output.starts_with("HEAD password=[REDACTED"), "{}", &output[..60]);
+    assert!(
+        output.starts_with("HEAD password=[REDACTED"),
+        "{}",
+        &output[..60]
+    );
     assert!(output.ends_with("THE END\n"));
     assert!(output.len() < 50_500);
     assert_eq!(r["stdout_bytes_captured"], 5_000_000);

@@ -147,9 +147,7 @@ impl Contributor for CodeHelpers {
                 execute_code::HELPERS_LINE
             );
         }
-        view.state
-            .turn
-            .put(HelperSnapshot { names: Some(names) });
+        view.state.turn.put(HelperSnapshot { names: Some(names) });
         out.specs = Some(specs);
     }
 }

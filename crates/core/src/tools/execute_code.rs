@@ -6,7 +6,7 @@
 
 use super::guardrails::LoopClass;
 use super::{ToolContext, ToolMeta, ToolOutput, TypedTool};
-use crate::code::{HostRpc, HelperSnapshot, helpers_for};
+use crate::code::{HelperSnapshot, HostRpc, helpers_for};
 use async_trait::async_trait;
 use mpa_kernel::{CellRequest, KernelOwner, Kernels};
 use mpa_protocol::{EffectClass, Outcome};
