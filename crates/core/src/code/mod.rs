@@ -7,7 +7,7 @@
 
 pub mod gate;
 
-use crate::capability::{Capability, SessionInfo};
+use crate::capability::{Capability, Configure, SessionInfo, Setup};
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext, ToolRegistry, execute_code, typed};
 use crate::turn::outbound::{Contributor, Outbound, StepView};
@@ -21,6 +21,21 @@ pub const HELPER_TOOLS: [&str; 3] = ["moviepilot_api", "read_file", "search_web"
 /// The kernel lifecycle.
 pub struct Code {
     pub kernels: Kernels,
+}
+
+impl Configure for Code {
+    fn configure(setup: &Setup<'_>) -> crate::error::Result<Option<Self>> {
+        Ok(setup.host.map(|cfg| Code {
+            kernels: Kernels::new(mpa_kernel::KernelConfig {
+                venv_path: cfg.venv_path.clone(),
+                cell_timeout: cfg.code_cell_timeout,
+                ..mpa_kernel::KernelConfig::new(
+                    cfg.workdir.clone(),
+                    cfg.data_dir.join("agent/runtime/code"),
+                )
+            }),
+        }))
+    }
 }
 
 #[async_trait]
