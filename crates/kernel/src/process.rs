@@ -128,14 +128,21 @@ pub(crate) fn spawn(plan: SpawnPlan<'_>) -> Result<KernelProcess> {
     }
     let read_fd = read_end.as_raw_fd();
     // SAFETY: the hook runs in the forked child before exec and calls only async-signal-safe
-    // functions (setsid, dup2); it allocates nothing and touches no locks. dup2 onto a new
-    // number clears FD_CLOEXEC there, so exactly the pipe's read end survives exec as fd 3.
+    // functions (setsid, dup2, fcntl); it allocates nothing and touches no locks. dup2 onto a
+    // new number clears FD_CLOEXEC there, so exactly the pipe's read end survives exec as fd 3.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
             }
-            if libc::dup2(read_fd, PARENT_FD) == -1 {
+            // dup2 onto itself would keep FD_CLOEXEC (and exec would close the pipe): when the
+            // read end already is fd 3, clear the flag instead.
+            let kept = if read_fd == PARENT_FD {
+                libc::fcntl(PARENT_FD, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(read_fd, PARENT_FD)
+            };
+            if kept == -1 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
