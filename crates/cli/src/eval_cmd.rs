@@ -329,6 +329,7 @@ impl Subject for HostSubject {
                 guard: Arc::new(GuardAdapter(run.guard)),
                 text: run.task_text,
                 skills_template: Some(skills),
+                program: run.program,
                 durability,
                 steering: run
                     .steering

@@ -172,6 +172,7 @@ fn every_replay_trajectory_gives_exactly_its_expected_failure_codes() {
         "subagent_parallel_status",
         "subagent_cancel_recovery",
         "subagent_terminal_share",
+        "code_readonly_report",
     ]
     .into_iter()
     .chain(super::eval_regressions::REGRESSION_SCENARIOS)

@@ -215,6 +215,7 @@ pub fn standard(a: &mut Assembly<'_>) -> Result<()> {
     a.add::<crate::eyes::Eyes>()?;
     a.add::<crate::tools::browse_webpage::BrowserCapability>()?;
     a.add::<crate::subagent::Subagents>()?;
+    a.add::<crate::code::Code>()?;
     a.add::<Diagnostics>()?;
     Ok(())
 }

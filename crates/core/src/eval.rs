@@ -143,6 +143,42 @@ impl PreparedCall for GuardedCall {
     }
 }
 
+/// The evaluation's `execute_code`: the scenario's program, unchanged, or nothing (spec
+/// evaluation.md, `code_readonly_report`: "the tool wrapper refuses any code other than the
+/// exact program").
+struct ProgramOnly {
+    inner: Arc<dyn Tool>,
+    program: Option<String>,
+}
+
+/// The error of a refused program.
+pub const CODE_REJECTED: &str = "evaluation_code_rejected";
+
+impl Tool for ProgramOnly {
+    fn spec(&self) -> ToolSpec {
+        self.inner.spec()
+    }
+
+    fn meta(&self) -> ToolMeta {
+        self.inner.meta()
+    }
+
+    fn prepare(&self, args: Value) -> std::result::Result<Box<dyn PreparedCall>, ToolOutput> {
+        let code = args.get("code").and_then(Value::as_str);
+        match (&self.program, code) {
+            (Some(p), Some(c)) if p == c => self.inner.prepare(args),
+            (None, _) => Err(ToolOutput::failure(
+                CODE_REJECTED,
+                "Python code is not part of this task; nothing ran",
+            )),
+            _ => Err(ToolOutput::failure(
+                CODE_REJECTED,
+                "only the task's program may run, unchanged; nothing ran",
+            )),
+        }
+    }
+}
+
 /// One evaluation task.
 pub struct EvalTask {
     /// A fresh, empty data directory for this run's host.
@@ -172,6 +208,8 @@ pub struct EvalTask {
     pub durability: Durability,
     /// Messages sent into the running turn after the Nth successful call of an operation.
     pub steering: Vec<SteeringInjection>,
+    /// The only Python program `execute_code` may run (code tasks); `None`: none may.
+    pub program: Option<String>,
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -357,6 +395,7 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
         account_clock: None,
     });
     let guard = task.guard;
+    let program = task.program;
     let injector = Arc::new(steering::Injector::new(task.steering));
     let trigger = Arc::clone(&injector);
     let host = Host::open_with_tools(cfg, move |registry| {
@@ -369,6 +408,12 @@ pub async fn run_task(task: EvalTask) -> Result<EvalOutcome> {
                 };
                 registry.register(Arc::new(wrapped));
             }
+        }
+        if let Some(t) = registry.get(crate::tools::execute_code::NAME) {
+            registry.register(Arc::new(ProgramOnly {
+                inner: Arc::clone(&t.tool),
+                program,
+            }));
         }
         if !trigger.is_empty()
             && let Some(t) = registry.get(steering::TRIGGER_TOOL)

@@ -185,6 +185,11 @@ impl AgentHandle {
         let mut ctx = caller.clone();
         ctx.call_id = call.id.clone();
         ctx.cancel = caller.cancel.child_token();
+        // The tool sees who calls it (a kernel's RPC is the kernel's call, not the turn's).
+        ctx.agent = AgentHandle {
+            origin,
+            ..self.clone()
+        };
         Ok(invoke_one(services.invoker(), ctx, origin, &call).await)
     }
 

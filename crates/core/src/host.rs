@@ -41,6 +41,8 @@ pub struct HostConfig {
     pub browser: BrowserHostConfig,
     /// Where `search_web` searches (`SEARXNG_URL`, `BRAVE_SEARCH_API_KEY`).
     pub search: crate::tools::search_web::SearchConfig,
+    /// How long one `execute_code` cell may run before its kernel is stopped (300 s).
+    pub code_cell_timeout: Duration,
 }
 
 /// How the conversations' browsers start (`MPA_BROWSER_PATH`, `MPA_BROWSER_IDLE_TTL`).
@@ -100,6 +102,7 @@ impl HostConfig {
             durability: Durability::Durable,
             browser: BrowserHostConfig::default(),
             search: Default::default(),
+            code_cell_timeout: Duration::from_secs(300),
         }
     }
 }

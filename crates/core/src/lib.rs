@@ -22,6 +22,7 @@ pub mod accounts;
 pub(crate) mod admission;
 pub(crate) mod agent;
 pub mod capability;
+pub mod code;
 pub(crate) mod config;
 pub mod disk;
 pub(crate) mod error;

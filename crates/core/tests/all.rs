@@ -24,6 +24,7 @@ mod session_search;
 mod subagent_lifecycle;
 mod subagents;
 mod tool_browse_webpage;
+mod tool_execute_code;
 mod tool_execute_command;
 mod tool_memory;
 mod tool_moviepilot_api;

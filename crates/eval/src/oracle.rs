@@ -128,7 +128,8 @@ fn read_ok(a: &Attempt) -> bool {
 }
 
 /// Ids observed for `kind`: returned by successful reads (`via`: only these operations) and
-/// delivered to the model whole.
+/// delivered whole — to the model, or to the model's program (a Python helper call hands the
+/// raw result to the program before anything is cut for the model).
 fn observed_ids(
     ledger: &WorldLedger,
     delivery: &Delivery,
@@ -145,11 +146,20 @@ fn observed_ids(
                     .as_ref()
                     .is_some_and(|op| via.iter().any(|v| v == op))
         })
-        .flat_map(|a| a.observations.iter())
-        .filter(|o| kind_name(o.kind) == kind && delivery.carried(&o.record))
+        .flat_map(|a| {
+            let to_program = a.agent.source.as_deref() == Some(KERNEL_SOURCE);
+            a.observations.iter().map(move |o| (o, to_program))
+        })
+        .filter(|(o, to_program)| {
+            kind_name(o.kind) == kind && (*to_program || delivery.carried(&o.record))
+        })
+        .map(|(o, _)| o)
         .filter_map(|o| id_string(&o.id))
         .collect()
 }
+
+/// The source header of a Python helper call (`execute_code`).
+const KERNEL_SOURCE: &str = "kernel";
 
 fn source_of(a: &Attempt) -> CallSource {
     CallSource::of(a.agent.source.as_deref())

@@ -82,6 +82,8 @@ pub struct SubjectRun {
     pub context_window_tokens: Option<u64>,
     /// Messages to send into the running turn (the scenario's `steering`).
     pub steering: Vec<crate::scenario::SteeringInjection>,
+    /// The only Python program `execute_code` may run (code tasks); `None`: none may.
+    pub program: Option<String>,
 }
 
 /// Usage as the host saw it.
@@ -393,6 +395,7 @@ pub async fn run_scenario<S: Subject>(
             workdir,
             context_window_tokens,
             steering: scenario.steering.clone(),
+            program: scenario.task.program.clone(),
         })
         .await?;
     let initial = world.initial_snapshot();

@@ -25,9 +25,10 @@ pub const KNOWN_CAPABILITIES: [&str; 5] = ["context", "steering", "subagents", "
 
 /// The capabilities this host provides today: `context` (the compaction stage, the result store
 /// and tool search of issue 17), `steering` (the steering inbox of issue 28) and `subagents`
-/// (read-only `task`/`subagent_task`, issue 30) and `browser` (`browse_webpage` on a real
-/// Chromium, issue 31).
-pub const AVAILABLE_CAPABILITIES: [&str; 4] = ["context", "steering", "subagents", "browser"];
+/// (read-only `task`/`subagent_task`, issue 30), `browser` (`browse_webpage` on a real
+/// Chromium, issue 31) and `kernel` (`execute_code`, issue 32).
+pub const AVAILABLE_CAPABILITIES: [&str; 5] =
+    ["context", "steering", "subagents", "browser", "kernel"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -209,7 +210,8 @@ impl CallSource {
     /// The source of a call that carried `header`.
     pub fn of(header: Option<&str>) -> CallSource {
         match header {
-            Some("agent" | "background") => CallSource::Model,
+            // A Python helper call runs the model's program: the model asked for it.
+            Some("agent" | "background" | "kernel") => CallSource::Model,
             _ => CallSource::Host,
         }
     }

@@ -249,6 +249,7 @@ fn the_fourteen_public_scenarios_the_regressions_and_what_runs_now() {
         runnable,
         [
             "browser_navigation",
+            "code_readonly_report",
             "command_execution",
             "dedup_existing",
             "honest_unknown",

@@ -163,6 +163,8 @@ impl Gates {
             Arc::new(CutOffArguments),
             // Then who may call what, per call: a subagent reads only, whoever its parent is.
             Arc::new(crate::subagent::read_only::SubagentReadOnly),
+            // Who may run a Python cell, and what its helper calls may read.
+            Arc::new(crate::code::gate::KernelCalls),
             Arc::new(super::policy::Policy),
             // Then loops (spec learning-guardrails.md §5): budgets per batch, blocks per call,
             // warnings and halts on each result, counted in the turn's slots.

@@ -357,7 +357,7 @@ pub async fn dispatch(
         }
     }
     let output = run_bounded(
-        inv.timeout,
+        inv.timeout.filter(|_| !tool.meta.own_timeout),
         &call.name,
         ctx.clone(),
         prepared,

@@ -13,6 +13,7 @@ pub mod answer;
 pub mod args;
 pub mod browse_webpage;
 pub mod diagnostic;
+pub mod execute_code;
 pub mod execute_command;
 pub mod gate;
 pub mod get_tool_execution;
@@ -78,6 +79,9 @@ pub struct ToolMeta {
     /// Another program's tool (an external MCP server's): its effect is what that program
     /// claims, so read-only origins never call it.
     pub external: bool,
+    /// Keeps its own time limit (the Python kernel's cell timeout): the call path's
+    /// `LLM_TOOL_TIMEOUT` does not cut it off.
+    pub own_timeout: bool,
 }
 
 impl ToolMeta {
@@ -91,6 +95,7 @@ impl ToolMeta {
             once_per_response: false,
             loop_class: guardrails::LoopClass::PLAIN,
             external: false,
+            own_timeout: false,
         }
     }
 
@@ -131,6 +136,11 @@ impl ToolMeta {
 
     pub const fn external(mut self) -> Self {
         self.external = true;
+        self
+    }
+
+    pub const fn own_timeout(mut self) -> Self {
+        self.own_timeout = true;
         self
     }
 }

@@ -524,6 +524,8 @@ impl TypedTool for MoviePilotApi {
                     "background"
                 } else if ctx.agent.origin() == crate::tools::policy::Origin::Subagent {
                     "subagent"
+                } else if ctx.agent.origin() == crate::tools::policy::Origin::Kernel {
+                    "kernel"
                 } else {
                     "agent"
                 }

@@ -213,6 +213,11 @@ impl ToolView {
         )
     }
 
+    /// Whether `name` is one of the host's own built-in tools (not a dynamic set's).
+    pub fn is_builtin(&self, name: &str) -> bool {
+        self.builtin.get(name).is_some()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.iter().map(|t| t.spec.name.as_str())
     }

@@ -63,6 +63,8 @@ pub fn standard() -> Vec<Arc<dyn Contributor>> {
         Arc::new(plan_block::PlanBlock),
         Arc::new(discovery::ToolDiscovery),
         Arc::new(continuation::Continuation),
+        // After discovery: lists the Python helpers of exactly this request's tools.
+        Arc::new(crate::code::CodeHelpers),
         // Tool images to a model that can see, or a note that it did not (spec runtime.md
         // §9.3): patches on the copy, so a compaction proposed later keeps only those after
         // its cut.
