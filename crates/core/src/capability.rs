@@ -113,6 +113,9 @@ pub fn standard(
     if opts.diagnostic_tools {
         list.push(Arc::new(Diagnostics));
     }
+    if let Some(hub) = &caps.mcp {
+        list.push(Arc::new(crate::mcp::McpServers { hub: hub.clone() }));
+    }
     list
 }
 

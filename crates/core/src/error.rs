@@ -65,6 +65,10 @@ pub enum CoreError {
     /// `MPA_AUTH=moviepilot` and MoviePilot's login could not be reached or read.
     #[error("cannot sign in with MoviePilot right now: {0} / 暂时无法通过 MoviePilot 登录")]
     SignInUnavailable(String),
+    #[error(transparent)]
+    Mcp(#[from] mpa_mcp::McpError),
+    #[error("no MCP server named {0:?} is configured")]
+    McpServerNotFound(String),
 }
 
 impl CoreError {
@@ -100,6 +104,8 @@ impl CoreError {
             CoreError::AccountDisabled => "account_disabled",
             CoreError::SignInUnavailable(_) => "moviepilot_unavailable",
             CoreError::MoviePilotAccountEnded(why) => why.code(),
+            CoreError::Mcp(e) => e.code(),
+            CoreError::McpServerNotFound(_) => "mcp_server_not_found",
         }
     }
 }

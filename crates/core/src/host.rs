@@ -37,6 +37,8 @@ pub struct HostConfig {
     /// How hard the main store and the evidence history sync: `Durable` always, except for a
     /// data directory deleted after use (the evaluation harness's runs).
     pub durability: Durability,
+    /// Connections to the external MCP servers admins configure (timeouts, reconnect backoff).
+    pub mcp: mpa_mcp::ClientOptions,
 }
 
 /// The gateway's settings, and optionally who calls are made as (the evaluation harness and
@@ -70,6 +72,7 @@ impl HostConfig {
             moviepilot: None,
             terminal_idle_ttl: Some(mpa_exec::DEFAULT_IDLE_SCOPE_TTL),
             durability: Durability::Durable,
+            mcp: mpa_mcp::ClientOptions::default(),
         }
     }
 }
@@ -179,6 +182,7 @@ impl Host {
         let running = claim_data_dir(&cfg.data_dir, &store).await?;
         clock.mark("data_dir_claim");
         let mut caps = capabilities(&cfg);
+        caps.mcp = Some(crate::mcp::McpHub::new(store.clone(), cfg.mcp));
         clock.mark("capabilities");
         let mut standing = None;
         if let Some(mp) = &cfg.moviepilot {
@@ -197,6 +201,10 @@ impl Host {
                     diagnostic_tools: cfg.diagnostic_tools,
                 });
         let agent = extend(builder).build()?;
+        if let Some(hub) = &caps.mcp {
+            // The configured servers' last listed tools join the registry; none is started.
+            hub.load(agent.services().tools.clone()).await?;
+        }
         clock.mark("tool_registry");
         if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
             && mp.config.auth == AuthMode::MoviePilot
@@ -231,6 +239,16 @@ impl Host {
 
     pub fn accounts(&self) -> &crate::Accounts {
         self.agent.accounts()
+    }
+
+    /// The external MCP servers (admins' configuration, `mpagent mcp`).
+    pub fn mcp(&self) -> Option<&crate::mcp::McpHub> {
+        self.caps.mcp.as_ref()
+    }
+
+    /// The host's tools as an MCP catalogue (the `/mcp` endpoint, `mpagent mcp serve`).
+    pub fn mcp_catalogue(&self) -> std::sync::Arc<crate::mcp::HostCatalogue> {
+        std::sync::Arc::new(crate::mcp::HostCatalogue::new(self.agent.clone()))
     }
 
     pub fn data_dir(&self) -> &std::path::Path {
@@ -323,5 +341,6 @@ fn capabilities(cfg: &HostConfig) -> Capabilities {
             ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
         })),
         moviepilot: None,
+        mcp: None,
     }
 }

@@ -30,6 +30,7 @@ pub mod handle;
 pub(crate) mod heap;
 pub mod history;
 pub(crate) mod host;
+pub mod mcp;
 pub mod moviepilot;
 pub(crate) mod outcome;
 pub(crate) mod plan;

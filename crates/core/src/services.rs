@@ -22,6 +22,8 @@ pub struct Capabilities {
     pub history: Option<mpa_history::History>,
     /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
     pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
+    /// External MCP servers configured by admins (their tools join the registry's dynamic layer).
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 pub struct Services {
