@@ -143,6 +143,12 @@ impl<C: Catalogue> ServerHandler for Publisher<C> {
     }
 }
 
+/// The streamable HTTP endpoint's type (a tower service over `http` requests).
+pub type HttpEndpoint<C> = rmcp::transport::StreamableHttpService<
+    Publisher<C>,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
+
 /// The streamable HTTP endpoint (a tower service; mount it at `/mcp`). Sessions are the SDK's
 /// (`Mcp-Session-Id`); the front end must authenticate every request and insert its [`Actor`]
 /// into the request's extensions. The SDK's Host-header allow-list (a DNS-rebinding guard for
@@ -150,10 +156,7 @@ impl<C: Catalogue> ServerHandler for Publisher<C> {
 pub fn http_service<C: Catalogue>(
     catalogue: Arc<C>,
     cancel: tokio_util::sync::CancellationToken,
-) -> rmcp::transport::StreamableHttpService<
-    Publisher<C>,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
+) -> HttpEndpoint<C> {
     let publisher = Publisher {
         catalogue,
         fixed: None,

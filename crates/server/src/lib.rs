@@ -41,6 +41,7 @@ pub mod auth;
 pub mod chat;
 pub mod error;
 pub mod extract;
+pub mod mcp;
 pub mod openai;
 mod serve;
 pub mod sse;
@@ -90,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/sessions/{id}/stop", post(chat::stop_session))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
+        .merge(mcp::routes(&state))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
         // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before

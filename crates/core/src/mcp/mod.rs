@@ -26,6 +26,26 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 pub use mpa_mcp::ClientOptions as McpClientOptions;
 pub use publish::HostCatalogue;
 
+/// The `/mcp` endpoint's tower service (streamable HTTP; the front end authenticates each request
+/// and puts the caller's `Actor` in its extensions).
+pub type McpEndpoint = mpa_mcp::publish::HttpEndpoint<HostCatalogue>;
+
+/// The `/mcp` endpoint over `agent`'s tools; `cancel` ends its sessions (host shutdown).
+pub fn http_endpoint(
+    agent: &crate::Agent,
+    cancel: tokio_util::sync::CancellationToken,
+) -> McpEndpoint {
+    mpa_mcp::publish::http_service(Arc::new(HostCatalogue::new(agent.clone())), cancel)
+}
+
+/// Serves `agent`'s tools over this process's stdin/stdout as `actor` (`mpagent mcp serve
+/// --stdio`) until the client closes its end.
+pub async fn serve_stdio(agent: &crate::Agent, actor: mpa_protocol::Actor) -> Result<()> {
+    mpa_mcp::publish::serve_stdio(Arc::new(HostCatalogue::new(agent.clone())), actor)
+        .await
+        .map_err(|e| CoreError::Config(format!("the MCP stdio server stopped: {e}")))
+}
+
 /// The registry set of a server's tools.
 fn set_name(server: &str) -> String {
     format!("mcp:{server}")
