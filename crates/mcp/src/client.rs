@@ -81,7 +81,8 @@ impl ClientHandler for Listener {
 
 enum Link {
     Idle,
-    Up(RunningService<RoleClient, Listener>),
+    /// A session, and the number of the connection that made it.
+    Up(RunningService<RoleClient, Listener>, u64),
     Down {
         failures: u32,
         retry_at: Instant,
@@ -95,6 +96,13 @@ pub struct Server {
     opts: ClientOptions,
     listener: Listener,
     link: tokio::sync::Mutex<Link>,
+    /// Numbers connections, so a request that saw its session fail ends only that one.
+    connections: std::sync::atomic::AtomicU64,
+}
+
+/// Whether a session can still carry requests.
+fn is_open(running: &RunningService<RoleClient, Listener>) -> bool {
+    !running.is_closed() && !running.peer().is_transport_closed()
 }
 
 impl Server {
@@ -104,6 +112,7 @@ impl Server {
             opts,
             listener: Listener { on_list_changed },
             link: tokio::sync::Mutex::new(Link::Idle),
+            connections: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -122,12 +131,13 @@ impl Server {
         }
     }
 
-    /// The live session's peer, connecting first when there is none (or it closed).
-    async fn peer(&self) -> Result<rmcp::Peer<RoleClient>, McpError> {
+    /// The live session's peer and its connection number, connecting first when there is none
+    /// (or it closed).
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u64), McpError> {
         let mut link = self.link.lock().await;
         let failures = match &*link {
-            Link::Up(running) if !running.is_closed() => return Ok(running.peer().clone()),
-            Link::Up(_) | Link::Idle => 0,
+            Link::Up(running, n) if is_open(running) => return Ok((running.peer().clone(), *n)),
+            Link::Up(..) | Link::Idle => 0,
             Link::Down {
                 failures,
                 retry_at,
@@ -144,14 +154,17 @@ impl Server {
             }
         };
         // A closed session still holds its child until dropped: end it before starting anew.
-        if let Link::Up(old) = std::mem::replace(&mut *link, Link::Idle) {
+        if let Link::Up(old, _) = std::mem::replace(&mut *link, Link::Idle) {
             let _ = old.cancel().await;
         }
         match tokio::time::timeout(self.opts.connect_timeout, self.connect()).await {
             Ok(Ok(running)) => {
                 let peer = running.peer().clone();
-                *link = Link::Up(running);
-                Ok(peer)
+                let n = self
+                    .connections
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *link = Link::Up(running, n);
+                Ok((peer, n))
             }
             failed => {
                 let reason = match failed {
@@ -207,11 +220,11 @@ impl Server {
 
     /// The server's tools (every page).
     pub async fn list_tools(&self) -> Result<Vec<RemoteTool>, McpError> {
-        let peer = self.peer().await?;
-        let tools = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| self.request_failed(e))?;
+        let (peer, n) = self.peer().await?;
+        let tools = match peer.list_all_tools().await {
+            Ok(tools) => tools,
+            Err(e) => return Err(self.request_failed(e, n).await),
+        };
         Ok(tools
             .into_iter()
             .map(|t| RemoteTool {
@@ -233,13 +246,13 @@ impl Server {
         tool: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
     ) -> Result<CallResult, McpError> {
-        let peer = self.peer().await?;
+        let (peer, n) = self.peer().await?;
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
-        let result = peer
-            .call_tool(params)
-            .await
-            .map_err(|e| self.request_failed(e))?;
+        let result = match peer.call_tool(params).await {
+            Ok(result) => result,
+            Err(e) => return Err(self.request_failed(e, n).await),
+        };
         let mut text = Vec::new();
         for block in &result.content {
             match block.as_text() {
@@ -254,23 +267,31 @@ impl Server {
         })
     }
 
-    fn request_failed(&self, e: ServiceError) -> McpError {
-        match e {
-            ServiceError::McpError(data) => McpError::Protocol {
+    /// A request's error; one that is not the server's own answer ends connection `n`, so the
+    /// next request connects anew.
+    async fn request_failed(&self, e: ServiceError, n: u64) -> McpError {
+        if let ServiceError::McpError(data) = e {
+            return McpError::Protocol {
                 server: self.cfg.name.clone(),
                 code: data.code.0,
                 message: data.message.to_string(),
-            },
-            other => McpError::ConnectionLost {
-                server: self.cfg.name.clone(),
-                reason: other.to_string(),
-            },
+            };
+        }
+        let mut link = self.link.lock().await;
+        if matches!(&*link, Link::Up(_, m) if *m == n)
+            && let Link::Up(old, _) = std::mem::replace(&mut *link, Link::Idle)
+        {
+            let _ = old.cancel().await;
+        }
+        McpError::ConnectionLost {
+            server: self.cfg.name.clone(),
+            reason: e.to_string(),
         }
     }
 
     /// Whether a session is open now (no request is made).
     pub async fn is_connected(&self) -> bool {
-        matches!(&*self.link.lock().await, Link::Up(r) if !r.is_closed())
+        matches!(&*self.link.lock().await, Link::Up(r, _) if is_open(r))
     }
 
     /// Forgets a reconnect backoff, so the next request tries at once (an admin's test).
@@ -284,7 +305,7 @@ impl Server {
     /// Ends the session (a stdio child gets SIGTERM, then SIGKILL, and is reaped).
     pub async fn close(&self) {
         let mut link = self.link.lock().await;
-        if let Link::Up(running) = std::mem::replace(&mut *link, Link::Idle) {
+        if let Link::Up(running, _) = std::mem::replace(&mut *link, Link::Idle) {
             let _ = running.cancel().await;
         }
     }
