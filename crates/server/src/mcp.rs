@@ -29,6 +29,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .route_service("/mcp", endpoint.clone())
         .route_service("/api/v1/mcp", endpoint)
+        .route_layer(axum::middleware::from_fn(jsonrpc_errors))
         .route_layer(authed)
         .route(
             "/api/v1/agent/mcp/servers",
@@ -78,6 +79,78 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
     let mut req = Request::from_parts(parts, body);
     req.extensions_mut().insert(actor);
     next.run(req).await
+}
+
+/// A JSON-RPC error reply with no request id (spec runtime.md §11.5's codes).
+fn jsonrpc_error(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// The SDK answers a few transport-level failures in plain text; MCP clients read JSON-RPC
+/// codes (spec runtime.md §11.5): a body that is not JSON −32700, JSON that is not a JSON-RPC
+/// message −32600, an unknown session −32002, a request before `initialize` −32003.
+async fn jsonrpc_errors(req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let is_post = parts.method == axum::http::Method::POST;
+    let has_session = parts.headers.contains_key("mcp-session-id");
+    let req = if is_post {
+        let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+            Ok(b) => b,
+            Err(_) => {
+                return ApiError::for_status(StatusCode::PAYLOAD_TOO_LARGE).into_response();
+            }
+        };
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(serde_json::Value::Object(o)) if o.get("jsonrpc") == Some(&"2.0".into()) => {}
+            Ok(serde_json::Value::Array(_)) => {}
+            Ok(_) => {
+                return jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "invalid request: not a JSON-RPC 2.0 message",
+                );
+            }
+            Err(_) => {
+                return jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    "parse error: the body is not JSON",
+                );
+            }
+        }
+        Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        Request::from_parts(parts, body)
+    };
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json") || v.contains("event-stream"));
+    if !status.is_client_error() || is_json {
+        return resp;
+    }
+    match status {
+        StatusCode::NOT_FOUND if has_session => {
+            jsonrpc_error(status, -32002, "session not found; initialize again")
+        }
+        StatusCode::BAD_REQUEST if is_post && !has_session => jsonrpc_error(
+            status,
+            -32003,
+            "not initialized: send initialize first (then the Mcp-Session-Id it returns)",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE if is_post => jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "invalid request: not a valid MCP message",
+        ),
+        _ => resp,
+    }
 }
 
 fn hub(state: &AppState, actor: &Actor) -> Result<mpa_core::mcp::McpHub, ApiError> {
