@@ -103,7 +103,7 @@ fn connected(v: &serde_json::Value) -> ExitCode {
 }
 
 pub async fn run(a: McpArgs, ctx: &CliContext) -> anyhow::Result<ExitCode> {
-    let Some(hub) = ctx.host.mcp().cloned() else {
+    let Some(hub) = ctx.host.mcp() else {
         anyhow::bail!("this host has no MCP client");
     };
     let code = match a.action {

@@ -16,6 +16,7 @@
     reason = "a bench's panic is its failure report"
 )]
 
+use mpa_core::capability::{Learning, Recall, Terminals};
 use mpa_core::{Agent, AgentConfig, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_store::Store;
@@ -142,20 +143,17 @@ fn main() {
         cfg.session_idle = Duration::from_secs(3600);
         cfg.memory_review_interval = 0;
         cfg.skill_review_interval = 0;
-        let caps = Capabilities {
-            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-                dir.path(),
-            ))),
-            skills: Some(mpa_learning::Skills::new(dir.path().to_path_buf())),
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                dir.path(),
-            ))),
-            exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-                dir.path().to_path_buf(),
-                dir.path().join("spill"),
-            ))),
-            ..Capabilities::default()
-        };
+        let caps = Capabilities::default()
+            .with(Terminals::new(mpa_exec::Processes::new(
+                mpa_exec::ExecConfig::new(dir.path().to_path_buf(), dir.path().join("spill")),
+            )))
+            .with(Learning::new(
+                mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(dir.path())),
+                mpa_learning::Skills::new(dir.path().to_path_buf()),
+            ))
+            .with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(dir.path()),
+            )));
         let agent = Agent::builder(cfg, store).caps(caps).build().unwrap();
         // Warm: the tokenizer's vocabulary and every lazy table load once per process.
         turn(agent.clone(), actor.clone(), "warm-up".into()).await;

@@ -1,10 +1,10 @@
 //! The agent: shared services plus the registry of live session actors.
 
 use crate::accounts::Accounts;
-use crate::capability::{Capability, RegistryOptions};
+use crate::capability::{Capabilities, Capability, RegistryOptions};
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
-use crate::services::{Capabilities, Services};
+use crate::services::Services;
 use crate::session::{LiveSessions, SessionData, SessionHandle, spawn_session};
 use crate::sync::lock;
 use crate::tools::gate::{Gate, Gates};
@@ -26,15 +26,19 @@ pub struct Agent {
 /// A last say over the built-in tools.
 type AdjustTools = Box<dyn FnOnce(&mut ToolRegistry) + Send>;
 
-/// Builds an [`Agent`]: the configuration and store, the capability hubs, and — for a host's own
-/// additions and for tests — extra capabilities, tools, gates and contributors, appended after
-/// the standard ones.
+/// Adds one capability type to an assembly ([`AgentBuilder::configure`]).
+type AddCapability = fn(&mut crate::capability::Assembly<'_>) -> Result<()>;
+
+/// Builds an [`Agent`]: the configuration and store, the capabilities (configured from the
+/// host's configuration, or given built), and — for a host's own additions and for tests — extra
+/// tools, gates and contributors, appended after the standard ones.
 pub struct AgentBuilder {
     cfg: AgentConfig,
     store: Store,
-    caps: Capabilities,
+    host: Option<crate::host::HostConfig>,
+    given: Capabilities,
+    configured: Vec<AddCapability>,
     opts: RegistryOptions,
-    capabilities: Vec<Arc<dyn Capability>>,
     tools: Vec<Arc<dyn Tool>>,
     gates: Vec<Arc<dyn Gate>>,
     contributors: Vec<Arc<dyn Contributor>>,
@@ -42,8 +46,20 @@ pub struct AgentBuilder {
 }
 
 impl AgentBuilder {
+    /// Capabilities built by the caller: one of a standard type takes that type's place (and
+    /// is not configured), any other comes after the standard ones.
     pub fn caps(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
+        for c in caps.iter() {
+            self.given.push(Arc::clone(c));
+        }
+        self
+    }
+
+    /// The host's configuration: the standard capabilities configure themselves from it.
+    /// Without it the agent has only the capabilities that need no configuration and those
+    /// given.
+    pub fn host(mut self, cfg: crate::host::HostConfig) -> Self {
+        self.host = Some(cfg);
         self
     }
 
@@ -52,9 +68,16 @@ impl AgentBuilder {
         self
     }
 
-    /// A capability after the standard ones.
+    /// A capability of the host's own, configured like the standard ones (from the host's
+    /// configuration, after them).
+    pub fn configure<T: crate::capability::Configure>(mut self) -> Self {
+        self.configured.push(|a| a.add::<T>());
+        self
+    }
+
+    /// A built capability (see [`AgentBuilder::caps`]).
     pub fn capability(mut self, c: Arc<dyn Capability>) -> Self {
-        self.capabilities.push(c);
+        self.given.push(c);
         self
     }
 
@@ -94,10 +117,18 @@ impl AgentBuilder {
                 tracing::debug!(error = %e, "tokenizer warm-up not started; it loads on first use");
             }
         }
-        let mut capabilities =
-            crate::capability::standard(&self.caps, &self.opts, Some(&self.store));
-        capabilities.extend(self.capabilities);
-        let mut tools = crate::capability::registry_of(&capabilities);
+        let mut assembly = crate::capability::Assembly::new(
+            self.host.as_ref(),
+            Some(&self.store),
+            &self.opts,
+            self.given,
+        );
+        crate::capability::standard(&mut assembly)?;
+        for add in self.configured {
+            add(&mut assembly)?;
+        }
+        let caps = assembly.finish();
+        let mut tools = crate::capability::registry_of(&caps);
         for t in self.tools {
             tools.register(t);
         }
@@ -116,8 +147,7 @@ impl AgentBuilder {
                 gates: Gates::standard_with(self.gates),
                 contributors: contributors.into(),
                 settle_rules: crate::turn::settle::standard().into(),
-                caps: self.caps,
-                capabilities: capabilities.into(),
+                caps: Arc::new(caps),
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
@@ -199,9 +229,10 @@ impl Agent {
         AgentBuilder {
             cfg,
             store,
-            caps: Capabilities::default(),
+            host: None,
+            given: Capabilities::default(),
+            configured: Vec::new(),
             opts: RegistryOptions::default(),
-            capabilities: Vec::new(),
             tools: Vec::new(),
             gates: Vec::new(),
             contributors: Vec::new(),
@@ -545,7 +576,7 @@ impl Agent {
         self.close_session(session_id).await;
         // Evidence first (with a tombstone so late appends cannot resurrect it), then the chat;
         // a failure in between leaves a chat that can be deleted again.
-        if let Some(history) = &self.services.caps.history
+        if let Some(history) = self.services.caps.history()
             && let Err(e) = history
                 .delete_session(&mpa_redact::UserKey::for_user(&owner), session_id)
                 .await
@@ -590,7 +621,7 @@ impl Agent {
     /// Stops every running turn and waits until each session has written its snapshot.
     pub async fn shutdown(&self) {
         // Nothing new starts once shutdown began (subagent submissions are sealed).
-        for c in self.services.capabilities.iter() {
+        for c in self.services.caps.iter() {
             c.begin_shutdown();
         }
         let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
@@ -601,7 +632,7 @@ impl Agent {
         for h in handles {
             h.close().await;
         }
-        for c in self.services.capabilities.iter() {
+        for c in self.services.caps.iter() {
             c.shutdown().await;
         }
     }

@@ -1,16 +1,21 @@
 //! Capability lifecycles. A capability (terminals, memory and skills, conversation recall, the
-//! MoviePilot gateway, …) is one [`Capability`] value built from its configuration, registered
-//! once in [`standard`]: its tools, its block of the session's system prompt, its per-session
-//! state (a typed slot of [`SessionState`], saved with the chat or not), what it does when a
-//! session closes and when the host shuts down.
+//! MoviePilot gateway, …) is one [`Capability`] value that builds itself from the host's
+//! configuration ([`Configure`]) and is registered once, by one line in [`standard`]: its tools,
+//! its block of the session's system prompt, its per-session state (a typed slot of
+//! [`SessionState`], saved with the chat or not), what it does when the host starts, when a
+//! session closes and when the host shuts down. The built capabilities are kept in order in
+//! [`Capabilities`]; the few places that need a concrete one look it up by type
+//! ([`Capabilities::get`]).
 //!
 //! Adding a capability: its crate (the domain), its tool files in `tools/`, a type implementing
-//! [`Capability`] (here or next to its tools), and one line in [`standard`].
+//! [`Capability`] and [`Configure`] (here or next to its tools), and one line in [`standard`].
 
-use crate::services::Capabilities;
+use crate::error::Result;
+use crate::host::HostConfig;
 use crate::tools::{SessionState, ToolRegistry, typed};
 use async_trait::async_trait;
 use mpa_protocol::{Actor, UserId};
+use std::any::Any;
 use std::sync::Arc;
 
 /// The session a lifecycle hook is about.
@@ -22,9 +27,12 @@ pub struct SessionInfo<'a> {
 }
 
 #[async_trait]
-pub trait Capability: Send + Sync + 'static {
+pub trait Capability: Any + Send + Sync {
     /// A stable name: the key its saved slot has in the chat's session state.
     fn name(&self) -> &'static str;
+
+    /// The host has been built and is about to serve (before the first session opens).
+    async fn start(&self) {}
 
     /// Registers its tools (the registry's built-in layer).
     fn tools(&self, _tools: &mut ToolRegistry) {}
@@ -77,46 +85,137 @@ pub struct RegistryOptions {
     pub diagnostic_tools: bool,
 }
 
-/// The host's capabilities for these hubs, in order (the order of their prompt blocks). This
-/// list is the one place where a capability is registered. `store` is the main store (the write
-/// receipts tool reads it); without one that tool is left out.
-pub fn standard(
-    caps: &Capabilities,
-    opts: &RegistryOptions,
-    store: Option<&mpa_store::Store>,
-) -> Vec<Arc<dyn Capability>> {
-    let mut list: Vec<Arc<dyn Capability>> = vec![Arc::new(Core {
-        store: store.cloned(),
-    })];
-    if let Some(exec) = &caps.exec {
-        list.push(Arc::new(Terminals { exec: exec.clone() }));
+/// How a capability builds itself.
+pub trait Configure: Capability + Sized {
+    /// The capability for this host, or `None` when it is not configured (an agent assembled
+    /// without a host configuration — tests, benchmarks — has only what needs none).
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>>;
+}
+
+/// What capabilities are built from.
+pub struct Setup<'a> {
+    /// The host's configuration (`None` for an agent assembled by hand).
+    pub host: Option<&'a HostConfig>,
+    /// The main store (`None` for a bare tool registry).
+    pub store: Option<&'a mpa_store::Store>,
+    pub options: &'a RegistryOptions,
+    /// The capabilities built before this one (a capability that builds on another finds it
+    /// here by type).
+    pub built: &'a Capabilities,
+}
+
+/// The host's capabilities, in order (the order of their prompt blocks and lifecycle calls).
+#[derive(Clone, Default)]
+pub struct Capabilities(Vec<Arc<dyn Capability>>);
+
+impl Capabilities {
+    /// Adds a built capability. Given to [`standard`], one of a standard type takes that type's
+    /// place instead of being configured; any other comes after the standard ones.
+    #[must_use]
+    pub fn with(mut self, c: impl Capability) -> Self {
+        self.0.push(Arc::new(c));
+        self
     }
-    if let (Some(memory), Some(skills)) = (&caps.memory, &caps.skills) {
-        list.push(Arc::new(Learning {
-            memory: memory.clone(),
-            skills: skills.clone(),
-        }));
+
+    pub fn push(&mut self, c: Arc<dyn Capability>) {
+        self.0.push(c);
     }
-    if let Some(access) = &caps.moviepilot {
-        list.push(Arc::new(MoviePilot {
-            access: access.clone(),
-        }));
+
+    /// The capability of type `T`, if the host has one.
+    pub fn get<T: Capability>(&self) -> Option<&T> {
+        self.0
+            .iter()
+            .find_map(|c| (c.as_ref() as &dyn Any).downcast_ref::<T>())
     }
-    if let Some(history) = &caps.history {
-        list.push(Arc::new(Recall {
-            history: history.clone(),
-        }));
+
+    /// The evidence history, when conversation recall is configured (evidence capture,
+    /// retention and deletion use it).
+    pub fn history(&self) -> Option<&mpa_history::History> {
+        self.get::<Recall>().map(Recall::history)
     }
-    list.push(Arc::new(crate::subagent::Subagents {
-        hub: crate::subagent::Hub::new(caps.exec.clone()),
-    }));
-    if opts.diagnostic_tools {
-        list.push(Arc::new(Diagnostics));
+
+    fn take<T: Capability>(&mut self) -> Option<Arc<dyn Capability>> {
+        let i = self
+            .0
+            .iter()
+            .position(|c| (c.as_ref() as &dyn Any).is::<T>())?;
+        Some(self.0.remove(i))
     }
-    if let Some(hub) = &caps.mcp {
-        list.push(Arc::new(crate::mcp::McpServers { hub: hub.clone() }));
+}
+
+impl std::ops::Deref for Capabilities {
+    type Target = [Arc<dyn Capability>];
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
-    list
+}
+
+/// Builds capabilities in order ([`standard`], then a host's own [`Assembly::add`]s): each is
+/// configured from the same [`Setup`], unless the caller gave one of its type, which takes its
+/// place.
+pub struct Assembly<'a> {
+    host: Option<&'a HostConfig>,
+    store: Option<&'a mpa_store::Store>,
+    options: &'a RegistryOptions,
+    given: Capabilities,
+    built: Capabilities,
+}
+
+impl<'a> Assembly<'a> {
+    pub fn new(
+        host: Option<&'a HostConfig>,
+        store: Option<&'a mpa_store::Store>,
+        options: &'a RegistryOptions,
+        given: Capabilities,
+    ) -> Self {
+        Assembly {
+            host,
+            store,
+            options,
+            given,
+            built: Capabilities::default(),
+        }
+    }
+
+    /// Builds a `T` (or takes the given one) after those built so far.
+    pub fn add<T: Configure>(&mut self) -> Result<()> {
+        if let Some(c) = self.given.take::<T>() {
+            self.built.push(c);
+            return Ok(());
+        }
+        let setup = Setup {
+            host: self.host,
+            store: self.store,
+            options: self.options,
+            built: &self.built,
+        };
+        if let Some(c) = T::configure(&setup)? {
+            self.built.push(Arc::new(c));
+        }
+        Ok(())
+    }
+
+    /// The capabilities built, then the given ones no standard type took.
+    pub fn finish(self) -> Capabilities {
+        let mut list = self.built;
+        list.0.extend(self.given.0);
+        list
+    }
+}
+
+/// The host's capabilities, in order. This list is the one place where a capability is
+/// registered.
+pub fn standard(a: &mut Assembly<'_>) -> Result<()> {
+    a.add::<Core>()?;
+    a.add::<Terminals>()?;
+    a.add::<Learning>()?;
+    a.add::<MoviePilot>()?;
+    a.add::<Recall>()?;
+    a.add::<crate::subagent::Subagents>()?;
+    a.add::<Diagnostics>()?;
+    a.add::<crate::mcp::McpServers>()?;
+    Ok(())
 }
 
 /// The tools of `capabilities`, in one registry.
@@ -132,6 +231,14 @@ pub fn registry_of(capabilities: &[Arc<dyn Capability>]) -> ToolRegistry {
 /// tool discovery (a slot per user request), the write receipts.
 struct Core {
     store: Option<mpa_store::Store>,
+}
+
+impl Configure for Core {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        Ok(Some(Core {
+            store: setup.store.cloned(),
+        }))
+    }
 }
 
 impl Capability for Core {
@@ -156,8 +263,33 @@ impl Capability for Core {
 
 /// Terminals (`execute_command`). A conversation's terminal scope outlives its actor (an idle
 /// reload finds it again) and closes with the conversation.
-struct Terminals {
+pub struct Terminals {
     exec: mpa_exec::Processes,
+}
+
+impl Terminals {
+    pub fn new(exec: mpa_exec::Processes) -> Self {
+        Terminals { exec }
+    }
+
+    pub fn processes(&self) -> &mpa_exec::Processes {
+        &self.exec
+    }
+}
+
+impl Configure for Terminals {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        Ok(setup.host.map(|cfg| {
+            Terminals::new(mpa_exec::Processes::new(mpa_exec::ExecConfig {
+                venv_path: cfg.venv_path.clone(),
+                idle_scope_ttl: cfg.terminal_idle_ttl,
+                ..mpa_exec::ExecConfig::new(
+                    cfg.workdir.clone(),
+                    cfg.data_dir.join("agent/runtime/exec/output"),
+                )
+            }))
+        }))
+    }
 }
 
 #[async_trait]
@@ -200,9 +332,38 @@ impl Capability for Terminals {
 
 /// Stable memory and personal skills: the memory snapshot and the skills catalogue frozen into
 /// the session's system prompt at its first turn.
-struct Learning {
+pub struct Learning {
     memory: mpa_learning::Memory,
     skills: mpa_learning::Skills,
+}
+
+impl Learning {
+    pub fn new(memory: mpa_learning::Memory, skills: mpa_learning::Skills) -> Self {
+        Learning { memory, skills }
+    }
+
+    pub fn memory(&self) -> &mpa_learning::Memory {
+        &self.memory
+    }
+
+    pub fn skills(&self) -> &mpa_learning::Skills {
+        &self.skills
+    }
+}
+
+impl Configure for Learning {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        let Some(cfg) = setup.host else {
+            return Ok(None);
+        };
+        let skills = mpa_learning::Skills::new(cfg.data_dir.clone());
+        for line in skills.recover_on_start() {
+            tracing::warn!("skills recovery: {line}");
+        }
+        let memory =
+            mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(cfg.data_dir.clone()));
+        Ok(Some(Learning::new(memory, skills)))
+    }
 }
 
 impl Capability for Learning {
@@ -245,13 +406,53 @@ impl Capability for Learning {
 
 /// The MoviePilot gateway (`moviepilot_api`): who calls are made as is its identity resolver
 /// ([`crate::moviepilot::MoviePilotAccess`]); the business rules join the system prompt.
-struct MoviePilot {
+pub struct MoviePilot {
     access: crate::moviepilot::MoviePilotAccess,
+    /// The account-standing checks (with MoviePilot sign-in), shared with the accounts.
+    standing: Option<Arc<crate::moviepilot::standing::Standing>>,
+    /// Where the operation guides are installed, and how hard they sync.
+    skills_root: std::path::PathBuf,
+    durability: mpa_protocol::Durability,
 }
 
+impl MoviePilot {
+    pub fn access(&self) -> &crate::moviepilot::MoviePilotAccess {
+        &self.access
+    }
+
+    pub(crate) fn standing(&self) -> Option<&Arc<crate::moviepilot::standing::Standing>> {
+        self.standing.as_ref()
+    }
+}
+
+impl Configure for MoviePilot {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        let (Some(cfg), Some(store)) = (setup.host, setup.store) else {
+            return Ok(None);
+        };
+        let Some(mp) = &cfg.moviepilot else {
+            return Ok(None);
+        };
+        let (access, standing) = crate::host::moviepilot_access(mp, store)?;
+        Ok(Some(MoviePilot {
+            access,
+            standing,
+            skills_root: cfg.data_dir.join("agent/skills"),
+            durability: cfg.durability,
+        }))
+    }
+}
+
+#[async_trait]
 impl Capability for MoviePilot {
     fn name(&self) -> &'static str {
         "moviepilot"
+    }
+
+    /// Reads the server's routes and installs the operation guides for them.
+    async fn start(&self) {
+        crate::moviepilot::live::start(&self.access, self.skills_root.clone(), self.durability)
+            .await;
     }
 
     fn tools(&self, r: &mut ToolRegistry) {
@@ -266,8 +467,29 @@ impl Capability for MoviePilot {
 }
 
 /// Conversation recall over the evidence history (`session_search`).
-struct Recall {
+pub struct Recall {
     history: mpa_history::History,
+}
+
+impl Recall {
+    pub fn new(history: mpa_history::History) -> Self {
+        Recall { history }
+    }
+
+    pub fn history(&self) -> &mpa_history::History {
+        &self.history
+    }
+}
+
+impl Configure for Recall {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        Ok(setup.host.map(|cfg| {
+            Recall::new(mpa_history::History::new(mpa_history::HistoryConfig {
+                durability: cfg.durability,
+                ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
+            }))
+        }))
+    }
 }
 
 #[async_trait]
@@ -293,6 +515,13 @@ impl Capability for Recall {
 
 /// The diagnostic `test_*` tools (`MPA_ENABLE_TEST_TOOLS`).
 struct Diagnostics;
+
+impl Configure for Diagnostics {
+    fn configure(setup: &Setup<'_>) -> Result<Option<Self>> {
+        let on = setup.options.diagnostic_tools || setup.host.is_some_and(|h| h.diagnostic_tools);
+        Ok(on.then_some(Diagnostics))
+    }
+}
 
 impl Capability for Diagnostics {
     fn name(&self) -> &'static str {

@@ -235,7 +235,7 @@ impl AgentHandle {
             acting_note: None,
         };
         let cancel = caller.cancel.child_token();
-        let capture = match (&services.caps.history, nested.evidence) {
+        let capture = match (services.caps.history(), nested.evidence) {
             (Some(history), Some(e)) => Some(CaptureTarget {
                 history,
                 owner: e.owner,

@@ -13,5 +13,5 @@ pub use mpa_history::{
 /// The history's part of the host's health report (`/healthz`): `degraded` while some user's
 /// store cannot be read; `None` when the host runs without history.
 pub fn health(agent: &crate::Agent) -> Option<HistoryHealth> {
-    agent.services().caps.history.as_ref().map(History::health)
+    agent.services().caps.history().map(History::health)
 }

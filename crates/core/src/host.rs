@@ -1,15 +1,15 @@
 //! The host facade: [`Host::open`] builds everything a front end needs from one [`HostConfig`] —
-//! the main store, every capability hub, the tool registry and the [`Agent`] — so `server` and
-//! `cli` never assemble the runtime themselves and depend on `core` alone.
+//! the main store, the agent with every capability (each configures itself from the
+//! [`HostConfig`], see [`crate::capability::standard`]) — so `server` and `cli` never assemble
+//! the runtime themselves and depend on `core` alone.
 
 use crate::agent::{Agent, AgentBuilder};
-use crate::capability::RegistryOptions;
+use crate::capability::{MoviePilot, Recall, RegistryOptions};
 use crate::config::AgentConfig;
 use crate::error::{CoreError, Result};
 use crate::moviepilot::identity::{AccountResolver, IdentityResolver, Unconfigured};
 use crate::moviepilot::standing::{Clock, Standing, SystemClock};
 use crate::moviepilot::{AuthMode, MoviePilotAccess, MoviePilotConfig};
-use crate::services::Capabilities;
 use mpa_protocol::{Actor, Durability};
 use mpa_store::Store;
 use std::path::PathBuf;
@@ -105,7 +105,6 @@ impl PhaseClock {
 #[derive(Clone)]
 pub struct Host {
     agent: Agent,
-    caps: Capabilities,
     data_dir: PathBuf,
     open_phases: Arc<OpenPhases>,
     /// Held (shared) for the life of the process: a cold-start recovery runs only when no other
@@ -181,51 +180,49 @@ impl Host {
         clock.mark("store_open");
         let running = claim_data_dir(&cfg.data_dir, &store).await?;
         clock.mark("data_dir_claim");
-        let mut caps = capabilities(&cfg);
-        caps.mcp = Some(crate::mcp::McpHub::new(store.clone(), cfg.mcp));
-        clock.mark("capabilities");
-        let mut standing = None;
-        if let Some(mp) = &cfg.moviepilot {
-            let (access, follows) = moviepilot_access(mp, &store)?;
-            standing = follows;
-            // Reads the server's routes and installs the operation guides for them.
-            let skills_root = cfg.data_dir.join("agent/skills");
-            crate::moviepilot::live::start(&access, skills_root, cfg.durability).await;
-            caps.moviepilot = Some(access);
-            clock.mark("operation_skills");
-        }
-        let builder =
-            Agent::builder(cfg.agent, store)
-                .caps(caps.clone())
-                .options(RegistryOptions {
-                    diagnostic_tools: cfg.diagnostic_tools,
-                });
+        let builder = Agent::builder(cfg.agent.clone(), store)
+            .host(cfg.clone())
+            .options(RegistryOptions {
+                diagnostic_tools: cfg.diagnostic_tools,
+            });
         let agent = extend(builder).build()?;
-        if let Some(hub) = &caps.mcp {
-            // The configured servers' last listed tools join the registry; none is started.
+        clock.mark("capabilities");
+        for c in agent.services().caps.iter() {
+            c.start().await;
+        }
+        if let Some(hub) = crate::mcp::hub_of(&agent) {
+            // The configured MCP servers' last listed tools join the registry's dynamic layer
+            // (none is started); the registry exists only once the agent is built.
             hub.load(agent.services().tools.clone()).await?;
         }
-        clock.mark("tool_registry");
-        if let (Some(mp), Some(access)) = (&cfg.moviepilot, &caps.moviepilot)
+        clock.mark("capabilities_start");
+        if let (Some(mp), Some(gateway)) =
+            (&cfg.moviepilot, agent.services().caps.get::<MoviePilot>())
             && mp.config.auth == AuthMode::MoviePilot
         {
             // Logins are checked by MoviePilot itself from now on.
             agent
                 .accounts()
-                .sign_in_with_moviepilot(access.client.clone());
-            if let Some(standing) = standing {
+                .sign_in_with_moviepilot(gateway.access().client.clone());
+            if let Some(standing) = gateway.standing() {
                 standing.on_end(agent.turn_stopper());
-                agent.accounts().follow_moviepilot_standing(standing);
+                agent
+                    .accounts()
+                    .follow_moviepilot_standing(Arc::clone(standing));
             }
         }
         clock.mark("agent");
         Ok(Host {
             agent,
-            caps,
             data_dir: cfg.data_dir,
             open_phases: Arc::new(clock.phases),
             _running: Arc::new(running),
         })
+    }
+
+    /// The external MCP servers (admins' configuration, `mpagent mcp`).
+    pub fn mcp(&self) -> Option<crate::mcp::McpHub> {
+        crate::mcp::hub_of(&self.agent)
     }
 
     /// How long each step of [`Host::open`] took.
@@ -241,16 +238,6 @@ impl Host {
         self.agent.accounts()
     }
 
-    /// The external MCP servers (admins' configuration, `mpagent mcp`).
-    pub fn mcp(&self) -> Option<&crate::mcp::McpHub> {
-        self.caps.mcp.as_ref()
-    }
-
-    /// The host's tools as an MCP catalogue (the `/mcp` endpoint, `mpagent mcp serve`).
-    pub fn mcp_catalogue(&self) -> std::sync::Arc<crate::mcp::HostCatalogue> {
-        std::sync::Arc::new(crate::mcp::HostCatalogue::new(self.agent.clone()))
-    }
-
     pub fn data_dir(&self) -> &std::path::Path {
         &self.data_dir
     }
@@ -261,16 +248,18 @@ impl Host {
         &self,
         key: &str,
     ) -> Option<crate::moviepilot::doctor::KeyCheck> {
-        let access = self.caps.moviepilot.as_ref()?;
+        let access = self.agent.services().caps.get::<MoviePilot>()?.access();
         let knowledge = access.client.server_knowledge().await;
         Some(crate::moviepilot::doctor::verify_key(&access.client, key, &knowledge).await)
     }
 
     /// The evidence history (for `mpagent history …`).
     pub fn history(&self) -> Result<&mpa_history::History> {
-        self.caps
-            .history
-            .as_ref()
+        self.agent
+            .services()
+            .caps
+            .get::<Recall>()
+            .map(Recall::history)
             .ok_or_else(|| CoreError::EvidenceUnavailable("history is not enabled".into()))
     }
 
@@ -285,7 +274,7 @@ impl Host {
 
 /// The gateway access, and — with MoviePilot sign-in — the account-standing checks its identity
 /// resolver and the accounts share.
-fn moviepilot_access(
+pub(crate) fn moviepilot_access(
     mp: &MoviePilotHostConfig,
     store: &Store,
 ) -> Result<(MoviePilotAccess, Option<Arc<Standing>>)> {
@@ -315,32 +304,4 @@ fn moviepilot_access(
         }),
     };
     Ok((MoviePilotAccess { client, identity }, standing))
-}
-
-fn capabilities(cfg: &HostConfig) -> Capabilities {
-    let exec = mpa_exec::Processes::new(mpa_exec::ExecConfig {
-        venv_path: cfg.venv_path.clone(),
-        idle_scope_ttl: cfg.terminal_idle_ttl,
-        ..mpa_exec::ExecConfig::new(
-            cfg.workdir.clone(),
-            cfg.data_dir.join("agent/runtime/exec/output"),
-        )
-    });
-    let skills = mpa_learning::Skills::new(cfg.data_dir.clone());
-    for line in skills.recover_on_start() {
-        tracing::warn!("skills recovery: {line}");
-    }
-    Capabilities {
-        exec: Some(exec),
-        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-            cfg.data_dir.clone(),
-        ))),
-        skills: Some(skills),
-        history: Some(mpa_history::History::new(mpa_history::HistoryConfig {
-            durability: cfg.durability,
-            ..mpa_history::HistoryConfig::new(cfg.data_dir.clone())
-        })),
-        moviepilot: None,
-        mcp: None,
-    }
 }

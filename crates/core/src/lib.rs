@@ -58,7 +58,7 @@ pub use host::{Host, HostConfig, MoviePilotHostConfig};
 pub use mpa_redact::UserKey;
 pub use mpa_store::{Chat, ChatSummary};
 pub use prompt::SUMMARY_PROMPT;
-pub use services::{Capabilities, Services};
+pub use services::Services;
 
 /// What front ends configure the model client with (they depend on `mpa-core` alone).
 pub mod model {
@@ -70,13 +70,18 @@ pub mod model {
 pub fn become_subreaper() -> std::io::Result<()> {
     mpa_exec::become_subreaper().map_err(|e| std::io::Error::other(e.to_string()))
 }
-pub use capability::{Capability, RegistryOptions};
+pub use capability::{Capabilities, Capability, RegistryOptions};
 pub use review::ReviewState;
 pub use session::{SessionHandle, Steered};
 pub use sync::Slots;
 
-/// The standard tool set for the given capabilities (without the write-receipts tool, which
+/// The standard tool set with the given capabilities (without the write-receipts tool, which
 /// needs the main store): the tools of [`capability::standard`].
-pub fn default_registry(opts: &RegistryOptions, caps: &Capabilities) -> tools::ToolRegistry {
-    capability::registry_of(&capability::standard(caps, opts, None))
+pub fn default_registry(
+    opts: &RegistryOptions,
+    caps: Capabilities,
+) -> error::Result<tools::ToolRegistry> {
+    let mut a = capability::Assembly::new(None, None, opts, caps);
+    capability::standard(&mut a)?;
+    Ok(capability::registry_of(&a.finish()))
 }

@@ -23,7 +23,7 @@ impl Agent {
         if days == 0 {
             return report;
         }
-        if let Some(history) = &self.services().caps.history {
+        if let Some(history) = self.services().caps.history() {
             for user in history.known_users() {
                 match history.cleanup(&user, days).await {
                     Ok(r) => {

@@ -287,11 +287,9 @@ async fn run(
         mpa_protocol::TurnStatus::Failed => end.error,
         _ => None,
     };
-    if let Some(m) = &services.caps.memory {
-        m.end_review(&actor, &review);
-    }
-    if let Some(s) = &services.caps.skills {
-        s.end_review(&actor, &review);
+    if let Some(learning) = services.caps.get::<crate::capability::Learning>() {
+        learning.memory().end_review(&actor, &review);
+        learning.skills().end_review(&actor, &review);
     }
     tracing::info!(
         session = %session_id,

@@ -1,8 +1,8 @@
 //! The services every turn uses, built once per host: configuration, the model client, the main
 //! store, the layered tool registry, the call-gate chain, the outbound contributors, the settle
-//! rules, the capability hubs and their lifecycles.
+//! rules, the capabilities.
 
-use crate::capability::Capability;
+use crate::capability::Capabilities;
 use crate::config::AgentConfig;
 use crate::tools::gate::Gates;
 use crate::tools::invoke::Invoker;
@@ -13,19 +13,6 @@ use mpa_model::ModelClient;
 use mpa_store::Store;
 use std::sync::Arc;
 
-/// Optional capability hubs (one per process), shared by the tools that adapt them.
-#[derive(Clone, Default)]
-pub struct Capabilities {
-    pub exec: Option<mpa_exec::Processes>,
-    pub memory: Option<mpa_learning::Memory>,
-    pub skills: Option<mpa_learning::Skills>,
-    pub history: Option<mpa_history::History>,
-    /// The MoviePilot gateway, when `MOVIEPILOT_URL` is set.
-    pub moviepilot: Option<crate::moviepilot::MoviePilotAccess>,
-    /// External MCP servers configured by admins (their tools join the registry's dynamic layer).
-    pub mcp: Option<crate::mcp::McpHub>,
-}
-
 pub struct Services {
     pub cfg: AgentConfig,
     pub model: ModelClient,
@@ -34,9 +21,8 @@ pub struct Services {
     pub gates: Gates,
     pub contributors: Arc<[Arc<dyn Contributor>]>,
     pub settle_rules: Arc<[Arc<dyn SettleRule>]>,
-    pub caps: Capabilities,
-    /// Every capability's lifecycle, in registration order.
-    pub capabilities: Arc<[Arc<dyn Capability>]>,
+    /// Every capability, in registration order.
+    pub caps: Arc<Capabilities>,
 }
 
 impl Services {

@@ -4,6 +4,7 @@
 
 use crate::common::host::{TestHost, run_turn};
 use async_trait::async_trait;
+use mpa_core::capability::Recall;
 use mpa_core::tools::{JsonTool, ToolContext, ToolMeta, ToolOutput};
 use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, RequestBudget, ToolSpec, TurnStatus};
@@ -53,11 +54,10 @@ async fn env(mock: &MockModelServer, window_k: u64) -> Env {
 async fn env_with(mock: &MockModelServer, model: &str, window_k: u64) -> Env {
     let h = TestHost::builder(mock, model)
         .config(move |c| c.max_context_tokens_k = window_k)
-        .caps(|d| Capabilities {
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                d.join("history"),
-            ))),
-            ..Capabilities::default()
+        .caps(|d| {
+            Capabilities::default().with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(d.join("history")),
+            )))
         })
         .diagnostic_tools(false)
         .tool(mpa_core::tools::json_tool(ListSubscriptions))
@@ -252,7 +252,7 @@ async fn three_hundred_turns_at_a_16k_window() {
         chat.agent_messages.len()
     );
     // ...but session_search finds it in the evidence store, where every message is kept.
-    let hub = env.agent.services().caps.history.clone().unwrap();
+    let hub = env.agent.services().caps.history().cloned().unwrap();
     let found = mpa_core::history::search_json(
         &hub,
         &mpa_redact::UserKey::for_user(&env.actor.user_id),

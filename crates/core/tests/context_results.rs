@@ -70,7 +70,11 @@ fn session() -> Arc<SessionState> {
 
 impl Env {
     fn new() -> Self {
-        let mut registry = default_registry(&RegistryOptions::default(), &Capabilities::default());
+        let Ok(mut registry) =
+            default_registry(&RegistryOptions::default(), Capabilities::default())
+        else {
+            panic!("the standard tools build without a host configuration");
+        };
         registry.register(mpa_core::tools::json_tool(BigResult));
         Env {
             registry: registry.into(),

@@ -4,9 +4,9 @@
 
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::common::host::TestHost;
+use crate::common::host::{TestHost, run_turn};
 use async_trait::async_trait;
-use mpa_core::capability::{Capability, SessionInfo};
+use mpa_core::capability::{Capability, Configure, Recall, SessionInfo, Setup};
 use mpa_core::tools::gate::{CallFacts, Gate, Halt, Verdict};
 use mpa_core::tools::{SessionState, ToolContext, ToolMeta, ToolOutput, ToolRegistry, TypedTool};
 use mpa_core::turn::outbound::{Contributor, Outbound, StepView};
@@ -212,8 +212,11 @@ async fn how_to_add_a_tool() {
     assert_eq!(tool_result(&reqs[1], "w2")["error"], "invalid_arguments");
 }
 
-// (d) A capability: its tool, its prompt block, a per-session slot saved with the chat, and
-// what it does when a session closes.
+// (d) A capability: it builds itself from the host's configuration (`Configure`), and has its
+// tool, its prompt block, a per-session slot saved with the chat, and what it does when a
+// session closes. In the product it is one line in `capability::standard`
+// (`a.add::<Tallies>()?;`); a test registers it the same way after the standard ones with
+// `AgentBuilder::configure::<Tallies>()`.
 
 #[derive(Default)]
 struct Tally(u64);
@@ -245,7 +248,21 @@ impl mpa_core::tools::JsonTool for CountUp {
 }
 
 struct Tallies {
-    closed: Arc<AtomicUsize>,
+    /// From the host's configuration: where the capability would keep its files.
+    home: std::path::PathBuf,
+    /// Built on another capability, found by type.
+    with_recall: bool,
+    closed: AtomicUsize,
+}
+
+impl Configure for Tallies {
+    fn configure(setup: &Setup<'_>) -> mpa_core::Result<Option<Self>> {
+        Ok(setup.host.map(|cfg| Tallies {
+            home: cfg.data_dir.join("tallies"),
+            with_recall: setup.built.get::<Recall>().is_some(),
+            closed: AtomicUsize::new(0),
+        }))
+    }
 }
 
 #[async_trait]
@@ -279,33 +296,42 @@ impl Capability for Tallies {
 #[tokio::test(flavor = "multi_thread")]
 async fn how_to_add_a_capability() {
     let mock = MockModelServer::start().await;
-    let closed = Arc::new(AtomicUsize::new(0));
-    let cap = Arc::new(Tallies {
-        closed: Arc::clone(&closed),
-    });
-    let host = TestHost::builder(&mock, "house-model-x")
-        .extend(move |b| b.capability(cap))
-        .build()
-        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let model = mpa_model::ModelConfig {
+        base_url: mock.base_url.clone(),
+        model: "house-model-x".into(),
+        max_retries: 0,
+        ..Default::default()
+    };
+    let cfg = mpa_core::HostConfig::new(dir.path().join("data"), mpa_core::AgentConfig::new(model));
+    let host = mpa_core::Host::open_with(cfg, |b| b.configure::<Tallies>())
+        .await
+        .unwrap();
+    let (agent, actor) = (host.agent(), host.local_actor("lin", false).await.unwrap());
+    // Built from the host's configuration, after the standard capabilities, found by type.
+    let tallies = agent.services().caps.get::<Tallies>().unwrap();
+    assert_eq!(tallies.home, dir.path().join("data/tallies"));
+    assert!(tallies.with_recall);
+
     mock.push(MockReply::tool_calls(&[("c1", "count_up", json!({}))]));
     mock.push(MockReply::text("one"));
     assert_eq!(
-        host.turn("tally", "count").await.status,
+        run_turn(agent, &actor, "tally", "count").await.status,
         TurnStatus::Completed
     );
     let reqs = mock.requests();
     let system = reqs[0]["messages"][0]["content"].as_str().unwrap();
     assert!(system.contains("<tallies>Use count_up to count.</tallies>"));
     assert_eq!(tool_result(&reqs[1], "c1")["count"], 1);
-    let chat = host.agent.chat_for(&host.actor, "tally").await.unwrap();
+    let chat = agent.chat_for(&actor, "tally").await.unwrap();
     assert_eq!(chat.session_state["tallies"], 1);
 
     // Closing the session tells the capability; the slot comes back from the saved chat.
-    host.agent.close_session("tally").await;
-    assert_eq!(closed.load(Ordering::SeqCst), 1);
+    agent.close_session("tally").await;
+    assert_eq!(tallies.closed.load(Ordering::SeqCst), 1);
     mock.push(MockReply::tool_calls(&[("c2", "count_up", json!({}))]));
     mock.push(MockReply::text("two"));
-    let turn = host.turn("tally", "again").await;
+    let turn = run_turn(agent, &actor, "tally", "again").await;
     assert_eq!(turn.status, TurnStatus::Completed);
     assert!(!turn.events.iter().any(|e| matches!(e, Event::Error { .. })));
     assert_eq!(tool_result(&mock.requests()[3], "c2")["count"], 2);

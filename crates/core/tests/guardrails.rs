@@ -5,6 +5,7 @@
 
 use crate::common::host::{TestHost, Turn, learning_caps};
 use async_trait::async_trait;
+use mpa_core::capability::Recall;
 use mpa_core::tools::guardrails::LoopClass;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, json_tool};
 use mpa_protocol::{EffectClass, Event, Outcome, Role, ToolSpec, TurnStatus};
@@ -524,11 +525,10 @@ async fn polling_a_running_terminal_thirty_times_is_not_flagged() {
 async fn thirty_identical_session_searches_are_flagged() {
     let mock = MockModelServer::start().await;
     let h = TestHost::builder(&mock, "gpt-4o")
-        .caps(|d| mpa_core::Capabilities {
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                d.join("history"),
-            ))),
-            ..mpa_core::Capabilities::default()
+        .caps(|d| {
+            mpa_core::Capabilities::default().with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(d.join("history")),
+            )))
         })
         .build()
         .await;

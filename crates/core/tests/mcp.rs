@@ -214,7 +214,7 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
     assert_eq!(outcome("c1"), Some(json!("succeeded")));
     assert_eq!(outcome("c2"), Some(json!("failed")));
     // The result is in the evidence history.
-    let history = env.host.agent().services().caps.history.clone().unwrap();
+    let history = env.host.agent().services().caps.history().cloned().unwrap();
     let hits = mpa_core::history::search_json(
         &history,
         &mpa_core::UserKey::for_user(&env.admin.user_id),

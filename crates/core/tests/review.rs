@@ -4,7 +4,7 @@
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::{TestHost, learning_caps};
-use mpa_core::{Agent, Capabilities, ReviewState};
+use mpa_core::{Agent, ReviewState};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
 use serde_json::{Value, json};
@@ -26,10 +26,7 @@ async fn env(mock: &MockModelServer, memory_interval: u32) -> Env {
         .admin()
         .data_subdir("data")
         .diagnostic_tools(false)
-        .caps(|data| Capabilities {
-            history: None,
-            ..learning_caps(data)
-        })
+        .caps(learning_caps)
         .config(move |c| {
             c.memory_review_interval = memory_interval;
             c.skill_review_interval = 0;
@@ -332,10 +329,7 @@ async fn a_steering_message_counts_as_a_user_turn_for_the_review() {
         .admin()
         .data_subdir("data")
         .diagnostic_tools(false)
-        .caps(|data| Capabilities {
-            history: None,
-            ..learning_caps(data)
-        })
+        .caps(learning_caps)
         .config(|c| {
             c.memory_review_interval = 2;
             c.skill_review_interval = 0;

@@ -7,6 +7,7 @@
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::TestHost;
+use mpa_core::capability::{Learning, Recall};
 use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
@@ -32,15 +33,15 @@ async fn env(mock: &MockModelServer) -> Env {
             c.memory_review_interval = 0;
             c.skill_review_interval = 0;
         })
-        .caps(|data| Capabilities {
-            memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-                data.to_path_buf(),
-            ))),
-            skills: Some(mpa_learning::Skills::new(data.to_path_buf())),
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                data,
-            ))),
-            ..Capabilities::default()
+        .caps(|data| {
+            Capabilities::default()
+                .with(Learning::new(
+                    mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(data.to_path_buf())),
+                    mpa_learning::Skills::new(data.to_path_buf()),
+                ))
+                .with(Recall::new(mpa_history::History::new(
+                    mpa_history::HistoryConfig::new(data),
+                )))
         })
         .build()
         .await;

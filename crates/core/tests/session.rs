@@ -2,6 +2,7 @@
 //! capped tool result reaches the evidence store in full.
 
 use crate::common::host::TestHost;
+use mpa_core::capability::Recall;
 use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
@@ -104,11 +105,10 @@ async fn shutdown_stops_the_turn_and_answers_queued_turns_without_running_them()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     let mock = MockModelServer::start().await;
-    let (_dir, agent, actor) = agent_with(&mock, Duration::from_secs(600), |d| Capabilities {
-        history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-            d.join("history"),
-        ))),
-        ..Capabilities::default()
+    let (_dir, agent, actor) = agent_with(&mock, Duration::from_secs(600), |d| {
+        Capabilities::default().with(Recall::new(mpa_history::History::new(
+            mpa_history::HistoryConfig::new(d.join("history")),
+        )))
     })
     .await;
     let big = format!("{}zebraquartz", "filler ".repeat(12_000));
@@ -131,7 +131,7 @@ async fn a_capped_tool_result_is_captured_in_full_as_evidence() {
     assert!(shown.contains("tool_result_truncated"), "{shown:.200}");
     assert!(!shown.contains("zebraquartz"));
     // ...while the evidence holds the whole result.
-    let hub = agent.services().caps.history.clone().unwrap();
+    let hub = agent.services().caps.history().cloned().unwrap();
     let found = mpa_core::history::search_json(
         &hub,
         &mpa_redact::UserKey::for_user(&actor.user_id),

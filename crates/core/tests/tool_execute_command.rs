@@ -4,6 +4,7 @@
 //! shape, the admin-only rule, and the conversation's scope being found again on every call.
 //! The process behaviour behind it is tested in `mpa-exec`'s own tests.
 
+use mpa_core::capability::Terminals;
 use mpa_core::tools::execute_command::ExecuteCommand;
 use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
@@ -28,11 +29,10 @@ fn env() -> Env {
         dir.path().to_path_buf(),
         dir.path().join("spill"),
     ));
-    let caps = Capabilities {
-        exec: Some(processes.clone()),
-        ..Capabilities::default()
-    };
-    let registry = default_registry(&RegistryOptions::default(), &caps).into();
+    let caps = Capabilities::default().with(Terminals::new(processes.clone()));
+    let registry = default_registry(&RegistryOptions::default(), caps)
+        .unwrap()
+        .into();
     Env {
         dir,
         processes,

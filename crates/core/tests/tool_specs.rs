@@ -2,6 +2,7 @@
 //! `get_tool_execution` and the diagnostic `test_*` tools), snapshotted as the model sees them.
 
 use crate::common::host::TestHost;
+use mpa_core::capability::Recall;
 use mpa_core::{Agent, Capabilities};
 use mpa_protocol::Actor;
 use serde_json::{Value, json};
@@ -69,16 +70,15 @@ async fn session_search_spec_and_outputs_snapshot() {
     let h = TestHost::offline()
         .user("spec")
         .diagnostic_tools(false)
-        .caps(|d| Capabilities {
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                d,
-            ))),
-            ..Capabilities::default()
+        .caps(|d| {
+            Capabilities::default().with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(d),
+            )))
         })
         .build()
         .await;
     let (agent, actor) = (&h.agent, &h.actor);
-    let history = agent.services().caps.history.clone().unwrap();
+    let history = agent.services().caps.history().cloned().unwrap();
     let meta = |id: &str| mpa_history::SessionMeta {
         session_id: id.into(),
         source: "web".into(),

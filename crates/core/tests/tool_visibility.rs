@@ -4,6 +4,7 @@
 #![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common::host::TestHost;
+use mpa_core::capability::Terminals;
 use mpa_core::{Agent, Capabilities};
 use mpa_protocol::{Actor, Event, TurnStatus};
 use mpa_test_support::{MockModelServer, MockReply};
@@ -28,12 +29,10 @@ async fn unknown_tool_lists_only_tools_the_caller_may_use() {
     let host = TestHost::builder(&mock, "gpt-4o")
         .user("kim")
         .diagnostic_tools(false)
-        .caps(|data| Capabilities {
-            exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-                data.to_path_buf(),
-                data.join("spill"),
-            ))),
-            ..Capabilities::default()
+        .caps(|data| {
+            Capabilities::default().with(Terminals::new(mpa_exec::Processes::new(
+                mpa_exec::ExecConfig::new(data.to_path_buf(), data.join("spill")),
+            )))
         })
         .build()
         .await;

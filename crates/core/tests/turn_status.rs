@@ -7,6 +7,7 @@
 use crate::common::host::{Gateway, TestHost, demo_world, learning_caps, linked, open_host};
 use async_trait::async_trait;
 use mpa_core::Capabilities;
+use mpa_core::capability::Recall;
 use mpa_core::tools::{ToolContext, ToolMeta, ToolOutput, json_tool};
 use mpa_core::turn::nudge::CONTINUE_NUDGE;
 use mpa_eval::{FakeConfig, FakeMoviePilot};
@@ -353,11 +354,10 @@ fn evidence_tool_rows(data: &Path) -> Vec<String> {
 async fn the_same_long_result_twice_is_a_reference_the_second_time() {
     let mock = MockModelServer::start().await;
     let h = TestHost::builder(&mock, "gpt-4o")
-        .caps(|d| Capabilities {
-            history: Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                d.join("history"),
-            ))),
-            ..Capabilities::default()
+        .caps(|d| {
+            Capabilities::default().with(Recall::new(mpa_history::History::new(
+                mpa_history::HistoryConfig::new(d.join("history")),
+            )))
         })
         .tool(json_tool(Report))
         .build()

@@ -161,7 +161,7 @@ fn hub(state: &AppState, actor: &Actor) -> Result<mpa_core::mcp::McpHub, ApiErro
             "only administrators may configure MCP servers / 仅管理员可配置 MCP 服务器",
         ));
     }
-    state.agent.services().caps.mcp.clone().ok_or_else(|| {
+    mpa_core::mcp::hub_of(&state.agent).ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "mcp_unavailable",

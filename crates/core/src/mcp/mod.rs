@@ -343,9 +343,30 @@ fn mcp_error(e: CoreError) -> McpError {
     }
 }
 
-/// The hub's lifecycle: its servers end with the host.
-pub(crate) struct McpServers {
+/// The hub as a capability: built from the host's configuration and main store, its servers
+/// end with the host.
+pub struct McpServers {
     pub hub: McpHub,
+}
+
+impl crate::capability::Configure for McpServers {
+    fn configure(setup: &crate::capability::Setup<'_>) -> Result<Option<Self>> {
+        Ok(match (setup.host, setup.store) {
+            (Some(host), Some(store)) => Some(McpServers {
+                hub: McpHub::new(store.clone(), host.mcp),
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// The agent's MCP hub, when its host has one.
+pub fn hub_of(agent: &crate::Agent) -> Option<McpHub> {
+    agent
+        .services()
+        .caps
+        .get::<McpServers>()
+        .map(|m| m.hub.clone())
 }
 
 #[async_trait::async_trait]

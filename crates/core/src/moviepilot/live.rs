@@ -117,5 +117,9 @@ pub fn health_of(knowledge: &ServerKnowledge) -> MoviePilotHealth {
 
 /// The report of the agent's MoviePilot, if one is configured.
 pub fn agent_health(agent: &crate::Agent) -> Option<MoviePilotHealth> {
-    agent.services().caps.moviepilot.as_ref().map(health)
+    agent
+        .services()
+        .caps
+        .get::<crate::capability::MoviePilot>()
+        .map(|m| health(m.access()))
 }

@@ -97,7 +97,7 @@ pub(crate) fn spawn_session(
         review: tokio::sync::watch::Sender::new(ReviewState::Idle),
         finished: tokio::sync::watch::Sender::new(false),
     });
-    data.open_capabilities(&services.capabilities);
+    data.open_capabilities(&services.caps);
     let task = tokio::spawn(actor_loop(services, data, rx, Arc::clone(&shared), live));
     if let Ok(mut slot) = shared.task.try_lock() {
         *slot = Some(task);
@@ -273,7 +273,7 @@ async fn actor_loop(
     // idleness (the next actor finds it again); a requested close — the chat is deleted, or the
     // host shuts down — lets every capability close the session's part.
     if closed_by_request {
-        for c in services.capabilities.iter() {
+        for c in services.caps.iter() {
             c.close_session(data.info(), &data.state).await;
         }
     }

@@ -363,6 +363,19 @@ pub struct Subagents {
     pub hub: Arc<Hub>,
 }
 
+impl crate::capability::Configure for Subagents {
+    /// Grants share the host's terminals, when it has them.
+    fn configure(setup: &crate::capability::Setup<'_>) -> crate::error::Result<Option<Self>> {
+        let exec = setup
+            .built
+            .get::<crate::capability::Terminals>()
+            .map(|t| t.processes().clone());
+        Ok(Some(Subagents {
+            hub: Hub::new(exec),
+        }))
+    }
+}
+
 #[async_trait]
 impl Capability for Subagents {
     fn name(&self) -> &'static str {

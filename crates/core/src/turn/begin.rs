@@ -70,7 +70,7 @@ pub fn adopt_client_context(data: &mut SessionData, ctx: mpa_protocol::ClientCon
 /// model call of the session — and its background review — starts with the same bytes. Every
 /// capability hears of the turn first; at the first turn their prompt blocks are frozen in.
 pub async fn system_message(services: &Services, actor: &Actor, data: &mut SessionData) -> Message {
-    let capabilities = std::sync::Arc::clone(&services.capabilities);
+    let capabilities = std::sync::Arc::clone(&services.caps);
     let frozen = data.persisted.system_prompt.is_some();
     let actor2 = actor.clone();
     let extra = tokio::task::spawn_blocking(move || {

@@ -157,7 +157,7 @@ pub async fn finish(
         data.transcript.push(notice(text, false));
     }
     let plan = current_plan(&data.state);
-    data.save_capabilities(&services.capabilities);
+    data.save_capabilities(&services.caps);
     attach_plan(data.transcript.tail_mut(turn_start), plan);
     attach_status(data.transcript.tail_mut(turn_start), status);
     for m in data.transcript.tail_mut(turn_start) {

@@ -2,6 +2,7 @@
 //! model never sees or answers them, so it can never approve a proposal. The command and its reply
 //! stay in the transcript (marked) but are not evidence and do not count as user turns.
 
+use crate::capability::Learning;
 use crate::services::Services;
 use crate::transcript::Transcript;
 use mpa_protocol::{Actor, Message, Role};
@@ -20,14 +21,13 @@ pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<St
     if !is_command(text) {
         return None;
     }
-    let memory = services.caps.memory.clone();
-    let skills = services.caps.skills.clone();
+    let learning = services.caps.get::<Learning>()?;
+    let (memory, skills) = (learning.memory().clone(), learning.skills().clone());
     let (actor, text) = (actor.clone(), text.to_string());
     tokio::task::spawn_blocking(move || {
         memory
-            .as_ref()
-            .and_then(|m| m.user_command(&actor, &text))
-            .or_else(|| skills.as_ref().and_then(|s| s.user_command(&actor, &text)))
+            .user_command(&actor, &text)
+            .or_else(|| skills.user_command(&actor, &text))
     })
     .await
     .ok()

@@ -235,7 +235,7 @@ pub async fn run_turn(
             end
         }
         None => {
-            let memory_interval = if services.caps.memory.is_some() {
+            let memory_interval = if services.caps.get::<crate::capability::Learning>().is_some() {
                 services.cfg.memory_review_interval
             } else {
                 0
@@ -259,7 +259,7 @@ pub async fn run_turn(
             let discovering = discovery.enabled;
             data.state.put(discovery);
             let acting_note = begin::acting_note(&actor, data);
-            data.save_capabilities(&services.capabilities);
+            data.save_capabilities(&services.caps);
             let request_id = uuid::Uuid::new_v4().simple().to_string();
             let catalogue = discovering.then_some(all_specs);
             let generation = view.generation();
@@ -294,7 +294,7 @@ pub async fn run_turn(
             let checkpoint = end::Checkpoint::of(data, turn_start);
             let mut hooks = TurnHooks {
                 capture: capture::CaptureTarget::for_session(
-                    services.caps.history.as_ref(),
+                    services.caps.history(),
                     data,
                     &services.cfg.model.model,
                 ),
@@ -355,7 +355,7 @@ pub async fn run_turn(
         }
     };
     // What the turn's tools left running (subagents) is wound up before the turn is saved.
-    for c in services.capabilities.iter() {
+    for c in services.caps.iter() {
         c.end_turn(data.info(), &data.state).await;
     }
     // A question the host asked during the loop is kept with the session.
@@ -406,7 +406,7 @@ pub async fn run_turn(
     ) && end.halt.is_none();
     let review = match (answered, system) {
         (true, Some(system)) => {
-            let skill_interval = if services.caps.skills.is_some() {
+            let skill_interval = if services.caps.get::<crate::capability::Learning>().is_some() {
                 services.cfg.skill_review_interval
             } else {
                 0

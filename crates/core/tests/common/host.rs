@@ -2,6 +2,7 @@
 //! directory, the mock model server, a local user — built in one place instead of a copy per
 //! test file.
 
+use mpa_core::capability::{Learning, Terminals};
 use mpa_core::tools::Tool;
 use mpa_core::{Agent, AgentBuilder, AgentConfig, Capabilities, RegistryOptions};
 use mpa_model::ModelConfig;
@@ -216,17 +217,14 @@ impl TestHostBuilder {
 
 /// Terminals, memory and skills under `data` (what the learning tests and reviews need).
 pub fn learning_caps(data: &Path) -> Capabilities {
-    Capabilities {
-        exec: Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-            data.to_path_buf(),
-            data.join("spill"),
-        ))),
-        memory: Some(mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(
-            data.to_path_buf(),
-        ))),
-        skills: Some(mpa_learning::Skills::new(data.to_path_buf())),
-        ..Capabilities::default()
-    }
+    Capabilities::default()
+        .with(Terminals::new(mpa_exec::Processes::new(
+            mpa_exec::ExecConfig::new(data.to_path_buf(), data.join("spill")),
+        )))
+        .with(Learning::new(
+            mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(data.to_path_buf())),
+            mpa_learning::Skills::new(data.to_path_buf()),
+        ))
 }
 
 /// How a test host reaches MoviePilot (the fake, or a closed port).

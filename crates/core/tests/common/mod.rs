@@ -5,6 +5,7 @@
 
 pub mod host;
 
+use mpa_core::capability::Learning;
 use mpa_core::tools::gate::Gates;
 use mpa_core::tools::invoke::{Invoker, invoke};
 use mpa_core::tools::policy::Origin;
@@ -62,12 +63,10 @@ impl LearningEnv {
     ) -> Self {
         let memory = Memory::new(cfg(MemoryConfig::new(&data)));
         let skills = Skills::new(data.clone());
-        let caps = Capabilities {
-            memory: Some(memory.clone()),
-            skills: Some(skills.clone()),
-            ..Capabilities::default()
-        };
-        let registry = default_registry(&RegistryOptions::default(), &caps).into();
+        let caps = Capabilities::default().with(Learning::new(memory.clone(), skills.clone()));
+        let registry = default_registry(&RegistryOptions::default(), caps)
+            .unwrap()
+            .into();
         LearningEnv {
             _dir: dir,
             data,

@@ -10,6 +10,7 @@
 pub mod gate;
 
 use futures_util::StreamExt;
+use mpa_core::capability::{Recall, Terminals};
 use mpa_core::{Accounts, Agent, AgentConfig, Capabilities, RegistryOptions};
 use mpa_server::{Host, ServerConfig};
 use mpa_store::Store;
@@ -85,13 +86,16 @@ impl Env {
         };
         let mut caps = Capabilities::default();
         if full {
-            caps.exec = Some(mpa_exec::Processes::new(mpa_exec::ExecConfig::new(
-                dir.path().to_path_buf(),
-                dir.path().join("exec-output"),
-            )));
-            caps.history = Some(mpa_history::History::new(mpa_history::HistoryConfig::new(
-                dir.path(),
-            )));
+            caps = caps
+                .with(Terminals::new(mpa_exec::Processes::new(
+                    mpa_exec::ExecConfig::new(
+                        dir.path().to_path_buf(),
+                        dir.path().join("exec-output"),
+                    ),
+                )))
+                .with(Recall::new(mpa_history::History::new(
+                    mpa_history::HistoryConfig::new(dir.path()),
+                )));
         }
         let mut agent_cfg = AgentConfig::new(model);
         configure_agent(&mut agent_cfg);
