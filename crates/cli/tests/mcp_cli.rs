@@ -3,11 +3,7 @@
 //! fake MoviePilot), `mpagent mcp serve --stdio` does the same over stdio, admins configure
 //! external servers over HTTP and with `mpagent mcp`, and `mpagent tool list` names an external
 //! tool's server. Skips with a notice when Python's `mcp` package is missing.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a test's panic is its failure report"
-)]
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
 use crate::common;
 use common::demo_world as world;
@@ -126,7 +122,10 @@ impl Served {
         let r = req.send().await.unwrap();
         let status = r.status().as_u16();
         let text = r.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// One raw JSON-RPC POST to /mcp (no session), its status and the JSON-RPC message.
@@ -151,7 +150,10 @@ impl Served {
             .find(|d| !d.is_empty())
             .unwrap_or(&text)
             .to_string();
-        (status, serde_json::from_str(&json_text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&json_text).unwrap_or(Value::String(text)),
+        )
     }
 }
 
@@ -194,7 +196,10 @@ async fn the_mcp_endpoint_serves_the_official_python_client_as_the_signed_in_use
     // A read as alice reaches the fake MoviePilot and answers.
     let search = &seen["steps"][1];
     assert_eq!(search["is_error"], false, "{search}");
-    assert!(search["text"].as_str().unwrap().contains("三体"), "{search}");
+    assert!(
+        search["text"].as_str().unwrap().contains("三体"),
+        "{search}"
+    );
     // An admin operation is refused as in a chat.
     let refused = &seen["steps"][2];
     assert_eq!(refused["is_error"], true, "{refused}");
@@ -288,7 +293,11 @@ async fn admins_configure_mcp_servers_over_http_and_secrets_never_come_back() {
     // Non-admins are refused every config endpoint.
     for (method, path, body) in [
         (reqwest::Method::GET, servers.to_string(), None),
-        (reqwest::Method::POST, servers.to_string(), Some(config.clone())),
+        (
+            reqwest::Method::POST,
+            servers.to_string(),
+            Some(config.clone()),
+        ),
         (
             reqwest::Method::POST,
             format!("{servers}/test"),
@@ -302,7 +311,12 @@ async fn admins_configure_mcp_servers_over_http_and_secrets_never_come_back() {
     }
     let admin = common::ADMIN_TOKEN;
     let (status, tested) = s
-        .api(reqwest::Method::POST, &format!("{servers}/test"), admin, Some(config.clone()))
+        .api(
+            reqwest::Method::POST,
+            &format!("{servers}/test"),
+            admin,
+            Some(config.clone()),
+        )
         .await;
     assert_eq!(status, 200, "{tested}");
     assert_eq!(tested["status"], "connected", "{tested}");
@@ -329,7 +343,10 @@ async fn admins_configure_mcp_servers_over_http_and_secrets_never_come_back() {
             Some(json!({"name": "x y", "transport": "stdio", "command": "c"})),
         )
         .await;
-    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_mcp_server")));
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("invalid_mcp_server"))
+    );
     // The server's tools are the admin's over MCP too (published as external tools).
     let seen = over_http(
         &python,
@@ -346,13 +363,26 @@ async fn admins_configure_mcp_servers_over_http_and_secrets_never_come_back() {
         "{seen}"
     );
     let (status, _) = s
-        .api(reqwest::Method::DELETE, &format!("{servers}/shelf"), admin, None)
+        .api(
+            reqwest::Method::DELETE,
+            &format!("{servers}/shelf"),
+            admin,
+            None,
+        )
         .await;
     assert_eq!(status, 200);
     let (status, v) = s
-        .api(reqwest::Method::DELETE, &format!("{servers}/shelf"), admin, None)
+        .api(
+            reqwest::Method::DELETE,
+            &format!("{servers}/shelf"),
+            admin,
+            None,
+        )
         .await;
-    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("mcp_server_not_found")));
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("mcp_server_not_found"))
+    );
     drop(s.srv);
 }
 
@@ -366,16 +396,34 @@ async fn mpagent_mcp_commands_and_the_stdio_server() {
     let run = |args: &[&str]| common::mpagent_sync(&data, args);
     let fixture_env = format!("MCP_FIXTURE_DIR={}", fixture_dir.display());
     let out = run(&[
-        "mcp", "add", "shelf", "--command", &python, "--arg", SERVER, "--env", &fixture_env,
-        "--env", "SHELF_TOKEN=hunter2-cli", "--read", "lookup",
+        "mcp",
+        "add",
+        "shelf",
+        "--command",
+        &python,
+        "--arg",
+        SERVER,
+        "--env",
+        &fixture_env,
+        "--env",
+        "SHELF_TOKEN=hunter2-cli",
+        "--read",
+        "lookup",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("mcp__shelf__lookup"), "{stdout}");
     assert!(!stdout.contains("hunter2"), "{stdout}");
     let out = run(&["mcp", "list"]);
     let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(listed.contains("\"shelf\"") && !listed.contains("hunter2"), "{listed}");
+    assert!(
+        listed.contains("\"shelf\"") && !listed.contains("hunter2"),
+        "{listed}"
+    );
     // `tool list` names the server of each external tool (admins see them).
     let out = run(&["tool", "list", "--admin"]);
     let tools = String::from_utf8_lossy(&out.stdout);
@@ -390,7 +438,11 @@ async fn mpagent_mcp_commands_and_the_stdio_server() {
     let out = run(&["mcp", "add", "Bad Name", "--command", "x"]);
     assert_eq!(out.status.code(), Some(2));
     let out = run(&["mcp", "test", "shelf"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // The same host's tools over stdio, for a desktop client that launches a command.
     let seen = client(
@@ -398,7 +450,16 @@ async fn mpagent_mcp_commands_and_the_stdio_server() {
         &[
             "stdio".into(),
             env!("CARGO_BIN_EXE_mpagent").into(),
-            json!(["--data-dir", data, "mcp", "serve", "--stdio", "--user", "desk"]).to_string(),
+            json!([
+                "--data-dir",
+                data,
+                "mcp",
+                "serve",
+                "--stdio",
+                "--user",
+                "desk"
+            ])
+            .to_string(),
             json!({"PATH": std::env::var("PATH").unwrap_or_default(),
                    "MPA_ENABLE_TEST_TOOLS": "true", "LLM_MODEL": "gpt-4o",
                    "LLM_BASE_URL": "http://127.0.0.1:9"})
@@ -412,8 +473,17 @@ async fn mpagent_mcp_commands_and_the_stdio_server() {
     let tools = seen["steps"][0]["tools"].to_string();
     assert!(tools.contains("test_echo"), "{seen}");
     // `desk` is not an admin: no external tool, no internal one.
-    assert!(!tools.contains("mcp__shelf") && !tools.contains("session_search"), "{seen}");
-    assert!(seen["steps"][1]["text"].as_str().unwrap().contains("over stdio"), "{seen}");
+    assert!(
+        !tools.contains("mcp__shelf") && !tools.contains("session_search"),
+        "{seen}"
+    );
+    assert!(
+        seen["steps"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("over stdio"),
+        "{seen}"
+    );
 
     let out = run(&["mcp", "remove", "shelf"]);
     assert!(out.status.success());

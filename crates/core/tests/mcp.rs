@@ -83,7 +83,9 @@ impl Env {
         let mut cfg = HostConfig::new(dir.path().join("data"), AgentConfig::new(mock_model(&mock)));
         // A dead server is retried at the next call (no waiting in tests).
         cfg.mcp.backoff_initial = Duration::ZERO;
-        let host = Host::open_with(cfg, |b| b.tool(json_tool(Probe))).await.unwrap();
+        let host = Host::open_with(cfg, |b| b.tool(json_tool(Probe)))
+            .await
+            .unwrap();
         let admin = host.local_actor("root", true).await.unwrap();
         Env {
             _dir: dir,
@@ -145,7 +147,11 @@ fn tool_result(req: &Value, call_id: &str) -> Value {
 fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -166,18 +172,30 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
         .collect();
     assert_eq!(
         names,
-        ["mcp__fixture__broken", "mcp__fixture__lookup", "mcp__fixture__slow_write"].into()
+        [
+            "mcp__fixture__broken",
+            "mcp__fixture__lookup",
+            "mcp__fixture__slow_write"
+        ]
+        .into()
     );
     // The stored env value is never shown back, only its name.
-    assert!(!added.to_string().contains("s3cret-fixture-token"), "{added}");
-    assert_eq!(added["env_names"], json!(["FIXTURE_TOKEN", "MCP_FIXTURE_DIR"]));
+    assert!(
+        !added.to_string().contains("s3cret-fixture-token"),
+        "{added}"
+    );
+    assert_eq!(
+        added["env_names"],
+        json!(["FIXTURE_TOKEN", "MCP_FIXTURE_DIR"])
+    );
 
     env.mock.push(MockReply::tool_calls(&[
         ("c1", "mcp__fixture__lookup", json!({"title": "Dune"})),
         ("c2", "mcp__fixture__broken", json!({})),
     ]));
-    env.mock
-        .push(MockReply::text("The catalogue lists Dune (2021) by Denis Villeneuve."));
+    env.mock.push(MockReply::text(
+        "The catalogue lists Dune (2021) by Denis Villeneuve.",
+    ));
     let (status, answer) = env.turn(&env.admin, "mcp-chat").await;
     assert_eq!(status, TurnStatus::Completed);
     assert!(answer.contains("Denis Villeneuve"));
@@ -190,7 +208,10 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
         .iter()
         .find(|t| t["function"]["name"] == "mcp__fixture__lookup")
         .unwrap();
-    assert_eq!(listed["function"]["parameters"]["required"], json!(["title"]));
+    assert_eq!(
+        listed["function"]["parameters"]["required"],
+        json!(["title"])
+    );
     let found = tool_result(&reqs[1], "c1");
     assert!(
         found.to_string().contains("catalogue entry: Dune (2021)"),
@@ -198,9 +219,17 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
     );
     // isError → failed, with the server's words; external calls carry their ledger receipt.
     let broken = tool_result(&reqs[1], "c2");
-    assert!(broken.to_string().contains("Error executing tool broken"), "{broken}");
+    assert!(
+        broken.to_string().contains("Error executing tool broken"),
+        "{broken}"
+    );
     assert_eq!(broken["_tool_execution"]["outcome"], "failed", "{broken}");
-    let stored = env.host.agent().chat_for(&env.admin, "mcp-chat").await.unwrap();
+    let stored = env
+        .host
+        .agent()
+        .chat_for(&env.admin, "mcp-chat")
+        .await
+        .unwrap();
     let outcome = |id: &str| {
         stored
             .agent_messages
@@ -243,7 +272,8 @@ async fn a_server_killed_mid_call_leaves_the_write_unknown_is_unavailable_then_r
         "mcp__fixture__lookup",
         json!({"title": "Dune"}),
     )]));
-    env.mock.push(MockReply::text("I could not confirm the note."));
+    env.mock
+        .push(MockReply::text("I could not confirm the note."));
     let agent = env.host.agent().clone();
     let admin = env.admin.clone();
     let turn = tokio::spawn(async move {
@@ -315,9 +345,7 @@ async fn external_tools_are_admin_only_and_refused_to_subagents_and_code() {
     env.turn(&bob, "bob-chat").await;
     let reqs = env.mock.requests();
     assert!(
-        !tool_names(&reqs[0])
-            .iter()
-            .any(|n| n.starts_with("mcp__")),
+        !tool_names(&reqs[0]).iter().any(|n| n.starts_with("mcp__")),
         "{:?}",
         tool_names(&reqs[0])
     );
@@ -345,7 +373,11 @@ async fn external_tools_are_admin_only_and_refused_to_subagents_and_code() {
         .collect();
     assert_eq!(
         errors,
-        ["subagent_read_only", "subagent_read_only", "read_only_scope"]
+        [
+            "subagent_read_only",
+            "subagent_read_only",
+            "read_only_scope"
+        ]
     );
     assert!(!env.fixture_dir.join("started").exists());
     env.host.agent().shutdown().await;

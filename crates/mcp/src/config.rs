@@ -143,7 +143,7 @@ fn shape_error(e: &serde_json::Error) -> String {
     // serde's messages quote values only in "invalid value/type" errors; keep just the expected
     // part there.
     if let Some(pos) = text.find(", expected") {
-        return format!("a field has the wrong type or value{}", &text[pos + 1..]);
+        return format!("a field has the wrong type or value;{}", &text[pos + 1..]);
     }
     text
 }

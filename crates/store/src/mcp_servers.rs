@@ -32,7 +32,8 @@ impl Store {
     /// Every configured server, by name.
     pub async fn mcp_servers(&self) -> Result<Vec<McpServerRow>> {
         self.read(|c| {
-            let mut stmt = c.prepare("SELECT name, config, tools FROM mcp_servers ORDER BY name")?;
+            let mut stmt =
+                c.prepare("SELECT name, config, tools FROM mcp_servers ORDER BY name")?;
             let rows = stmt.query_map([], |r| {
                 Ok(McpServerRow {
                     name: r.get(0)?,
@@ -76,7 +77,9 @@ impl Store {
     /// Removes the server; `false` when there was none of that name.
     pub async fn delete_mcp_server(&self, name: &str) -> Result<bool> {
         let name = name.to_string();
-        self.run(move |c| Ok(c.execute("DELETE FROM mcp_servers WHERE name = ?1", params![name])? > 0))
-            .await
+        self.run(move |c| {
+            Ok(c.execute("DELETE FROM mcp_servers WHERE name = ?1", params![name])? > 0)
+        })
+        .await
     }
 }

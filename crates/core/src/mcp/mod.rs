@@ -321,7 +321,9 @@ impl McpHub {
     pub fn server_of(&self, tool: &str) -> Option<String> {
         let rest = tool.strip_prefix("mcp__")?;
         let (server, _) = rest.split_once("__")?;
-        self.servers().contains_key(server).then(|| server.to_string())
+        self.servers()
+            .contains_key(server)
+            .then(|| server.to_string())
     }
 
     /// Ends every server's session (stdio children are terminated and reaped).

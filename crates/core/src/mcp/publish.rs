@@ -33,11 +33,10 @@ impl Catalogue for HostCatalogue {
     ) -> Published {
         let services = self.agent.services();
         // Only what `tools/list` offers this caller can be called.
-        let published = services
-            .tools
-            .view()
-            .get(&tool)
-            .is_some_and(|t| crate::tools::policy::visible(&actor, &t.meta) && !t.meta.internal);
+        let published =
+            services.tools.view().get(&tool).is_some_and(|t| {
+                crate::tools::policy::visible(&actor, &t.meta) && !t.meta.internal
+            });
         if !published {
             return Published::UnknownTool;
         }
