@@ -48,9 +48,12 @@ fn bed() -> &'static Bed {
                 model: "gpt-4o".into(),
                 ..Default::default()
             };
-            let host = Host::open(HostConfig::new(dir.path().join("data"), AgentConfig::new(model)))
-                .await
-                .unwrap();
+            let host = Host::open(HostConfig::new(
+                dir.path().join("data"),
+                AgentConfig::new(model),
+            ))
+            .await
+            .unwrap();
             let admin = host.local_actor("root", true).await.unwrap();
             let added = host.mcp().unwrap().add(config.clone()).await.unwrap();
             assert_eq!(added["status"], "connected", "{added}");
@@ -79,7 +82,12 @@ fn host_call(b: Bencher) {
         bed.rt.block_on(async {
             bed.host
                 .agent()
-                .run_tool(&bed.admin, "bench", "mcp__fixture__lookup", json!({"title": "Dune"}))
+                .run_tool(
+                    &bed.admin,
+                    "bench",
+                    "mcp__fixture__lookup",
+                    json!({"title": "Dune"}),
+                )
                 .await
                 .unwrap()
         })
