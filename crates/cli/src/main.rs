@@ -8,6 +8,7 @@ mod doctor_cmd;
 mod eval_cmd;
 mod history_cmd;
 mod legacy_cmd;
+mod mcp_cmd;
 mod serve_cmd;
 mod tool_cmd;
 mod user_cmd;
@@ -40,6 +41,8 @@ enum Command {
     Tool(tool_cmd::ToolArgs),
     /// Manage local user accounts.
     User(user_cmd::UserArgs),
+    /// External MCP servers (add, list, remove, test) and the agent's tools over MCP stdio.
+    Mcp(mcp_cmd::McpArgs),
     /// Run the HTTP host: web page, SSE chat API, OpenAI-compatible endpoint.
     Serve(serve_cmd::ServeArgs),
     /// Evidence history: import, search, status, delete-session, cleanup.
@@ -153,6 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(a) => chat::run(a, &ctx).await,
         Command::Tool(a) => tool_cmd::run(a, &ctx).await,
         Command::User(a) => user_cmd::run(a, &ctx).await,
+        Command::Mcp(a) => mcp_cmd::run(a, &ctx).await,
         Command::History(a) => history_cmd::run(a, &ctx).await,
         Command::Bench(BenchArgs {
             what: BenchCommand::History(a),

@@ -55,15 +55,32 @@ fn meta_json(t: &mpa_core::tools::RegisteredTool) -> serde_json::Value {
 fn list(ctx: &CliContext, admin: bool) -> ExitCode {
     let tools = visible(ctx, admin);
     let width = tools.iter().map(|t| t.spec.name.len()).max().unwrap_or(4);
-    println!("{:width$}  {:<20}  ADMIN  DESCRIPTION", "TOOL", "EFFECT");
+    // External tools name the MCP server they come from; built-in ones are the host's.
+    let server = |name: &str| {
+        ctx.host
+            .mcp()
+            .and_then(|hub| hub.server_of(name))
+            .unwrap_or_else(|| "-".into())
+    };
+    let server_width = tools
+        .iter()
+        .map(|t| server(&t.spec.name).len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!(
+        "{:width$}  {:<20}  ADMIN  {:server_width$}  DESCRIPTION",
+        "TOOL", "EFFECT", "SERVER"
+    );
     for t in tools {
         let first = t.spec.description.split(". ").next().unwrap_or_default();
         let short: String = first.chars().take(80).collect();
         println!(
-            "{:width$}  {:<20}  {:<5}  {short}",
+            "{:width$}  {:<20}  {:<5}  {:server_width$}  {short}",
             t.spec.name,
             t.meta.effect.as_str(),
             if t.meta.requires_admin { "yes" } else { "" },
+            server(&t.spec.name),
         );
     }
     ExitCode::SUCCESS

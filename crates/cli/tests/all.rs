@@ -12,6 +12,7 @@ mod eval_regressions;
 mod history_cli;
 mod history_serve;
 mod legacy_cli;
+mod mcp_cli;
 mod moviepilot_chat;
 mod moviepilot_serve;
 mod serve_e2e;

@@ -217,6 +217,7 @@ pub fn standard(a: &mut Assembly<'_>) -> Result<()> {
     a.add::<crate::subagent::Subagents>()?;
     a.add::<crate::code::Code>()?;
     a.add::<Diagnostics>()?;
+    a.add::<crate::mcp::McpServers>()?;
     Ok(())
 }
 

@@ -87,6 +87,10 @@ pub enum CoreError {
     /// Regenerate or edit asked of a session with no user message to go back to.
     #[error("this session has no message of yours to send again")]
     NothingToRegenerate,
+    #[error(transparent)]
+    Mcp(#[from] mpa_mcp::McpError),
+    #[error("no MCP server named {0:?} is configured")]
+    McpServerNotFound(String),
 }
 
 impl CoreError {
@@ -130,6 +134,8 @@ impl CoreError {
             CoreError::InvalidInput(_) => "invalid_input",
             CoreError::SessionBusy => "session_busy",
             CoreError::NothingToRegenerate => "nothing_to_regenerate",
+            CoreError::Mcp(e) => e.code(),
+            CoreError::McpServerNotFound(_) => "mcp_server_not_found",
         }
     }
 }

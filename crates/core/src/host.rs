@@ -43,6 +43,8 @@ pub struct HostConfig {
     pub search: crate::tools::search_web::SearchConfig,
     /// How long one `execute_code` cell may run before its kernel is stopped (300 s).
     pub code_cell_timeout: Duration,
+    /// Connections to the external MCP servers admins configure (timeouts, reconnect backoff).
+    pub mcp: mpa_mcp::ClientOptions,
 }
 
 /// How the conversations' browsers start (`MPA_BROWSER_PATH`, `MPA_BROWSER_IDLE_TTL`).
@@ -103,6 +105,7 @@ impl HostConfig {
             browser: BrowserHostConfig::default(),
             search: Default::default(),
             code_cell_timeout: Duration::from_secs(300),
+            mcp: mpa_mcp::ClientOptions::default(),
         }
     }
 }
@@ -220,6 +223,11 @@ impl Host {
         for c in agent.services().caps.iter() {
             c.start().await;
         }
+        if let Some(hub) = crate::mcp::hub_of(&agent) {
+            // The configured MCP servers' last listed tools join the registry's dynamic layer
+            // (none is started); the registry exists only once the agent is built.
+            hub.load(agent.services().tools.clone()).await?;
+        }
         clock.mark("capabilities_start");
         if let (Some(mp), Some(gateway)) =
             (&cfg.moviepilot, agent.services().caps.get::<MoviePilot>())
@@ -243,6 +251,11 @@ impl Host {
             open_phases: Arc::new(clock.phases),
             _running: Arc::new(running),
         })
+    }
+
+    /// The external MCP servers (admins' configuration, `mpagent mcp`).
+    pub fn mcp(&self) -> Option<crate::mcp::McpHub> {
+        crate::mcp::hub_of(&self.agent)
     }
 
     /// How long each step of [`Host::open`] took.

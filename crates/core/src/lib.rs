@@ -33,6 +33,7 @@ pub mod handle;
 pub(crate) mod heap;
 pub mod history;
 pub(crate) mod host;
+pub mod mcp;
 pub mod moviepilot;
 pub mod net_guard;
 pub(crate) mod outcome;
@@ -49,8 +50,8 @@ pub(crate) mod sync;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
-pub mod web;
 pub mod vision;
+pub mod web;
 
 pub use accounts::{Account, Accounts, AccountsConfig, IssuedToken, Tokens};
 pub use agent::{

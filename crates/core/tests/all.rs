@@ -13,6 +13,7 @@ mod extending;
 mod guardrails;
 mod honest_endings;
 mod llama_cpp_turn;
+mod mcp;
 mod moviepilot_rules;
 mod moviepilot_server;
 mod regressions;

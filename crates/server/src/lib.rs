@@ -44,6 +44,7 @@ pub mod chat;
 pub mod error;
 pub mod extract;
 pub mod markdown;
+pub mod mcp;
 pub mod openai;
 mod serve;
 pub mod settings;
@@ -118,6 +119,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/personas/{id}", put(settings::edit_persona))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
+        .merge(mcp::routes(&state))
         // The body limit is tower-http's: it refuses a too-large Content-Length with 413 before
         // reading a byte (axum's own limit would wait for the body), and caps bodies without one.
         .layer(tower_http::limit::RequestBodyLimitLayer::new(

@@ -32,6 +32,7 @@
 
 pub mod chats;
 pub mod ledger;
+pub mod mcp_servers;
 pub mod migrations;
 pub mod moviepilot;
 pub mod tokens;
@@ -40,6 +41,7 @@ mod writer;
 
 pub use chats::{Chat, ChatSummary, TurnJournal};
 pub use ledger::{Claim, LedgerKey, LedgerRecord, LedgerStatus};
+pub use mcp_servers::McpServerRow;
 pub use migrations::SCHEMA_VERSION;
 pub use moviepilot::{MoviePilotLink, MoviePilotSignIn};
 pub use mpa_protocol::Durability;

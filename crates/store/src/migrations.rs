@@ -90,6 +90,20 @@ const MIGRATION_5: &str = "
 ALTER TABLE chats ADD COLUMN turn_status TEXT;
 ";
 
+/// Version 6: external MCP servers an admin configured (issue 33): the configuration as JSON
+/// (its env and header values may be credentials: the file is 0600 and they are never shown
+/// back) and the tools the server last listed, so their tools are offered before the server is
+/// started (servers start on first use).
+const MIGRATION_6: &str = "
+CREATE TABLE mcp_servers (
+    name TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    tools TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+";
+
 /// Every migration in order; entry `n - 1` takes a database to version `n`. Public so tests can
 /// build a database exactly as an older release left it.
 pub const MIGRATIONS: &[&str] = &[
@@ -98,6 +112,7 @@ pub const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
 
 /// Schema version this binary writes.

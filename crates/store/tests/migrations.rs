@@ -46,8 +46,8 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
     assert_eq!(user_version(&path), 1);
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 5);
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(user_version(&path), 6);
 
     // The old chat reads back whole, with an empty session state.
     let chat = store.chat("s1").await.unwrap().unwrap();
@@ -77,7 +77,7 @@ async fn a_version_1_database_is_migrated_in_place_and_keeps_every_row() {
 
     // Opening again migrates nothing and loses nothing.
     let store = Store::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     let again = store.chat("s1").await.unwrap().unwrap();
     assert_eq!(again.session_state, next.session_state);
     assert_eq!(again.turn_status, Some(mpa_protocol::TurnStatus::Waiting));

@@ -17,8 +17,10 @@ pub const INVOCATION_ID_KEY: &str = "moviepilot_invocation_id";
 pub const OUTCOME_KEY: &str = "moviepilot_execution_outcome";
 
 /// Whether a call is recorded in the ledger.
+/// Another program's tools always are: their effect is only what that program claims.
 pub fn is_ledgered(meta: &ToolMeta, effect: EffectClass) -> bool {
-    !meta.internal && !effect.is_read() && effect != EffectClass::ArbitraryExecution
+    meta.external
+        || (!meta.internal && !effect.is_read() && effect != EffectClass::ArbitraryExecution)
 }
 
 fn sha256_hex(s: &str) -> String {

@@ -116,6 +116,16 @@ pub fn decide(f: &CallFacts<'_>) -> Decision {
             }
         }
         // Subagents have a gate of their own (`subagent::read_only`).
+        Origin::Kernel if f.meta.external => {
+            return Decision::Deny(ToolOutput::failure(
+                "read_only_scope",
+                format!(
+                    "{} is an external tool; its read tag carries no guarantee, so code may not \
+                     call it",
+                    f.tool
+                ),
+            ));
+        }
         Origin::Kernel if !f.effect.is_read() => {
             return Decision::Deny(ToolOutput::failure(
                 "read_only_scope",
