@@ -228,14 +228,6 @@ fn invalid_input_exits_2_and_says_why() {
             "no_such_scenario",
         ),
         (
-            vec![
-                "code_readonly_report".into(),
-                "--replay".into(),
-                pass.display().to_string(),
-            ],
-            "needs: kernel",
-        ),
-        (
             vec!["unknown_download".into()],
             "--replay TRAJECTORY or --live",
         ),
@@ -289,7 +281,7 @@ fn invalid_input_exits_2_and_says_why() {
     assert_eq!(status("steering_long_context"), "runnable");
     assert_eq!(status("browser_navigation"), "runnable");
     assert_eq!(status("subagent_parallel_status"), "runnable");
-    assert_eq!(status("code_readonly_report"), "needs: kernel");
+    assert_eq!(status("code_readonly_report"), "runnable");
     assert_eq!(status("steering_multi_message"), "runnable");
     for id in super::eval_regressions::REGRESSION_SCENARIOS {
         assert_eq!(status(id), "runnable", "{id}");
@@ -624,12 +616,12 @@ async fn live_against_a_careless_model_reports_its_violations_and_leaks_nothing(
 }
 
 /// `eval run --all --live --repeat N --label NAME`: every runnable scenario of the folder, N
-/// times each, under the label; a scenario needing a capability the host lacks is named and
-/// skipped, not failed.
+/// times each, under the label. (Every public scenario's capability has landed, so the skip of
+/// a scenario needing a missing one has no public example left.)
 #[tokio::test(flavor = "multi_thread")]
 async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
     let scenarios = tempfile::tempdir().unwrap();
-    for id in ["dedup_existing", "unknown_download", "code_readonly_report"] {
+    for id in ["dedup_existing", "unknown_download"] {
         std::fs::copy(
             repo().join(format!("eval/scenarios/{id}.json")),
             scenarios.path().join(format!("{id}.json")),
@@ -663,12 +655,6 @@ async fn run_all_live_repeats_every_runnable_scenario_under_one_label() {
         .unwrap()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("skipped code_readonly_report (needs: kernel)"),
-        "{}",
-        text(&out)
-    );
     let mut runs: Vec<(String, u64)> = reports(dir.path())
         .iter()
         .map(|r| {

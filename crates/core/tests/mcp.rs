@@ -376,7 +376,8 @@ async fn external_tools_are_admin_only_and_refused_to_subagents_and_code() {
         [
             "subagent_read_only",
             "subagent_read_only",
-            "read_only_scope"
+            // The kernel's own gate answers first: code may call only its helper tools.
+            "kernel_read_only"
         ]
     );
     assert!(!env.fixture_dir.join("started").exists());

@@ -43,3 +43,16 @@ fn content_parts_text_leaves_images_out() {
     assert_eq!(c.text(), "a");
     assert_eq!(c.image_count(), 1);
 }
+
+#[test]
+fn debug_never_prints_image_bytes() {
+    let b = mpa_protocol::ImageBlock::new(
+        vec![0xAB; 64],
+        mpa_protocol::ImageMime::Png,
+        mpa_protocol::ImageDetail::Low,
+    );
+    assert_eq!(
+        format!("{b:?}"),
+        "ImageBlock(image/png, 64 bytes, detail low)"
+    );
+}
