@@ -573,12 +573,20 @@ pub enum Event {
         tool_id: String,
         name: String,
         message: String,
+        /// What a person reads about the call (operation, redacted arguments), as the host's
+        /// tool-line detail shapes it; `null` when there is none.
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        detail: serde_json::Value,
     },
     ToolFinished {
         tool_id: String,
         name: String,
         outcome: Outcome,
         message: String,
+        /// As on `ToolStarted`, plus the result's preview and a one-line summary in English and
+        /// Chinese.
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        detail: serde_json::Value,
     },
     PlanUpdated {
         plan: serde_json::Value,

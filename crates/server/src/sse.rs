@@ -55,6 +55,17 @@ pub fn tool_status(outcome: Outcome) -> &'static str {
     if outcome.is_error() { "error" } else { "done" }
 }
 
+/// A tool frame with the host's line detail (operation, arguments, preview, summary in both
+/// languages — already redacted by the host) beside its own fields.
+fn with_detail(mut frame: Value, detail: &Value) -> Value {
+    if let (Some(f), Some(d)) = (frame.as_object_mut(), detail.as_object()) {
+        for (k, v) in d {
+            f.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    frame
+}
+
 /// The SSE frame for one non-delta event (`None` for events the web protocol does not carry).
 /// `session_id` is the id the client uses (not the server-side one). Tool lines are redacted the
 /// way the stored chat is, so a secret a tool printed never reaches the page live either.
@@ -74,16 +85,24 @@ fn event_frame(
             tool_id,
             name,
             message,
-        } => json!({"type": "tool", "tool_id": tool_id, "name": name, "status": "running",
-                    "message": redact(message), "assistant_message_id": assistant_message_id}),
+            detail,
+        } => with_detail(
+            json!({"type": "tool", "tool_id": tool_id, "name": name, "status": "running",
+                   "message": redact(message), "assistant_message_id": assistant_message_id}),
+            detail,
+        ),
         Event::ToolFinished {
             tool_id,
             name,
             outcome,
             message,
-        } => json!({"type": "tool", "tool_id": tool_id, "name": name,
-                    "status": tool_status(*outcome), "outcome": outcome.as_str(),
-                    "message": redact(message), "assistant_message_id": assistant_message_id}),
+            detail,
+        } => with_detail(
+            json!({"type": "tool", "tool_id": tool_id, "name": name,
+                   "status": tool_status(*outcome), "outcome": outcome.as_str(),
+                   "message": redact(message), "assistant_message_id": assistant_message_id}),
+            detail,
+        ),
         Event::Error {
             code,
             message,
@@ -280,6 +299,7 @@ mod tests {
             tool_id: "c1".into(),
             name: "test_echo".into(),
             message: "echo".into(),
+            detail: Value::Null,
         })
         .unwrap();
         etx.send(Event::ToolFinished {
@@ -287,6 +307,7 @@ mod tests {
             name: "test_echo".into(),
             outcome: Outcome::Unknown,
             message: "timed out".into(),
+            detail: Value::Null,
         })
         .unwrap();
         etx.send(Event::Delta {
@@ -337,6 +358,7 @@ mod tests {
             tool_id: "e1".into(),
             name: "test_echo".into(),
             message: "echo".into(),
+            detail: Value::Null,
         }))
         .unwrap();
         etx.send(nested(Event::Delta {

@@ -20,6 +20,7 @@ pub mod get_tool_execution;
 pub mod guardrails;
 pub mod invoke;
 pub mod ledger;
+pub mod line;
 pub mod memory;
 pub mod moviepilot_api;
 pub mod policy;

@@ -414,7 +414,13 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
 /// [`display_messages`] as a list.
 pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
+    // The calls' arguments, for each result's line detail (a result follows its call).
+    let mut calls: std::collections::HashMap<&str, &mpa_protocol::ToolCall> =
+        std::collections::HashMap::new();
     for m in messages {
+        for c in &m.tool_calls {
+            calls.insert(c.id.as_str(), c);
+        }
         match m.role {
             Role::User if super::compact::is_summary(m) => out.push(serde_json::json!({
                 "role": "context",
@@ -473,6 +479,21 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
                     "status": if outcome.is_error() { "error" } else { "done" },
                     "message": crate::tools::invoke::summary_line(&m.text()),
                 });
+                let text = m.text();
+                let arguments = m
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| calls.get(id))
+                    .map_or("", |c| c.arguments.as_str());
+                let name = m.name.as_deref().unwrap_or("");
+                if let (Some(line), serde_json::Value::Object(detail)) = (
+                    v.as_object_mut(),
+                    crate::tools::line::detail(name, arguments, Some(&text)),
+                ) {
+                    for (k, d) in detail {
+                        line.entry(k).or_insert(d);
+                    }
+                }
                 if is_recovery_form(m) {
                     v["recovery"] = serde_json::Value::Bool(true);
                 }

@@ -734,12 +734,14 @@ fn answered_without_running(
         tool_id: call.id.clone(),
         name: call.name.clone(),
         message: format!("{}(…)", call.name),
+        detail: crate::tools::line::detail(&call.name, &call.arguments, None),
     });
     sink.emit(Event::ToolFinished {
         tool_id: call.id.clone(),
         name: call.name.clone(),
         outcome: out.outcome,
         message: crate::tools::invoke::summary_line(&out.content),
+        detail: crate::tools::line::detail(&call.name, &call.arguments, Some(&out.content)),
     });
     crate::tools::invoke::Invoked::uncapped(out)
 }

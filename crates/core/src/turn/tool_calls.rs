@@ -8,6 +8,7 @@ use crate::plan::PLAN_METADATA_KEY;
 use crate::sync::Slots;
 use crate::tools::gate::Halt;
 use crate::tools::invoke::{Dispatched, Invoked, Invoker, dispatch, interrupted, summary_line};
+use crate::tools::line;
 use crate::tools::policy::Origin;
 use crate::tools::{SessionState, ToolContext};
 use futures_util::StreamExt;
@@ -113,6 +114,7 @@ pub async fn run(
                     tool_id: call.id.clone(),
                     name: call.name.clone(),
                     message: args_summary(call),
+                    detail: line::detail(&call.name, &call.arguments, None),
                 });
                 let same = calls.iter().filter(|c| c.name == call.name).count();
                 let (inv, origin) = (stage.invoker, stage.origin);
@@ -129,6 +131,7 @@ pub async fn run(
                     name: call.name.clone(),
                     outcome: r.output().outcome,
                     message: summary_line(&r.output().content),
+                    detail: line::detail(&call.name, &call.arguments, Some(&r.output().content)),
                 });
                 if let Some(plan) = r.output().metadata.get(PLAN_METADATA_KEY) {
                     sink.emit(Event::PlanUpdated { plan: plan.clone() });
@@ -156,6 +159,7 @@ pub async fn run(
                     name: call.name.clone(),
                     outcome: Outcome::Unknown,
                     message: summary_line(&out.content),
+                    detail: line::detail(&call.name, &call.arguments, Some(&out.content)),
                 });
                 Invoked::uncapped(out)
             }
