@@ -335,6 +335,47 @@ async fn kernels_end_with_their_conversation_and_with_the_host() {
     assert!(gone(pgid).await, "the host's shutdown ended every kernel");
 }
 
+/// Output beyond the inline cap is spilled to the user's file, and `read_file` (issue 31) reads
+/// it back there: the spill is where the result says, and the model can page it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spilled_output_is_read_back_with_read_file() {
+    if !python_available() {
+        return;
+    }
+    let e = env().await;
+    let code =
+        "for i in range(4000):\n    print('line %05d ' % i + 'x' * 20)\nprint('END-OF-SPILL')";
+    let r = e.cell("spill", code, false).await;
+    let path = r["stdout_spill_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no spill: {r}"))
+        .to_owned();
+    assert!(
+        path.starts_with(e.dir.path().join("data").to_str().unwrap()),
+        "{path}"
+    );
+    let n = e.mock.request_count();
+    e.mock.push(MockReply::tool_calls(&[(
+        "r1",
+        "read_file",
+        json!({"file_path": path, "start_line": 4000, "end_line": 4001}),
+    )]));
+    e.mock.push(MockReply::text("read"));
+    e.turn_as(&e.admin, "web", "spill").await;
+    let req = &e.mock.requests()[n + 1];
+    let content = req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["tool_call_id"] == "r1")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(content.contains("END-OF-SPILL"), "{content}");
+    assert!(!content.contains("\"error\""), "{content}");
+}
+
 #[test]
 fn execute_code_spec_snapshot() {
     let dir = tempfile::tempdir().unwrap();
