@@ -17,14 +17,7 @@ pub fn python_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("MPA_REQUIRE_ALL_TESTS").as_deref() != Ok("1"),
-            "python3 is required (MPA_REQUIRE_ALL_TESTS=1)"
-        );
-        eprintln!("NOTICE: python3 not found; mpa-kernel test skipped");
-    }
-    ok
+    mpa_test_support::external_program("python3", ok)
 }
 
 pub struct Env {
