@@ -147,11 +147,9 @@ async fn an_idle_browser_is_closed_after_its_ttl() {
     let b = browsers(dir.path(), 0, Duration::from_millis(400));
     let s = b.session(&key("idle")).await.unwrap();
     let pid = s.pid().unwrap() as i32;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while process_group_alive(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!process_group_alive(pid));
+    assert!(
+        mpa_test_support::eventually(Duration::from_secs(30), || !process_group_alive(pid)).await
+    );
     assert!(b.existing(&key("idle")).await.is_none());
 }
 

@@ -123,14 +123,7 @@ fn alive_in_group(pgid: u32) -> bool {
 }
 
 async fn gone(pgid: u32) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::time::Instant::now() < deadline {
-        if !alive_in_group(pgid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+    mpa_test_support::eventually(Duration::from_secs(10), || !alive_in_group(pgid)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -935,10 +935,10 @@ async fn closing_a_scope_terminates_only_its_own_sessions() {
     // A process shows its own environment (and so the marker) only once it has exec'd; right
     // after the start it may still carry the test's. Wait until b's command is visible, so the
     // check below is about the close, not about a start still under way.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while marked_processes(&mark_b).is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    mpa_test_support::eventually(std::time::Duration::from_secs(20), || {
+        !marked_processes(&mark_b).is_empty()
+    })
+    .await;
     let waiter = {
         let (p, a, id_a) = (f.p.clone(), a.clone(), id_a.clone());
         tokio::spawn(async move { act(&p, &a, &id_a, wait(60_000)).await })

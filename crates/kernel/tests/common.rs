@@ -133,14 +133,8 @@ pub fn alive_in_group(pgid: u32) -> Vec<u32> {
 
 /// Waits (with a deadline) until no process of the group is alive.
 pub async fn group_gone(pgid: u32) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::time::Instant::now() < deadline {
-        if alive_in_group(pgid).is_empty()
-            && !std::path::Path::new(&format!("/proc/{pgid}")).exists()
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+    mpa_test_support::eventually(Duration::from_secs(10), || {
+        alive_in_group(pgid).is_empty() && !std::path::Path::new(&format!("/proc/{pgid}")).exists()
+    })
+    .await
 }

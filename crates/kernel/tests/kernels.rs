@@ -143,10 +143,7 @@ async fn processes_are_gone_after_timeout_scope_close_and_shutdown() {
                 .await
         })
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while env.kernels.live().is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    mpa_test_support::eventually(Duration::from_secs(10), || !env.kernels.live().is_empty()).await;
     let busy = env.kernels.live()[0];
     env.kernels.close_scope("busy").await;
     let r = json_of(&running.await.unwrap().unwrap());
@@ -179,10 +176,7 @@ async fn cancellation_ends_the_kernel() {
     req.cancel = cancel.clone();
     let kernels = env.kernels.clone();
     let task = tokio::spawn(async move { kernels.execute(req).await });
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while env.kernels.live().is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    mpa_test_support::eventually(Duration::from_secs(10), || !env.kernels.live().is_empty()).await;
     let pgid = env.kernels.live()[0];
     cancel.cancel();
     let r = json_of(&task.await.unwrap().unwrap());
@@ -341,10 +335,7 @@ async fn wrong_tokens_and_calls_outside_a_cell_are_refused() {
         mpa_kernel::CellStatus::Success
     );
     std::fs::write(&trigger, "go").unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !result.exists() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    mpa_test_support::eventually(Duration::from_secs(10), || result.exists()).await;
     let said = std::fs::read_to_string(&result).unwrap();
     assert!(said.starts_with("no_cell_running"), "{said}");
 }

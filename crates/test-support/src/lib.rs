@@ -28,6 +28,7 @@
 //! `drop_after(n)` count writes (one SSE event per write); dropping the server cuts every open
 //! connection, so a stalled stream never outlives its test.
 
+mod eventually;
 mod external;
 mod fixtures;
 pub mod floors;
@@ -36,6 +37,7 @@ pub mod own_process;
 mod reply;
 mod server;
 
+pub use eventually::eventually;
 pub use external::external_program;
 pub use fixtures::{
     FIXTURES, Fixture, LLAMACPP_CONTENT_NULL_500, LLAMACPP_OVERFLOW_400, fixture, fixture_path,
