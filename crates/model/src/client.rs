@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Non-streamed JSON answers are read only this far.
 const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_CAP: Duration = Duration::from_secs(30);
+pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
+pub const BACKOFF_CAP: Duration = Duration::from_secs(30);
 /// Idle connections to the model server kept for reuse after a turn.
 const IDLE_CONNECTIONS: usize = 16;
 
@@ -69,6 +69,13 @@ impl AttemptError {
 }
 
 impl ModelClient {
+    /// The URL requests are sent to.
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn endpoint_url(&self) -> &str {
+        self.inner.url.as_str()
+    }
+
     pub fn new(cfg: ModelConfig) -> Result<Self> {
         let trimmed = cfg.base_url.trim().trim_end_matches('/');
         let config_err = |what: &str| ModelError::Config {
@@ -487,47 +494,10 @@ async fn read_capped(
 }
 
 /// Full-jitter exponential backoff: uniform in `[0, min(cap, base · 2^retry)]`.
-fn backoff(retry: u32) -> Duration {
+pub fn backoff(retry: u32) -> Duration {
     let ceiling = BACKOFF_BASE
         .saturating_mul(2u32.saturating_pow(retry.min(16)))
         .min(BACKOFF_CAP);
     let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rand::rng().random_range(0..=millis))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_stays_within_ceiling() {
-        for retry in 0..40 {
-            let d = backoff(retry);
-            assert!(d <= BACKOFF_CAP);
-            assert!(d <= BACKOFF_BASE.saturating_mul(2u32.saturating_pow(retry.min(16))));
-        }
-    }
-
-    #[test]
-    fn new_rejects_bad_config() {
-        let cfg = |url: &str, model: &str| ModelConfig {
-            base_url: url.into(),
-            model: model.into(),
-            ..ModelConfig::default()
-        };
-        assert!(matches!(
-            ModelClient::new(cfg("ftp://x", "m")),
-            Err(ModelError::Config { .. })
-        ));
-        assert!(matches!(
-            ModelClient::new(cfg("not a url", "m")),
-            Err(ModelError::Config { .. })
-        ));
-        let c = ModelClient::new(cfg("http://user:pw@127.0.0.1:9/v1/", "m")).unwrap();
-        assert_eq!(
-            c.inner.url.as_str(),
-            "http://user:pw@127.0.0.1:9/v1/chat/completions"
-        );
-        assert!(!format!("{c:?}").contains("pw"));
-    }
 }
