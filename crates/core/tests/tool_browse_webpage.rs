@@ -362,6 +362,37 @@ async fn a_public_pages_websocket_and_fetch_to_loopback_reach_nothing() {
     env.browsers.shutdown().await;
 }
 
+/// What the browser's egress proxy is told for each connection: exactly the checked addresses,
+/// or the refusal (private names and literals, IPv6 included; unknown names).
+#[tokio::test]
+async fn each_browser_connection_gets_the_checked_addresses_or_a_refusal() {
+    use mpa_browser::RequestGuard;
+    let guard = PublicOnly {
+        guard: NetGuard::new(Arc::new(Table)).trusting(IpAddr::from(PUBLIC_IP)),
+    };
+    assert_eq!(
+        guard.addresses("public.test", 443, false).await.unwrap(),
+        vec![SocketAddr::from((PUBLIC_IP, 443))]
+    );
+    for host in [
+        "lan.test",
+        "meta.test",
+        "127.0.0.1",
+        "::1",
+        "::ffff:10.0.0.1",
+    ] {
+        let why = guard.addresses(host, 80, false).await.unwrap_err();
+        assert!(why.contains("public addresses"), "{host}: {why}");
+    }
+    let why = guard.addresses("nowhere.test", 80, true).await.unwrap_err();
+    assert!(why.contains("could not be resolved"), "{why}");
+    // Allowed by the action: the private address itself, still resolved once by the host.
+    assert_eq!(
+        guard.addresses("lan.test", 8080, true).await.unwrap(),
+        vec![SocketAddr::from(([10, 1, 2, 3], 8080))]
+    );
+}
+
 #[tokio::test]
 async fn evaluate_and_get_cookies_are_admin_only_and_subagents_only_observe() {
     let env = env_with(Some("/nonexistent/chromium".into()));
