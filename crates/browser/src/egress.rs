@@ -101,9 +101,16 @@ impl Egress {
     }
 }
 
+impl Egress {
+    /// Stops accepting connections (the browser is closing; a handle may outlive it).
+    pub fn stop(&self) {
+        self.accept.abort();
+    }
+}
+
 impl Drop for Egress {
     fn drop(&mut self) {
-        self.accept.abort();
+        self.stop();
     }
 }
 

@@ -238,6 +238,7 @@ impl Browser {
             }
         }
         drop(child);
+        self.egress.stop();
         self.profile
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
