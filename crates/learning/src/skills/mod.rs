@@ -19,6 +19,7 @@ mod view;
 
 pub use catalog::SkillSource;
 pub use journal::CommitHook;
+pub use ownership::CreatedBy;
 pub use reply::{ManageFailure, ManageReport, OpResult, SkillFile, SkillList, SkillSummary};
 pub use request::{ManageOp, Patch};
 pub use validate::{MAX_CONTENT_CHARS, MAX_FILE_BYTES, NEW_DESCRIPTION_CHARS, SUPPORT_DIRS};
