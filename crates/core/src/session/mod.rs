@@ -222,7 +222,17 @@ async fn actor_loop(
                 continue;
             }
             Op::Redo { text } => match crate::web::redo::rewind(&mut data, text) {
-                Some((text, images)) => (text, images, None, None),
+                Some(r) => {
+                    let target = crate::turn::capture::CaptureTarget::for_session(
+                        services.caps.history(),
+                        &data,
+                        &services.cfg.model.model,
+                    );
+                    if let Some(target) = target {
+                        crate::turn::capture::mark_rewound(&target, r.dropped).await;
+                    }
+                    (r.text, r.images, None, None)
+                }
                 None => {
                     let e = CoreError::NothingToRegenerate;
                     let _ = events.send(Event::Error {
