@@ -21,8 +21,6 @@ pub struct Agent {
     services: Arc<Services>,
     sessions: Arc<LiveSessions>,
     accounts: Accounts,
-    /// What the web page attached (see [`crate::web::attachments`]).
-    attachments: Arc<crate::web::attachments::Attachments>,
 }
 
 /// A last say over the built-in tools.
@@ -160,10 +158,10 @@ impl AgentBuilder {
                 settle_rules: crate::turn::settle::standard().into(),
                 caps: Arc::new(caps),
                 personas: Arc::new(personas),
+                attachments: Arc::new(attachments),
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
-            attachments: Arc::new(attachments),
         })
     }
 }
@@ -264,7 +262,7 @@ impl Agent {
 
     /// Files users attached on the web page.
     pub fn attachments(&self) -> &crate::web::attachments::Attachments {
-        &self.attachments
+        &self.services.attachments
     }
 
     /// Users, passwords, tokens and login, over the agent's store.
