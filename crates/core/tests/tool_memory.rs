@@ -58,7 +58,7 @@ impl Env {
     }
 
     fn command(&self, a: &Actor, text: &str) -> Option<String> {
-        self.l.memory.user_command(a, text)
+        self.l.memory.user_command(a, text, mpa_protocol::Lang::En)
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::catalogue::takes_max_completion_tokens;
 use crate::classify::{classify_http, parse_retry_after};
 use crate::decoder::{StreamDecoder, decode_completion_json};
-use crate::error::{ModelError, Result, scrub};
+use crate::error::{ModelError, NetworkFailure, Result, scrub};
 use crate::output_limit::{OutputLimit, refit};
 use crate::wire::{BodyOptions, OutputLimitParam};
 use crate::{ChatRequest, Completion, ModelConfig, StreamEvent, effective_max_output_tokens, wire};
@@ -218,6 +218,7 @@ impl ModelClient {
                 }
                 Err(AttemptError::EmptyStream) => {
                     return Err(ModelError::Network {
+                        failure: NetworkFailure::Interrupted,
                         message: format!(
                             "{} answered HTTP 200 with nothing in it, streamed and not",
                             self.inner.endpoint
@@ -319,6 +320,7 @@ impl ModelClient {
         let mut resp = match sent {
             Err(_) => {
                 return Err(AttemptError::Retry(ModelError::Network {
+                    failure: NetworkFailure::Timeout,
                     message: format!(
                         "no response from {} within {}s",
                         inner.endpoint,
@@ -327,8 +329,10 @@ impl ModelClient {
                 }));
             }
             Ok(Err(e)) => {
+                let (failure, message) = self.transport_error(e);
                 return Err(AttemptError::Retry(ModelError::Network {
-                    message: self.transport_error(e),
+                    failure,
+                    message,
                 }));
             }
             Ok(Ok(resp)) => resp,
@@ -391,6 +395,7 @@ impl ModelClient {
             match next {
                 Err(_) => {
                     return Err(fail_or_retry(ModelError::Network {
+                        failure: NetworkFailure::Timeout,
                         message: format!(
                             "stream stalled: no data from {} for {}s",
                             inner.endpoint,
@@ -399,8 +404,9 @@ impl ModelClient {
                     }));
                 }
                 Ok(Err(e)) => {
-                    let detail = self.transport_error(e);
+                    let (_, detail) = self.transport_error(e);
                     return Err(fail_or_retry(ModelError::Network {
+                        failure: NetworkFailure::Interrupted,
                         message: format!("stream ended before completion: {detail}"),
                     }));
                 }
@@ -428,17 +434,31 @@ impl ModelClient {
         }
     }
 
-    /// A transport error as scrubbed text naming the endpoint, never the full URL.
-    fn transport_error(&self, e: reqwest::Error) -> String {
+    /// A transport error: what kind it was (reqwest's own classification: a failed connect —
+    /// refused, no route, a name that did not resolve — is `Unreachable`) and scrubbed text
+    /// naming the endpoint, never the full URL.
+    fn transport_error(&self, e: reqwest::Error) -> (NetworkFailure, String) {
         let endpoint = &self.inner.endpoint;
-        let what = if e.is_connect() {
-            format!("could not connect to {endpoint}")
+        let (failure, what) = if e.is_connect() {
+            (
+                NetworkFailure::Unreachable,
+                format!("could not connect to {endpoint}"),
+            )
         } else if e.is_timeout() {
-            format!("timed out talking to {endpoint}")
+            (
+                NetworkFailure::Timeout,
+                format!("timed out talking to {endpoint}"),
+            )
         } else if e.is_body() || e.is_decode() {
-            format!("response body from {endpoint} broke off")
+            (
+                NetworkFailure::Interrupted,
+                format!("response body from {endpoint} broke off"),
+            )
         } else {
-            format!("request to {endpoint} failed")
+            (
+                NetworkFailure::Interrupted,
+                format!("request to {endpoint} failed"),
+            )
         };
         let e = e.without_url();
         let mut causes: Vec<String> = Vec::new();
@@ -455,7 +475,7 @@ impl ModelClient {
         } else {
             format!("{what}: {}", causes.join(": "))
         };
-        scrub(&message, self.inner.api_key.as_deref())
+        (failure, scrub(&message, self.inner.api_key.as_deref()))
     }
 }
 

@@ -86,6 +86,7 @@ impl StreamDecoder {
             Ok(self.state.assembler.finish())
         } else {
             Err(ModelError::Network {
+                failure: crate::NetworkFailure::Interrupted,
                 message: "stream ended before completion (no [DONE] and no finish_reason)"
                     .to_owned(),
             })

@@ -47,8 +47,12 @@ pub enum ModelError {
         message: String,
     },
     /// Connection failures, timeouts, silence longer than the idle timeout, streams cut short.
+    /// `failure` says which, so callers never read it from the wording.
     #[error("model network error: {message}")]
-    Network { message: String },
+    Network {
+        failure: NetworkFailure,
+        message: String,
+    },
     /// Other 4xx (404: no such model or path), unparseable chunks, malformed responses.
     #[error("bad model response{}: {message}", status_suffix(*status))]
     BadResponse {
@@ -61,6 +65,18 @@ pub enum ModelError {
     /// The client could not be built from its configuration (e.g. an invalid base URL).
     #[error("model client configuration error: {message}")]
     Config { message: String },
+}
+
+/// What kind of network failure a [`ModelError::Network`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkFailure {
+    /// Nothing answered at the configured address: connection refused, no route, the host name
+    /// did not resolve. The model service is not running there (or the address is wrong).
+    Unreachable,
+    /// Connected, but no answer (or no further bytes) within the idle timeout.
+    Timeout,
+    /// Connected and answering, but the response broke off or ended before completion.
+    Interrupted,
 }
 
 fn status_suffix(status: Option<u16>) -> String {
@@ -103,6 +119,18 @@ impl ModelError {
             ModelError::Cancelled => "model_cancelled",
             ModelError::Config { .. } => "model_config",
         }
+    }
+
+    /// Whether nothing answered at the configured address (connection refused, no route, the
+    /// name did not resolve): the service is not there, as opposed to one that failed mid-way.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Network {
+                failure: NetworkFailure::Unreachable,
+                ..
+            }
+        )
     }
 
     /// Whether the request did not fit the model's context window (code `model_context_exceeded`):

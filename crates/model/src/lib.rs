@@ -76,7 +76,7 @@ pub use catalogue::{ModelProfile, model_profile};
 pub use classify::{CONTEXT_EXCEEDED_MARKERS, MAX_RETRY_AFTER, parse_retry_after};
 pub use client::ModelClient;
 pub use completion::{ArgumentsStatus, Completion, FinishReason, arguments_status};
-pub use error::{ModelError, Result, scrub};
+pub use error::{ModelError, NetworkFailure, Result, scrub};
 pub use estimate::{
     BudgetLimits, ESTIMATOR, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TOOL_OVERHEAD_TOKENS,
     TokenEstimate, estimate_breakdown, estimate_message_tokens, estimate_text_tokens,

@@ -180,7 +180,7 @@ pub async fn completions(
     let events = if req.steer && session.exists {
         match state
             .agent
-            .steer_to(&actor, &session, OPENAI_CHANNEL, text, images)
+            .steer_to(&actor, &session, OPENAI_CHANNEL, text, images, None)
             .await?
         {
             Steered::Turn(rx) => rx,

@@ -19,6 +19,7 @@ mod view;
 
 pub use catalog::SkillSource;
 pub use journal::CommitHook;
+pub use ownership::CreatedBy;
 pub use reply::{ManageFailure, ManageReport, OpResult, SkillFile, SkillList, SkillSummary};
 pub use request::{ManageOp, Patch};
 // public for the crate's tests (tests/all.rs); not part of the API
