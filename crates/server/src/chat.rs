@@ -139,6 +139,25 @@ fn sse_once(frames: Vec<Bytes>) -> Response {
     sse_response(rx)
 }
 
+/// A message's text and images with the sender's attachments resolved (the core's
+/// `Attachments::resolve`: references checked as the sender's, inline `data:image` URLs stored as
+/// attachments so the chat keeps references, never bytes). Every front end that takes images
+/// goes through it.
+pub(crate) async fn resolve_attachments(
+    state: &AppState,
+    actor: &Actor,
+    text: String,
+    images: Vec<String>,
+    files: Vec<String>,
+) -> Result<(String, Vec<String>), ApiError> {
+    let agent = state.agent.clone();
+    let owner = actor.user_id.clone();
+    tokio::task::spawn_blocking(move || agent.attachments().resolve(&owner, text, images, &files))
+        .await
+        .map_err(|_| ApiError::internal("internal_error", "the attachments could not be read"))?
+        .map_err(ApiError::from)
+}
+
 pub async fn stream(
     State(state): State<AppState>,
     Authed(actor): Authed,
@@ -167,14 +186,7 @@ pub async fn stream(
         .into_iter()
         .map(AttachmentRef::into_text)
         .collect();
-    let agent = state.agent.clone();
-    let owner = actor.user_id.clone();
-    let text = req.text;
-    let (text, images) = tokio::task::spawn_blocking(move || {
-        agent.attachments().resolve(&owner, text, images, &files)
-    })
-    .await
-    .map_err(|_| ApiError::internal("internal_error", "the attachments could not be read"))??;
+    let (text, images) = resolve_attachments(&state, &actor, req.text, images, files).await?;
     let client_id = match req.session_id.filter(|s| !s.is_empty()) {
         Some(s) => s,
         None => mpa_core::new_session_id(),

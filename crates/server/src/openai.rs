@@ -159,6 +159,9 @@ pub async fn completions(
     if text.trim().is_empty() && images.is_empty() {
         return Err(ApiError::bad_request("the last user message is empty"));
     }
+    // Inline images are kept as the sender's attachments: the stored chat holds references.
+    let (text, images) =
+        crate::chat::resolve_attachments(&state, &actor, text, images, Vec::new()).await?;
     // Always the id `/v1/models` lists, whatever the client asked for.
     let _ = req.model;
     let model = state.cfg.model_name.clone();

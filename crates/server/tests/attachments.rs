@@ -311,3 +311,50 @@ async fn attached_images_were_stored_as_data_urls_in_the_chat_row() {
     assert!(transcript.contains("attachment:"), "{transcript}");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn images_sent_to_the_openai_endpoint_were_stored_as_data_urls_in_the_chat_row() {
+    let env = Env::start().await;
+    let alice = env.user("alice", "password", false).await;
+    env.mock.push(MockReply::text("A poster."));
+    let inline = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB";
+    let r = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .bearer_auth(&alice)
+        .header("x-session-id", "s-openai-img")
+        .json(
+            &json!({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "what is this"},
+                {"type": "image_url", "image_url": {"url": inline}}
+            ]}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "A poster.");
+    // The model still received the image…
+    let (url, _) = user_image(&env.mock.requests()[0]);
+    assert!(
+        url.as_deref()
+            .is_some_and(|u| u.starts_with("data:image/png;base64,")),
+        "{url:?}"
+    );
+    // …and the stored chat keeps a reference to the sender's attachment, not the bytes.
+    let rows = env.chat_rows();
+    let (_, _, transcript, display) = rows
+        .iter()
+        .find(|r| r.0.ends_with("s-openai-img"))
+        .unwrap_or_else(|| panic!("no chat row: {rows:?}"));
+    for stored in [transcript, display] {
+        assert!(
+            !stored.contains("data:image") && !stored.contains("iVBORw0KGgo"),
+            "{stored}"
+        );
+    }
+    assert!(transcript.contains("attachment:"), "{transcript}");
+    env.shutdown().await;
+}
