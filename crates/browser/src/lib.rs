@@ -11,13 +11,17 @@
 //!   cookies, click/fill/select by selector or ref, evaluate, wait, tabs).
 //! - [`RequestGuard`]: who decides which URLs a page may request when private networks are not
 //!   allowed (the host's public-address check). Every request of a page — navigations,
-//!   redirects, sub-resources, scripts' fetches — is paused and asked about.
+//!   redirects, sub-resources, scripts' fetches — is paused and asked about; and every
+//!   connection the browser opens goes through the profile's egress proxy, which connects only
+//!   to the addresses the guard checked ([`RequestGuard::addresses`]; WebSockets and workers
+//!   included, DNS rebinding closed).
 //!
 //! Invariants: a selector names exactly one element; a ref is valid for the document that gave
 //! it; a screenshot is a JPEG within [`SCREENSHOT_MAX_BYTES`] and [`SCREENSHOT_MAX_AREA`].
 
 mod cdp;
 mod dom;
+mod egress;
 mod error;
 mod jpeg;
 mod launch;
@@ -40,6 +44,16 @@ use std::time::Duration;
 pub trait RequestGuard: Send + Sync + 'static {
     /// `Ok` to let the request go; `Err(reason)` to refuse it.
     async fn admit(&self, url: &str) -> std::result::Result<(), String>;
+
+    /// The addresses the browser may connect to for `host:port` (a name or an IP literal),
+    /// every one of them checked — public, unless `allow_private` — or `Err(reason)`. The
+    /// profile's proxy connects to exactly these, so nothing resolves the name again.
+    async fn addresses(
+        &self,
+        host: &str,
+        port: u16,
+        allow_private: bool,
+    ) -> std::result::Result<Vec<std::net::SocketAddr>, String>;
 }
 
 /// How browsers are started.
@@ -121,12 +135,16 @@ impl Browsers {
             .prefix("profile-")
             .tempdir_in(&self.shared.config.profiles_root)
             .map_err(|e| BrowserError::Unavailable(format!("cannot create a profile: {e}")))?;
+        let egress = egress::Egress::start(self.shared.guard.clone())
+            .await
+            .map_err(|e| BrowserError::Unavailable(format!("cannot start its proxy: {e}")))?;
         let browser = Arc::new(
             Browser::start(
                 &exe,
                 profile,
                 &self.shared.config.extra_args,
                 self.shared.guard.clone(),
+                egress,
             )
             .await?,
         );

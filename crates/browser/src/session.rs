@@ -1,10 +1,13 @@
 //! One conversation's browser: a Chromium process with its own profile, its tabs, and the
 //! actions on them. Every request any of its pages makes (navigations, redirects, sub-resources,
 //! scripts' fetches) is paused by the DevTools `Fetch` domain and continued only after the
-//! request guard admitted its URL, unless the tab was navigated with private networks allowed.
+//! request guard admitted its URL, unless the tab was navigated with private networks allowed;
+//! every connection then goes through the profile's egress proxy (`egress.rs`), which connects
+//! only to addresses the guard checked.
 
 use crate::cdp::{Cdp, CdpEvent};
 use crate::dom;
+use crate::egress::Egress;
 use crate::error::{BrowserError, Result};
 use crate::jpeg::jpeg_size;
 use crate::{RequestGuard, launch};
@@ -106,6 +109,7 @@ pub struct Browser {
     pid: Option<u32>,
     profile: Mutex<Option<tempfile::TempDir>>,
     last_used: Mutex<Instant>,
+    egress: Egress,
 }
 
 impl Browser {
@@ -115,8 +119,11 @@ impl Browser {
         profile: tempfile::TempDir,
         extra_args: &[String],
         guard: Arc<dyn RequestGuard>,
+        egress: Egress,
     ) -> Result<Self> {
-        let launched = launch::launch(exe, profile.path(), extra_args)?;
+        let mut args = egress.chromium_args().to_vec();
+        args.extend_from_slice(extra_args);
+        let launched = launch::launch(exe, profile.path(), &args)?;
         let pid = launched.child.id();
         let (cdp, events) = Cdp::start(launched.to_browser, launched.from_browser);
         let shared = Arc::new(Shared {
@@ -132,6 +139,7 @@ impl Browser {
             pid,
             profile: Mutex::new(Some(profile)),
             last_used: Mutex::new(Instant::now()),
+            egress,
         };
         let first = tokio::time::timeout(START_TIMEOUT, async {
             // Every page, ours or a page's popup, is attached paused so its requests are
@@ -230,6 +238,7 @@ impl Browser {
             }
         }
         drop(child);
+        self.egress.stop();
         self.profile
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -405,6 +414,9 @@ impl Browser {
                 t.last_refusal = None;
             }
         }
+        // The proxy follows the profile's current action.
+        self.egress.allow_private(allow_private);
+        let mark = self.egress.mark();
         let secs = timeout.as_secs();
         let nav = tokio::time::timeout(
             timeout,
@@ -417,14 +429,24 @@ impl Browser {
         .await
         .map_err(|_| BrowserError::Timeout(secs))??;
         if let Some(err) = nav.get("errorText").and_then(Value::as_str) {
-            let refusal = self.tab_field(Some(&tab_id), |t| t.last_refusal.clone())?;
+            let refusal = self
+                .tab_field(Some(&tab_id), |t| t.last_refusal.clone())?
+                .or_else(|| self.egress.refused_since(mark, None));
             return Err(match refusal {
                 Some(why) => BrowserError::NavigationRefused(why),
                 None => BrowserError::NavigationFailed(err.to_string()),
             });
         }
         self.wait_until(&session, &json!({}), timeout).await?;
-        self.page_info(&tab_id).await
+        let page = self.page_info(&tab_id).await?;
+        // A plain-HTTP document the proxy refused arrives as its 403 page: report the refusal.
+        let host = url::Url::parse(&page.url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()));
+        if let Some(why) = host.and_then(|h| self.egress.refused_since(mark, Some(&h))) {
+            return Err(BrowserError::NavigationRefused(why));
+        }
+        Ok(page)
     }
 
     /// Waits for an element matching `selector`, for `text` in the page, or (neither given)

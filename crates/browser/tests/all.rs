@@ -1,4 +1,5 @@
 //! One integration-test binary for the crate (see the workspace's tests layout).
 
 mod common;
+mod egress;
 mod navigation;

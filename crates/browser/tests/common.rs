@@ -100,7 +100,9 @@ impl PageServer {
     }
 }
 
-/// Refuses hosts the test calls private: `127.0.0.1` and every name but `public.test`.
+/// The test's world: `public.test` is a public site (served from the loopback page server);
+/// `rebind.test` looks public when a URL is checked but resolves to 127.0.0.1 when the browser
+/// connects (DNS rebinding); everything else is private.
 pub struct TestGuard;
 
 #[async_trait]
@@ -110,8 +112,26 @@ impl RequestGuard for TestGuard {
             .ok()
             .and_then(|u| u.host_str().map(str::to_string));
         match host.as_deref() {
-            Some("public.test") => Ok(()),
+            Some("public.test" | "rebind.test") => Ok(()),
             other => Err(format!("{other:?} is private")),
+        }
+    }
+
+    async fn addresses(
+        &self,
+        host: &str,
+        port: u16,
+        allow_private: bool,
+    ) -> Result<Vec<std::net::SocketAddr>, String> {
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        match host {
+            "public.test" => Ok(vec![loopback]),
+            _ if !allow_private => Err(format!("{host} resolves to 127.0.0.1, a private address")),
+            "rebind.test" => Ok(vec![loopback]),
+            _ => tokio::net::lookup_host((host, port))
+                .await
+                .map(Iterator::collect)
+                .map_err(|e| e.to_string()),
         }
     }
 }
@@ -124,7 +144,7 @@ pub fn chromium() -> bool {
     mpa_test_support::external_program("Chromium", found)
 }
 
-/// Browsers whose `public.test` is the page server (Chromium's own resolver maps it there).
+/// Browsers whose `public.test` is the page server (the guard's addresses send it there).
 pub fn browsers(profiles: &std::path::Path, port: u16, ttl: Duration) -> Browsers {
     let _ = port;
     Browsers::new(
@@ -132,7 +152,7 @@ pub fn browsers(profiles: &std::path::Path, port: u16, ttl: Duration) -> Browser
             executable: None,
             profiles_root: profiles.to_path_buf(),
             idle_ttl: ttl,
-            extra_args: vec!["--host-resolver-rules=MAP public.test 127.0.0.1".into()],
+            extra_args: Vec::new(),
         },
         Arc::new(TestGuard),
     )

@@ -408,6 +408,20 @@ async fn the_web_page_sends_attachments_approves_memory_and_only_an_admin_switch
     )
     .unwrap();
 
+    // A personal skill of alice's, written by hand (no ownership record): the page pins it.
+    let key = user_md.parent().unwrap().file_name().unwrap();
+    let data_root = user_md.ancestors().nth(5).unwrap();
+    let skill_md = data_root
+        .join("agent/runtime/learning/users")
+        .join(key)
+        .join("skills/kept/SKILL.md");
+    std::fs::create_dir_all(skill_md.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill_md,
+        "---\nname: kept\ndescription: How this household names its shows\n---\n# kept\n\n1. check the library\n",
+    )
+    .unwrap();
+
     let shot = artifacts_dir().join("web-views.png");
     let _ = std::fs::remove_file(&shot);
     let report = page_script(
@@ -420,10 +434,29 @@ async fn the_web_page_sends_attachments_approves_memory_and_only_an_admin_switch
             ("MPA_ROLE", "user"),
             ("MPA_PROPOSAL_OLD", old),
             ("MPA_PROPOSAL_NEW", new),
+            ("MPA_SKILL", "kept"),
         ],
     )
     .await;
     eprintln!("axe: {}", report["axe"]);
+    // The click reached the host: the skill is pinned (the background review's refusal of a
+    // pinned skill is shown over HTTP in mpa-server's settings tests).
+    let (_, skills) = call(
+        &srv.addr,
+        "GET",
+        "/api/v1/agent/skills",
+        &token,
+        &json!(null),
+    )
+    .await;
+    let kept = skills["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "kept")
+        .cloned()
+        .unwrap_or_else(|| panic!("{skills}"));
+    assert_eq!(kept["pinned"], true, "{kept} / {}", report["pinStatus"]);
     // The image reached the model as an image part, the text file as a note naming it.
     let reqs = mock.requests();
     let asked = reqs

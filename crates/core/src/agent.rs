@@ -21,8 +21,6 @@ pub struct Agent {
     services: Arc<Services>,
     sessions: Arc<LiveSessions>,
     accounts: Accounts,
-    /// What the web page attached (see [`crate::web::attachments`]).
-    attachments: Arc<crate::web::attachments::Attachments>,
 }
 
 /// A last say over the built-in tools.
@@ -160,10 +158,10 @@ impl AgentBuilder {
                 settle_rules: crate::turn::settle::standard().into(),
                 caps: Arc::new(caps),
                 personas: Arc::new(personas),
+                attachments: Arc::new(attachments),
             }),
             sessions: Arc::new(Mutex::new(HashMap::new())),
             accounts,
-            attachments: Arc::new(attachments),
         })
     }
 }
@@ -264,7 +262,7 @@ impl Agent {
 
     /// Files users attached on the web page.
     pub fn attachments(&self) -> &crate::web::attachments::Attachments {
-        &self.attachments
+        &self.services.attachments
     }
 
     /// Users, passwords, tokens and login, over the agent's store.
@@ -447,6 +445,7 @@ impl Agent {
             text,
             images,
             client_context: None,
+            lang: None,
         };
         self.submit_owned(actor, session_id, channel, None, op)
             .await
@@ -495,6 +494,7 @@ impl Agent {
             text,
             images,
             client_context,
+            lang: None,
         };
         self.submit_owned(actor, &r.id, channel, Some(&r.owner), op)
             .await
@@ -503,7 +503,8 @@ impl Agent {
     /// A message for `actor`'s running turn in a resolved session (spec runtime.md §2): queued
     /// in its steering inbox (acknowledged at once, applied at the turn's next model call), or
     /// — when no turn of this user can take it — queued as an ordinary turn, exactly as
-    /// [`Agent::submit_to`] would. Another user's session is never reached: ids resolve in the
+    /// [`Agent::submit_to`] would. `lang`: the language of the host's own replies (a front
+    /// end's negotiated locale; `None`: the message's). Another user's session is never reached: ids resolve in the
     /// caller's namespace, and a running turn takes only its own user's messages.
     pub async fn steer_to(
         &self,
@@ -512,6 +513,7 @@ impl Agent {
         channel: &str,
         text: String,
         images: Vec<String>,
+        lang: Option<mpa_protocol::Lang>,
     ) -> Result<crate::session::Steered> {
         // Judged like a submission, before the session is even loaded: a steering message
         // becomes part of the conversation too.
@@ -519,8 +521,17 @@ impl Agent {
             text: text.clone(),
             images: images.clone(),
             client_context: None,
+            lang,
         };
         crate::admission::admit(&self.services, actor, &op).await?;
+        // A host command is answered at a turn's start, never steered; it goes as a turn with
+        // the language its reply is read in.
+        if crate::turn::host_command::is_command(&text) {
+            return self
+                .submit_owned(actor, &r.id, channel, Some(&r.owner), op)
+                .await
+                .map(crate::session::Steered::Turn);
+        }
         let handle = self
             .session_owned(actor, &r.id, channel, Some(&r.owner))
             .await?;
@@ -575,6 +586,7 @@ impl Agent {
                 text: t.clone(),
                 images: Vec::new(),
                 client_context: None,
+                lang: None,
             };
             crate::admission::admit(&self.services, actor, &op).await?;
         }

@@ -219,23 +219,44 @@ impl NetGuard {
         let port = url
             .port_or_known_default()
             .ok_or_else(|| Refusal::InvalidUrl("the URL has no port".into()))?;
-        let host = url.host_str().unwrap_or_default();
-        let addrs = match url.host() {
-            Some(url::Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
-            Some(url::Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
-            Some(url::Host::Domain(name)) => {
-                let found = self
-                    .resolver
-                    .resolve(name, port)
-                    .await
-                    .map_err(|_| Refusal::Unresolved(name.to_string()))?;
-                if found.is_empty() {
-                    return Err(Refusal::Unresolved(name.to_string()));
-                }
-                found
-            }
+        let host = match url.host() {
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            Some(url::Host::Domain(name)) => name.to_string(),
             None => return Err(Refusal::InvalidUrl("the URL has no host".into())),
         };
+        self.check_host(&host, port, allow_private).await
+    }
+
+    /// Checks `host:port` (a name, or an IP literal without brackets): every address it
+    /// resolves to. Returns the addresses to connect to (the browser's egress proxy uses it for
+    /// each connection a page opens).
+    pub async fn check_host(
+        &self,
+        host: &str,
+        port: u16,
+        allow_private: bool,
+    ) -> Result<Vec<SocketAddr>, Refusal> {
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return self.check_addrs(host, vec![SocketAddr::new(ip, port)], allow_private);
+        }
+        let found = self
+            .resolver
+            .resolve(host, port)
+            .await
+            .map_err(|_| Refusal::Unresolved(host.to_string()))?;
+        if found.is_empty() {
+            return Err(Refusal::Unresolved(host.to_string()));
+        }
+        self.check_addrs(host, found, allow_private)
+    }
+
+    fn check_addrs(
+        &self,
+        host: &str,
+        addrs: Vec<SocketAddr>,
+        allow_private: bool,
+    ) -> Result<Vec<SocketAddr>, Refusal> {
         if let Some(bad) = addrs.iter().find(|a| !self.allowed(a.ip(), allow_private)) {
             tracing::info!(host, address = %bad.ip(), "fetch refused: not a public address");
             return Err(Refusal::Private(host.to_string()));

@@ -25,6 +25,9 @@ pub struct Services {
     pub caps: Arc<Capabilities>,
     /// The global persona (the system prompt's persona layer, `/persona`).
     pub personas: Arc<crate::web::personas::Personas>,
+    /// What users attached on the web page: the turn sends a referenced image from here on the
+    /// outbound copy only (the transcript keeps the reference, never the bytes).
+    pub attachments: Arc<crate::web::attachments::Attachments>,
 }
 
 impl Services {

@@ -24,6 +24,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The address the test's "public" site is served from: a loopback address the guard is told
+/// to trust as public (`NetGuard::trusting`), so 127.0.0.1 itself stays private.
+const PUBLIC_IP: [u8; 4] = [127, 0, 0, 2];
+
 /// Names the test's DNS knows: `public.test` is public, `lan.test` is on the LAN.
 struct Table;
 
@@ -31,7 +35,7 @@ struct Table;
 impl Resolve for Table {
     async fn resolve(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
         let ip: IpAddr = match host {
-            "public.test" => "93.184.216.34".parse().unwrap(),
+            "public.test" => IpAddr::from(PUBLIC_IP),
             "lan.test" => "10.1.2.3".parse().unwrap(),
             "meta.test" => "169.254.169.254".parse().unwrap(),
             _ => return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "unknown")),
@@ -45,12 +49,23 @@ const PAGE: &str = r#"<!doctype html><title>Fixture</title><style>body{margin:0}
 <button id="show" onclick="document.getElementById('status').textContent='BROWSER_OK'">显示结果</button>
 <p id="status">PENDING</p><div id="captcha">X7Q2</div>"#;
 
-/// `/fixture`, `/redirect?to=…` (302) and `/secret` (counted: a refused request never gets here).
+/// `/fixture`, `/redirect?to=…` (302) and `/secret` (counted: a refused request never gets here),
+/// on 127.0.0.1 (private) and on the same port of the public site's address.
 async fn page_server() -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let public = tokio::net::TcpListener::bind(SocketAddr::from((PUBLIC_IP, port)))
+        .await
+        .unwrap();
     let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
+    for listener in [listener, public] {
+        serve_pages(listener, hits.clone());
+    }
+    (port, hits)
+}
+
+fn serve_pages(listener: tokio::net::TcpListener, hits: Arc<AtomicUsize>) {
+    let counted = hits;
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
             let counted = counted.clone();
@@ -94,7 +109,6 @@ async fn page_server() -> (u16, Arc<AtomicUsize>) {
             });
         }
     });
-    (port, hits)
 }
 
 fn chromium() -> bool {
@@ -121,13 +135,10 @@ fn env_ocr(executable: Option<std::path::PathBuf>, ocr: Option<String>) -> Env {
             executable,
             profiles_root: dir.path().join("profiles"),
             idle_ttl: Duration::from_secs(600),
-            // Chromium's own resolver sends the test's names to the loopback page server.
-            extra_args: vec![
-                "--host-resolver-rules=MAP public.test 127.0.0.1, MAP lan.test 127.0.0.1".into(),
-            ],
+            extra_args: Vec::new(),
         },
         Arc::new(PublicOnly {
-            guard: NetGuard::new(Arc::new(Table)),
+            guard: NetGuard::new(Arc::new(Table)).trusting(IpAddr::from(PUBLIC_IP)),
         }),
     );
     let caps = Capabilities::default().with(BrowserCapability {
@@ -316,6 +327,70 @@ async fn goto_without_allow_private_network_refuses_private_targets() {
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(secret_hits.load(Ordering::SeqCst), 1);
     env.browsers.shutdown().await;
+}
+
+/// A public page's WebSocket and fetch aimed at 127.0.0.1 go through the profile's egress
+/// proxy, whose check is the host's `NetGuard`: the loopback server sees no request (before the
+/// proxy, WebSockets were not intercepted at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_pages_websocket_and_fetch_to_loopback_reach_nothing() {
+    if !chromium() {
+        return;
+    }
+    let (port, secret_hits) = page_server().await;
+    let env = env_with(None);
+    let (r, _) = browse(
+        &env,
+        json!({"action": "goto", "url": format!("http://public.test:{port}/fixture")}),
+    )
+    .await;
+    assert_eq!(r["success"], true, "{r}");
+    let script = format!(
+        r#"Promise.all([
+  fetch('http://127.0.0.1:{port}/secret', {{mode: 'no-cors'}}).then(() => 'fetch:answered', () => 'fetch:error'),
+  new Promise(r => {{ const w = new WebSocket('ws://127.0.0.1:{port}/secret'); w.onopen = () => r('ws:open'); w.onerror = () => r('ws:error'); }}),
+]).then(a => a.join(','))"#
+    );
+    let (r, _) = browse(&env, json!({"action": "evaluate", "expression": script})).await;
+    assert_eq!(r["success"], true, "{r}");
+    assert!(r.to_string().contains("fetch:error,ws:error"), "{r}");
+    assert_eq!(
+        secret_hits.load(Ordering::SeqCst),
+        0,
+        "a public page reached the loopback server"
+    );
+    env.browsers.shutdown().await;
+}
+
+/// What the browser's egress proxy is told for each connection: exactly the checked addresses,
+/// or the refusal (private names and literals, IPv6 included; unknown names).
+#[tokio::test]
+async fn each_browser_connection_gets_the_checked_addresses_or_a_refusal() {
+    use mpa_browser::RequestGuard;
+    let guard = PublicOnly {
+        guard: NetGuard::new(Arc::new(Table)).trusting(IpAddr::from(PUBLIC_IP)),
+    };
+    assert_eq!(
+        guard.addresses("public.test", 443, false).await.unwrap(),
+        vec![SocketAddr::from((PUBLIC_IP, 443))]
+    );
+    for host in [
+        "lan.test",
+        "meta.test",
+        "127.0.0.1",
+        "::1",
+        "::ffff:10.0.0.1",
+    ] {
+        let why = guard.addresses(host, 80, false).await.unwrap_err();
+        assert!(why.contains("public addresses"), "{host}: {why}");
+    }
+    let why = guard.addresses("nowhere.test", 80, true).await.unwrap_err();
+    assert!(why.contains("could not be resolved"), "{why}");
+    // Allowed by the action: the private address itself, still resolved once by the host.
+    assert_eq!(
+        guard.addresses("lan.test", 8080, true).await.unwrap(),
+        vec![SocketAddr::from(([10, 1, 2, 3], 8080))]
+    );
 }
 
 #[tokio::test]

@@ -81,12 +81,18 @@ async fn call(env: &Env, args: Value) -> (Value, Outcome) {
 /// Values that differ between runs.
 macro_rules! snapshot {
     ($name:expr, $value:expr) => {
-        insta::assert_json_snapshot!($name, $value, {
-            ".pid" => "[pid]",
-            ".session_id" => "[session_id]",
-            ".cwd" => "[cwd]",
-            ".shell" => "[shell]",
-        })
+        insta::assert_json_snapshot!(
+            $name,
+            mpa_test_support::mask(
+                $value,
+                &[
+                    (".pid", "[pid]"),
+                    (".session_id", "[session_id]"),
+                    (".cwd", "[cwd]"),
+                    (".shell", "[shell]"),
+                ]
+            )
+        )
     };
 }
 
@@ -156,7 +162,16 @@ async fn start_wait_and_list_replies() {
     snapshot!("start_running", &v);
     let (v, outcome) = call(&env, json!({"action": "list"})).await;
     assert_eq!(outcome, Outcome::Succeeded);
-    insta::assert_json_snapshot!("list", &v, {".sessions[].pid" => "[pid]", ".sessions[].session_id" => "[session_id]"});
+    insta::assert_json_snapshot!(
+        "list",
+        mpa_test_support::mask(
+            &v,
+            &[
+                (".sessions[].pid", "[pid]"),
+                (".sessions[].session_id", "[session_id]")
+            ]
+        )
+    );
     let wait = json!({"action": "wait", "session_id": id, "timeout_ms": 10000});
     let (mut v, mut outcome) = call(&env, wait.clone()).await;
     while v["wait_reason"] != "completed" {

@@ -58,7 +58,7 @@ impl Env {
     }
 
     fn command(&self, a: &Actor, text: &str) -> Option<String> {
-        self.l.memory.user_command(a, text)
+        self.l.memory.user_command(a, text, mpa_protocol::Lang::En)
     }
 }
 
@@ -874,21 +874,26 @@ async fn memory_outputs_snapshot() {
         let body: Value = serde_json::from_str(&out.content).unwrap();
         seen.push(json!({"case": label, "outcome": out.outcome, "result": body}));
     }
-    insta::assert_json_snapshot!("memory_outputs", seen, {
-        "[].result.pending_id" => "[id]",
-        "[].result.message" => insta::dynamic_redaction(|v, _| {
-            v.as_str().map_or(v.clone(), |s| {
-                let mut t = s.to_string();
-                for w in s.split(|c: char| !c.is_ascii_hexdigit()) {
-                    if w.len() == 32 {
-                        t = t.replace(w, "[id]");
-                    }
+    let seen = Value::Array(seen);
+    let seen = mpa_test_support::mask_with(&seen, "[].result.message", |v| {
+        v.as_str().map_or(v.clone(), |s| {
+            let mut t = s.to_string();
+            for w in s.split(|c: char| !c.is_ascii_hexdigit()) {
+                if w.len() == 32 {
+                    t = t.replace(w, "[id]");
                 }
-                t.into()
-            })
-        }),
-        "[].result.proposals[].id" => "[id]",
+            }
+            t.into()
+        })
     });
+    let seen = mpa_test_support::mask(
+        &seen,
+        &[
+            ("[].result.pending_id", "[id]"),
+            ("[].result.proposals[].id", "[id]"),
+        ],
+    );
+    insta::assert_json_snapshot!("memory_outputs", seen);
     assert_eq!(seen[0]["outcome"], json!(Outcome::Succeeded));
     assert_eq!(seen[2]["outcome"], json!(Outcome::Failed));
 }

@@ -61,7 +61,7 @@ impl Env {
     }
 
     fn command(&self, a: &Actor, text: &str) -> Option<String> {
-        self.l.skills.user_command(a, text)
+        self.l.skills.user_command(a, text, mpa_protocol::Lang::En)
     }
 
     async fn create(&self, a: &Actor, origin: &WriteOrigin, name: &str) {

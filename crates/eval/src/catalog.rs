@@ -11,14 +11,18 @@ pub(crate) const TSV: &str = include_str!("../../../catalog/moviepilot-operation
 const SOURCES: [&str; 4] = ["tmdb", "douban", "bangumi", "anilist"];
 
 /// Two routes carry two operations each; MoviePilot tells them apart by one query field.
-const SHARED_ROUTE_SELECTORS: [(&str, &str, &str); 3] = [
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub const SHARED_ROUTE_SELECTORS: [(&str, &str, &str); 3] = [
     ("media.person.search", "type", "person"),
     ("plugin.installed", "state", "installed"),
     ("plugin.market", "state", "market"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub enum Segment {
     Literal(&'static str),
     Param(&'static str),
 }
@@ -33,7 +37,9 @@ pub struct Operation {
     pub effect: EffectClass,
     /// `required_role` is `system_admin`, or unknown (`?`, treated as admin like the spec says).
     pub admin: bool,
-    segments: Vec<Segment>,
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub segments: Vec<Segment>,
 }
 
 impl Operation {
@@ -220,96 +226,4 @@ pub(crate) fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashSet;
-
-    fn fill(op: &Operation) -> String {
-        op.segments
-            .iter()
-            .map(|s| match s {
-                Segment::Literal(l) => (*l).to_string(),
-                Segment::Param("source") => "douban".to_string(),
-                Segment::Param(p) => format!("x{p}"),
-            })
-            .fold(String::new(), |acc, s| acc + "/" + &s)
-    }
-
-    #[test]
-    fn every_row_parses_and_ids_are_unique() {
-        let ops = catalog().operations();
-        assert_eq!(ops.len(), 229);
-        let ids: HashSet<_> = ops.iter().map(|o| o.id).collect();
-        assert_eq!(ids.len(), 229);
-        assert!(ops.iter().all(|o| o.path_template.starts_with("/api/v1/")));
-        assert_eq!(
-            catalog()
-                .get("subscription.add")
-                .map(|o| (o.method, o.admin, o.effect)),
-            Some(("POST", true, EffectClass::ReversibleWrite))
-        );
-        assert_eq!(
-            catalog()
-                .get("subscription.list")
-                .map(|o| (o.admin, o.effect.is_read())),
-            Some((false, true))
-        );
-    }
-
-    #[test]
-    fn every_filled_template_resolves_to_its_own_operation() {
-        for op in catalog().operations() {
-            let mut query = Vec::new();
-            if let Some((_, k, v)) = SHARED_ROUTE_SELECTORS
-                .iter()
-                .find(|(id, _, _)| *id == op.id)
-            {
-                query.push((k.to_string(), v.to_string()));
-            }
-            let path = fill(op);
-            match catalog().resolve(op.method, &path, &query) {
-                Route::Operation {
-                    op: found,
-                    path_params,
-                } => {
-                    assert_eq!(found.id, op.id, "{path}");
-                    assert_eq!(
-                        path_params.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
-                        op.path_params()
-                    );
-                }
-                other => panic!("{path}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn literals_win_trailing_slash_and_encoding() {
-        let r = catalog().resolve("GET", "/api/v1/media/search", &[]);
-        assert!(matches!(r, Route::Operation { op, .. } if op.id == "media.search"));
-        let r = catalog().resolve("GET", "/api/v1/subscribe", &[]);
-        assert!(matches!(r, Route::Operation { op, .. } if op.id == "subscription.list"));
-        match catalog().resolve("GET", "/api/v1/subscribe/media/tmdb%3A%E4%B8%89", &[]) {
-            Route::Operation { op, path_params } => {
-                assert_eq!(op.id, "subscription.find");
-                assert_eq!(path_params, vec![("media_id", "tmdb:三".to_string())]);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            catalog().resolve("PATCH", "/api/v1/subscribe/", &[]),
-            Route::MethodNotAllowed
-        );
-        assert_eq!(
-            catalog().resolve("GET", "/api/v1/nothing", &[]),
-            Route::NotFound
-        );
-        assert_eq!(
-            catalog().resolve("GET", "/api/v1/imdb/person/credits/1", &[]),
-            Route::NotFound
-        );
-    }
 }

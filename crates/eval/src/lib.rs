@@ -71,6 +71,9 @@ pub use auth::{Claims, LOGIN_PATH, issue_token};
 pub use catalog::{Catalog, Operation, catalog};
 pub use error::{EvalError, Result};
 pub use faults::{Fault, FaultAction, FaultWhen};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use faults::{CallView, FaultBook};
 pub use ledger::{
     AgentHeaders, Attempt, AttemptUser, Effect, Observation, ObservationKind, Refusal, RefusalKind,
     Reply, ToolEvent, ToolScope, WorldLedger,

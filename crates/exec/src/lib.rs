@@ -60,7 +60,22 @@ pub use requests::{
     Action, CommandSpec, MAX_PAGE_BYTES, OutputCursor, RunRequest, SessionAction, SessionRequest,
     Signal, StartRequest,
 };
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use danger::dangerous_reason;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use launch::{Launch, resolve};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use output_log::{CHUNK_BYTES, Cursor, OutputLog, Page, PageError, Stream};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use reaper::{Stat, parse_stat};
+// public for the crate's tests (tests/all.rs); not part of the API
 pub use scope::{CloseReport, GrantAction, ScopeId, ScopeOwner, TerminalGrant};
+#[doc(hidden)]
+pub use utf8_stream::Utf8Stream;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -118,14 +118,14 @@ pub fn reap_orphans() -> usize {
 /// The fields of `/proc/<pid>/stat` the rule needs. A zombie keeps its parent, group and
 /// session until it is reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    state: char,
-    ppid: u32,
-    session: u32,
+pub struct Stat {
+    pub state: char,
+    pub ppid: u32,
+    pub session: u32,
 }
 
 impl Stat {
-    fn is_adopted_zombie_of(self, parent: u32, parent_session: u32, pid: u32) -> bool {
+    pub fn is_adopted_zombie_of(self, parent: u32, parent_session: u32, pid: u32) -> bool {
         self.state == 'Z'
             && self.ppid == parent
             && self.session != parent_session
@@ -139,7 +139,7 @@ fn read_stat(pid: &str) -> Option<Stat> {
 
 /// `pid (comm) state ppid pgrp session …` — `comm` may hold spaces and parentheses, so fields
 /// are counted from the last `)`.
-fn parse_stat(text: &str) -> Option<Stat> {
+pub fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
@@ -151,44 +151,4 @@ fn parse_stat(text: &str) -> Option<Stat> {
         ppid,
         session,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_lines_with_odd_command_names_parse() {
-        let stat = parse_stat("4242 (a) b (c) Z 7 4200 4200 0 -1 4227148 0 0").unwrap();
-        assert_eq!(
-            stat,
-            Stat {
-                state: 'Z',
-                ppid: 7,
-                session: 4200
-            }
-        );
-        assert_eq!(parse_stat("garbage"), None);
-    }
-
-    #[test]
-    fn only_adopted_zombies_qualify() {
-        let zombie = |ppid, session| Stat {
-            state: 'Z',
-            ppid,
-            session,
-        };
-        // An orphan from a terminal session (leader 500) adopted by us (pid 100, session 90).
-        assert!(zombie(100, 500).is_adopted_zombie_of(100, 90, 501));
-        // Our own child in our session, or one that called setsid: someone may wait for it.
-        assert!(!zombie(100, 90).is_adopted_zombie_of(100, 90, 501));
-        assert!(!zombie(100, 501).is_adopted_zombie_of(100, 90, 501));
-        // Somebody else's child, or not dead yet.
-        assert!(!zombie(7, 500).is_adopted_zombie_of(100, 90, 501));
-        let alive = Stat {
-            state: 'S',
-            ..zombie(100, 500)
-        };
-        assert!(!alive.is_adopted_zombie_of(100, 90, 501));
-    }
 }

@@ -77,7 +77,7 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
-    pub(crate) fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<()> {
         if self.command.trim().is_empty() {
             return Err(invalid("command is required and must not be blank"));
         }
@@ -118,7 +118,7 @@ pub struct StartRequest {
 }
 
 impl StartRequest {
-    pub(crate) fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<()> {
         self.spec.validate()?;
         if self.since_offset.is_some_and(|o| o != 0) {
             return Err(invalid("since_offset for start may only be 0 or null"));
@@ -243,56 +243,4 @@ impl Signal {
 
 fn invalid(msg: impl Into<String>) -> ExecError {
     ExecError::InvalidArgument(msg.into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signal_names_and_numbers() {
-        assert_eq!(Signal::from_name("kill"), Some(Signal::KILL));
-        assert_eq!(Signal::from_name("SIGINT"), Some(Signal::INT));
-        assert_eq!(Signal::from_name(" 15 "), Some(Signal::TERM));
-        assert_eq!(Signal::from_number(9).map(Signal::name), Some("SIGKILL"));
-        for bad in ["STOP", "19", "0", "-9", "SIGFOO", "", "SIG"] {
-            assert_eq!(Signal::from_name(bad), None, "{bad}");
-        }
-        assert_eq!(Signal::from_number(19), None);
-    }
-
-    #[test]
-    fn specs_are_checked_before_anything_runs() {
-        let spec = |command: &str, env: &[(&str, &str)]| CommandSpec {
-            command: command.into(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..CommandSpec::default()
-        };
-        assert!(spec("ls", &[("A", "1")]).validate().is_ok());
-        for bad in [
-            spec("  ", &[]),
-            spec("ls", &[("", "1")]),
-            spec("ls", &[("A=B", "1")]),
-            spec("ls", &[("A", "x\0y")]),
-        ] {
-            assert!(
-                matches!(bad.validate(), Err(ExecError::InvalidArgument(_))),
-                "{bad:?}"
-            );
-        }
-        let start = StartRequest {
-            spec: spec("ls", &[]),
-            use_pty: false,
-            yield_time: Duration::ZERO,
-            since_offset: Some(4),
-            max_bytes: 10,
-        };
-        assert_eq!(
-            start.validate().unwrap_err().to_string(),
-            "invalid argument: since_offset for start may only be 0 or null"
-        );
-    }
 }

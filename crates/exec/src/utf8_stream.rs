@@ -3,13 +3,13 @@
 
 /// Decoder state: at most 3 bytes of an unfinished character carried to the next read.
 #[derive(Debug, Default)]
-pub(crate) struct Utf8Stream {
+pub struct Utf8Stream {
     pending: Vec<u8>,
 }
 
 impl Utf8Stream {
     /// Decodes `input` (continuing any pending partial character) and appends to `out`.
-    pub(crate) fn decode(&mut self, input: &[u8], out: &mut String) {
+    pub fn decode(&mut self, input: &[u8], out: &mut String) {
         let joined;
         let mut rest: &[u8] = if self.pending.is_empty() {
             input
@@ -47,47 +47,10 @@ impl Utf8Stream {
     }
 
     /// Flushes at end of stream: an unfinished character is invalid.
-    pub(crate) fn finish(&mut self, out: &mut String) {
+    pub fn finish(&mut self, out: &mut String) {
         if !self.pending.is_empty() {
             self.pending.clear();
             out.push('\u{FFFD}');
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn decode_in_pieces(bytes: &[u8], piece: usize) -> String {
-        let mut dec = Utf8Stream::default();
-        let mut out = String::new();
-        for part in bytes.chunks(piece) {
-            dec.decode(part, &mut out);
-        }
-        dec.finish(&mut out);
-        out
-    }
-
-    #[test]
-    fn split_characters_are_joined_at_every_boundary() {
-        let text = "héllo 世界 🎬 done";
-        for piece in 1..8 {
-            assert_eq!(decode_in_pieces(text.as_bytes(), piece), text);
-        }
-    }
-
-    #[test]
-    fn invalid_bytes_become_replacement_characters() {
-        let bytes = b"ok \xff\xfe then \xe4\xb8 end";
-        assert_eq!(
-            decode_in_pieces(bytes, 3),
-            "ok \u{FFFD}\u{FFFD} then \u{FFFD} end"
-        );
-    }
-
-    #[test]
-    fn truncated_character_at_eof_is_replaced() {
-        assert_eq!(decode_in_pieces(b"abc\xe4\xb8", 2), "abc\u{FFFD}");
     }
 }

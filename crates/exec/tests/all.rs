@@ -4,5 +4,12 @@
 //! (`mpa_test_support::in_own_process!`).
 
 mod common;
+mod danger;
+mod launch;
 mod no_zombies;
+mod output_log;
 mod processes;
+mod reaper;
+mod reports;
+mod requests;
+mod utf8_stream;

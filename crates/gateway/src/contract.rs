@@ -145,7 +145,7 @@ impl BodySpec {
 /// Splits a `; `-separated column at the top level (not inside `()`, `[]`, `{}`, `arr<…>` or
 /// quotes: `count:int 1..200 (opt; omit both …)` is one entry). A `>` outside `arr<` is the
 /// range operator `>=`, not a bracket.
-pub(crate) fn split_top(s: &'static str, sep: &str) -> Vec<&'static str> {
+pub fn split_top(s: &'static str, sep: &str) -> Vec<&'static str> {
     let bytes = s.as_bytes();
     let mut out = Vec::new();
     let mut depth = 0i32;
@@ -262,14 +262,14 @@ fn parse_default(kind: &FieldKind, raw: &'static str) -> Result<Value, String> {
 
 /// A parsed entry and, when it ends in `[… also lists a:T, b:T]`, the extra fields named there
 /// (MoviePilot versions differ; the catalogue's rule is to accept both).
-pub(crate) struct ParsedEntry {
+pub struct ParsedEntry {
     pub field: Field,
     pub optional_marker: bool,
     pub extras: Vec<Field>,
 }
 
 /// Parses one `name*:type[range][=default][ (note)][  [remark]]` entry.
-pub(crate) fn parse_field(entry: &'static str) -> Result<ParsedEntry, String> {
+pub fn parse_field(entry: &'static str) -> Result<ParsedEntry, String> {
     let mut entry = entry.trim();
     let mut extras = Vec::new();
     if let Some(open) = entry.find(" [") {
@@ -354,7 +354,7 @@ pub(crate) fn parse_field(entry: &'static str) -> Result<ParsedEntry, String> {
 }
 
 /// Parses the `body` column.
-pub(crate) fn parse_body(col: &'static str) -> Result<BodySpec, String> {
+pub fn parse_body(col: &'static str) -> Result<BodySpec, String> {
     let col = col.trim();
     if col == "-" {
         return Ok(BodySpec::NONE);
@@ -589,112 +589,4 @@ pub(crate) fn body_contract(body: &BodySpec) -> Value {
         node.insert("description".into(), n.into());
     }
     Value::Object(node)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_outside_brackets_only() {
-        assert_eq!(
-            split_top(
-                "page:int>=1 (opt); count:int 1..200 (opt; omit both); days:int=7",
-                "; "
-            ),
-            vec![
-                "page:int>=1 (opt)",
-                "count:int 1..200 (opt; omit both)",
-                "days:int=7"
-            ]
-        );
-    }
-
-    #[test]
-    fn parses_the_notation() {
-        let f = parse_field("count:int 1..50=20 (Bangumi/AniList only)")
-            .unwrap()
-            .field;
-        assert_eq!(
-            (f.minimum, f.maximum, f.default, f.note),
-            (
-                Some(1),
-                Some(50),
-                Some(Value::from(20)),
-                Some("Bangumi/AniList only")
-            )
-        );
-        let f = parse_field("page:int>=1=1").unwrap().field;
-        assert_eq!((f.minimum, f.default), (Some(1), Some(Value::from(1))));
-        let f = parse_field("tags:str=\"\"").unwrap().field;
-        assert_eq!(f.default, Some(Value::from("")));
-        let f = parse_field("media_source:arr<MediaSource>=[]")
-            .unwrap()
-            .field;
-        assert_eq!(
-            f.kind,
-            FieldKind::Array(Box::new(FieldKind::Named("MediaSource")))
-        );
-        assert_eq!(f.default, Some(Value::Array(vec![])));
-        let f = parse_field("type*:const \"person\"").unwrap().field;
-        assert!(f.required && f.kind == FieldKind::Const("person"));
-        let e =
-            parse_field("title:str  [skill doc @0c9d8c92 also lists mtype:MediaType, year:str]")
-                .unwrap();
-        assert_eq!(
-            e.extras.iter().map(|f| f.name).collect::<Vec<_>>(),
-            vec!["mtype", "year"]
-        );
-        assert!(
-            parse_field("count:int 1..200 (opt; omit both = full)")
-                .unwrap()
-                .optional_marker
-        );
-        assert!(parse_field("x:weird").is_err());
-        assert!(parse_field("x:enum(a|b)=c").is_err());
-    }
-
-    #[test]
-    fn parses_bodies() {
-        assert_eq!(parse_body("-").unwrap(), BodySpec::NONE);
-        let b = parse_body("$AgentCommandRunRequest* {command*:str}").unwrap();
-        let BodyKind::Object { model, fields, .. } = &b.kind else {
-            panic!("{b:?}")
-        };
-        assert_eq!(
-            (*model, fields[0].name, fields[0].required),
-            (Some("AgentCommandRunRequest"), "command", true)
-        );
-        assert!(
-            !parse_body("$SystemUpdateRequest | null (optional)")
-                .unwrap()
-                .required
-        );
-        assert_eq!(
-            parse_body("arr<str> | $PluginFolderPluginsUpdateRequest (required)").unwrap(),
-            BodySpec {
-                kind: BodyKind::ArrayOrObject {
-                    items: "str",
-                    model: "PluginFolderPluginsUpdateRequest"
-                },
-                required: true,
-                note: None
-            }
-        );
-        let b = parse_body("obj* (complete plugin config, additionalProperties, minProperties 1)")
-            .unwrap();
-        assert!(matches!(
-            b.kind,
-            BodyKind::Object {
-                min_properties: 1,
-                model: None,
-                ..
-            }
-        ));
-        assert_eq!(
-            parse_body("const \"dev\"*").unwrap().kind,
-            BodyKind::Literal("dev")
-        );
-        assert!(parse_body("$Foo").is_err());
-    }
 }

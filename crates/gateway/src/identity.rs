@@ -193,7 +193,7 @@ fn id_text(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-pub(crate) fn parse_login_answer(body: &[u8], username: &str) -> Result<LoginResult> {
+pub fn parse_login_answer(body: &[u8], username: &str) -> Result<LoginResult> {
     let answer: TokenAnswer =
         serde_json::from_slice(body).map_err(|_| GatewayError::LoginBadResponse {
             reason: "no access_token in the answer",
@@ -231,37 +231,4 @@ pub(crate) fn parse_login_answer(body: &[u8], username: &str) -> Result<LoginRes
             .permissions
             .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn login_answer_without_user_id_uses_sub() {
-        let t = mint_token_at("k", "7", "bob", true, 2, Duration::from_secs(60), 100).unwrap();
-        let body = serde_json::json!({"access_token": t.expose(), "token_type": "bearer"});
-        let r = parse_login_answer(body.to_string().as_bytes(), "bob").unwrap();
-        assert_eq!(
-            (
-                r.user_id.as_str(),
-                r.username.as_str(),
-                r.super_user,
-                r.level,
-                r.expires_at
-            ),
-            ("7", "bob", true, 2, Some(160))
-        );
-        assert!(matches!(
-            parse_login_answer(b"{}", "x"),
-            Err(GatewayError::LoginBadResponse { .. })
-        ));
-    }
-
-    #[test]
-    fn refuses_non_numeric_ids_and_zero_ttl() {
-        assert!(mint_token_at("k", "alice", "a", false, 1, Duration::from_secs(5), 0).is_err());
-        assert!(mint_token_at("k", "1", "a", false, 1, Duration::ZERO, 0).is_err());
-        assert!(mint_token_at("", "1", "a", false, 1, Duration::from_secs(5), 0).is_err());
-    }
 }

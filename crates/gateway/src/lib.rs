@@ -78,7 +78,19 @@ pub use reconcile::{Availability, AvailabilityCounts, LiveOperation, LiveRefusal
 pub use request::{
     DEFAULT_COUNT, DEFAULT_PAGE, InputError, Location, PreparedRequest, canonical_json,
 };
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use contract::{ParsedEntry, parse_body, parse_field, split_top};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use identity::parse_login_answer;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use route::{TemplateSegment, build_url, template_segments, url_matches};
+// public for the crate's tests (tests/all.rs); not part of the API
 pub use server::{NoOpenApi, RECHECK_AFTER, RETRY_UNREACHABLE_AFTER, ServerKnowledge, ServerView};
+#[doc(hidden)]
+pub use suggest::{edit_distance, suggest};
 
 impl Catalogue {
     /// The operation with this id, or `UnknownOperation` carrying close matches.

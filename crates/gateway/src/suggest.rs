@@ -10,7 +10,7 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// Levenshtein distance over chars (ids are short; the quadratic table is a few hundred cells).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
@@ -41,7 +41,7 @@ fn word_similarity(a: &str, b: &str) -> f64 {
 }
 
 /// The `limit` candidates closest to `query`, best first.
-pub(crate) fn suggest<'a>(
+pub fn suggest<'a>(
     candidates: impl Iterator<Item = &'a str>,
     query: &str,
     limit: usize,
@@ -81,41 +81,4 @@ pub(crate) fn suggest<'a>(
         .take(limit)
         .map(|(_, _, id)| id)
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const IDS: [&str; 6] = [
-        "subscription.list",
-        "subscription.follow.list",
-        "subscription.add",
-        "download.add",
-        "download.tasks.active",
-        "site.list",
-    ];
-
-    #[test]
-    fn ranks_words_then_spelling() {
-        let s = suggest(IDS.into_iter(), "subscribe.list", 3);
-        assert_eq!(s[0], "subscription.list");
-        assert_eq!(
-            suggest(IDS.into_iter(), "downloads.add", 1),
-            vec!["download.add"]
-        );
-        assert_eq!(
-            suggest(IDS.into_iter(), "list.subscription", 1),
-            vec!["subscription.list"]
-        );
-        assert_eq!(suggest(IDS.into_iter(), "sitee.list", 1), vec!["site.list"]);
-        assert!(suggest(IDS.into_iter(), "weather.forecast", 3).is_empty());
-        assert!(suggest(IDS.into_iter(), "", 3).is_empty());
-    }
-
-    #[test]
-    fn edit_distance_counts_chars() {
-        assert_eq!(edit_distance("订阅", "订阅s"), 1);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-    }
 }

@@ -8,8 +8,8 @@ use crate::common;
 use axum::response::IntoResponse;
 use common::serve;
 use mpa_gateway::{
-    GatewayError, TOKEN_PURPOSE, TokenClaims, mint_token, mint_token_at, now_epoch, token_expiry,
-    verify_token,
+    GatewayError, TOKEN_PURPOSE, TokenClaims, mint_token, mint_token_at, now_epoch,
+    parse_login_answer, token_expiry, verify_token,
 };
 use percent_encoding::percent_decode_str;
 use serde_json::json;
@@ -289,4 +289,32 @@ async fn no_error_shows_the_token() {
         );
     }
     assert!(!format!("{token:?}").contains(&signature));
+}
+
+#[test]
+fn login_answer_without_user_id_uses_sub() {
+    let t = mint_token_at("k", "7", "bob", true, 2, Duration::from_secs(60), 100).unwrap();
+    let body = serde_json::json!({"access_token": t.expose(), "token_type": "bearer"});
+    let r = parse_login_answer(body.to_string().as_bytes(), "bob").unwrap();
+    assert_eq!(
+        (
+            r.user_id.as_str(),
+            r.username.as_str(),
+            r.super_user,
+            r.level,
+            r.expires_at
+        ),
+        ("7", "bob", true, 2, Some(160))
+    );
+    assert!(matches!(
+        parse_login_answer(b"{}", "x"),
+        Err(GatewayError::LoginBadResponse { .. })
+    ));
+}
+
+#[test]
+fn refuses_non_numeric_ids_and_zero_ttl() {
+    assert!(mint_token_at("k", "alice", "a", false, 1, Duration::from_secs(5), 0).is_err());
+    assert!(mint_token_at("k", "1", "a", false, 1, Duration::ZERO, 0).is_err());
+    assert!(mint_token_at("", "1", "a", false, 1, Duration::from_secs(5), 0).is_err());
 }

@@ -334,20 +334,3 @@ pub(crate) fn detach_corrupt(conn: &Connection) -> Result<Vec<&'static str>> {
     }
     Ok(out)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pause_is_four_batches_long_and_at_least_200_ms() {
-        assert_eq!(
-            pause_after(Duration::from_millis(10)),
-            Duration::from_millis(200)
-        );
-        assert_eq!(
-            pause_after(Duration::from_millis(100)),
-            Duration::from_millis(400)
-        );
-    }
-}

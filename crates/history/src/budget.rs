@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// Why a caller no longer wants a read's answer: its own flag (set when it stops waiting), or
 /// the process-wide shutdown epoch moving past the one the read started in.
 #[derive(Debug, Clone)]
-pub(crate) struct Stop {
+pub struct Stop {
     call: Arc<AtomicBool>,
     epoch: Arc<AtomicU64>,
     started_in: u64,
@@ -24,7 +24,7 @@ pub(crate) struct Stop {
 
 impl Stop {
     /// A stop flag for one call, tied to the shutdown `epoch` as it is now.
-    pub(crate) fn new(epoch: Arc<AtomicU64>) -> Self {
+    pub fn new(epoch: Arc<AtomicU64>) -> Self {
         let started_in = epoch.load(Ordering::Acquire);
         Self {
             call: Arc::new(AtomicBool::new(false)),
@@ -34,7 +34,7 @@ impl Stop {
     }
 
     /// The caller stopped waiting.
-    pub(crate) fn set(&self) {
+    pub fn set(&self) {
         self.call.store(true, Ordering::Release);
     }
 
@@ -45,7 +45,7 @@ impl Stop {
 
 /// Sets the call's [`Stop`] when dropped: a caller that stops waiting (its future dropped by a
 /// tool timeout or a stopped turn) stops the blocking work too.
-pub(crate) struct StopOnDrop(pub(crate) Stop);
+pub struct StopOnDrop(pub Stop);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
@@ -55,13 +55,13 @@ impl Drop for StopOnDrop {
 
 /// A read's deadline and stop flag.
 #[derive(Debug, Clone)]
-pub(crate) struct Budget {
+pub struct Budget {
     until: Instant,
     stop: Option<Stop>,
 }
 
 impl Budget {
-    pub(crate) fn new(deadline: Duration, stop: Option<Stop>) -> Self {
+    pub fn new(deadline: Duration, stop: Option<Stop>) -> Self {
         let now = Instant::now();
         Self {
             until: now
@@ -72,13 +72,13 @@ impl Budget {
     }
 
     /// Whether the read must stop now (the progress handler's question).
-    pub(crate) fn is_spent(&self) -> bool {
+    pub fn is_spent(&self) -> bool {
         self.stop.as_ref().is_some_and(Stop::is_set) || Instant::now() >= self.until
     }
 
     /// `Err` once the read must stop: [`HistoryError::Cancelled`] when nobody waits any more,
     /// [`HistoryError::DeadlineExceeded`] when the deadline passed.
-    pub(crate) fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         if self.stop.as_ref().is_some_and(Stop::is_set) {
             return Err(HistoryError::Cancelled);
         }
@@ -107,15 +107,15 @@ impl Budget {
 /// about as much as twenty iterations of the loops it guards, so checking each would cost more
 /// than the work.
 #[derive(Debug)]
-pub(crate) struct Pacer<'b> {
+pub struct Pacer<'b> {
     budget: &'b Budget,
     left: u32,
 }
 
 impl<'b> Pacer<'b> {
-    pub(crate) const EVERY: u32 = 1024;
+    pub const EVERY: u32 = 1024;
 
-    pub(crate) fn new(budget: &'b Budget) -> Self {
+    pub fn new(budget: &'b Budget) -> Self {
         Self {
             budget,
             left: Self::EVERY,
@@ -124,43 +124,12 @@ impl<'b> Pacer<'b> {
 
     /// Counts one iteration; every [`Pacer::EVERY`]th checks the budget.
     #[inline]
-    pub(crate) fn tick(&mut self) -> Result<()> {
+    pub fn tick(&mut self) -> Result<()> {
         self.left -= 1;
         if self.left == 0 {
             self.left = Self::EVERY;
             return self.budget.check();
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stopped_call_or_a_later_shutdown_epoch_spends_the_budget() {
-        let epoch = Arc::new(AtomicU64::new(0));
-        let stop = Stop::new(epoch.clone());
-        let b = Budget::new(Duration::from_secs(60), Some(stop.clone()));
-        assert!(b.check().is_ok());
-        epoch.fetch_add(1, Ordering::AcqRel);
-        assert!(matches!(b.check(), Err(HistoryError::Cancelled)));
-        // A call that starts after the shutdown is not stopped by it.
-        let later = Budget::new(Duration::from_secs(60), Some(Stop::new(epoch)));
-        assert!(later.check().is_ok());
-        drop(StopOnDrop(stop));
-        assert!(b.is_spent());
-    }
-
-    #[test]
-    fn a_passed_deadline_is_reported_as_such() {
-        let b = Budget::new(Duration::ZERO, None);
-        assert!(matches!(b.check(), Err(HistoryError::DeadlineExceeded)));
-        let mut pacer = Pacer::new(&b);
-        let first_err = (0..Pacer::EVERY)
-            .map(|_| pacer.tick())
-            .position(|r| r.is_err());
-        assert_eq!(first_err, Some(Pacer::EVERY as usize - 1));
     }
 }

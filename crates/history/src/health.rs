@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How often a store that stays unavailable is logged again.
-pub(crate) const LOG_EVERY: Duration = Duration::from_secs(3600);
+pub const LOG_EVERY: Duration = Duration::from_secs(3600);
 
 struct Damage {
     since: chrono::DateTime<chrono::Utc>,
@@ -20,13 +20,13 @@ struct Damage {
 }
 
 #[derive(Default)]
-pub(crate) struct HealthBook {
+pub struct HealthBook {
     damaged: HashMap<UserKey, Damage>,
 }
 
 /// What [`HealthBook::failed`] and [`HealthBook::succeeded`] ask the caller to log.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Report {
+pub enum Report {
     Nothing,
     Unavailable,
     Recovered,
@@ -39,7 +39,7 @@ pub(crate) fn is_store_damage(e: &HistoryError) -> bool {
 
 impl HealthBook {
     /// Records a failed operation; says whether to log it now.
-    pub(crate) fn failed(&mut self, user: &UserKey, e: &HistoryError, now: Instant) -> Report {
+    pub fn failed(&mut self, user: &UserKey, e: &HistoryError, now: Instant) -> Report {
         if !is_store_damage(e) {
             return Report::Nothing;
         }
@@ -69,14 +69,14 @@ impl HealthBook {
     }
 
     /// Records an operation that reached the store; says whether it had been unavailable.
-    pub(crate) fn succeeded(&mut self, user: &UserKey) -> Report {
+    pub fn succeeded(&mut self, user: &UserKey) -> Report {
         match self.damaged.remove(user) {
             Some(_) => Report::Recovered,
             None => Report::Nothing,
         }
     }
 
-    pub(crate) fn summary(&self) -> HistoryHealth {
+    pub fn summary(&self) -> HistoryHealth {
         let since = self.damaged.values().map(|d| d.since).min();
         HistoryHealth {
             status: if self.damaged.is_empty() {
@@ -109,40 +109,4 @@ pub struct HistoryHealth {
     /// Why the oldest of them failed (no message content, no path beyond the store's own).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use mpa_protocol::UserId;
-
-    fn damage() -> HistoryError {
-        HistoryError::StorageUnavailable("the database file is damaged".into())
-    }
-
-    #[test]
-    fn a_damaged_store_is_reported_once_an_hour_and_once_when_it_recovers() {
-        let mut book = HealthBook::default();
-        let u = UserKey::for_user(&UserId("u".into()));
-        let t0 = Instant::now();
-        assert_eq!(book.failed(&u, &damage(), t0), Report::Unavailable);
-        for minute in 1..60 {
-            let at = t0 + Duration::from_secs(60 * minute);
-            assert_eq!(book.failed(&u, &damage(), at), Report::Nothing);
-        }
-        assert_eq!(book.summary().stores_unavailable, 1);
-        assert_eq!(book.summary().status, "degraded");
-        assert_eq!(
-            book.failed(&u, &damage(), t0 + LOG_EVERY),
-            Report::Unavailable
-        );
-        // A query problem says nothing about the store.
-        assert_eq!(
-            book.failed(&u, &HistoryError::DeadlineExceeded, t0),
-            Report::Nothing
-        );
-        assert_eq!(book.succeeded(&u), Report::Recovered);
-        assert_eq!(book.succeeded(&u), Report::Nothing);
-        assert_eq!(book.summary().status, "ok");
-    }
 }

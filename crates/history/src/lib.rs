@@ -40,25 +40,38 @@
 //!   them; while it builds, searches scan its unindexed id range with LIKE. Message rows are
 //!   never modified to repair an index, and a structurally damaged file is never reset.
 
-pub(crate) mod backfill;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod backfill;
 mod backfill_scheduler;
 pub mod bench;
-mod budget;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod budget;
 pub mod corpus;
 pub mod error;
-mod health;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod health;
 pub mod import;
 pub mod integrity;
 pub mod legacy;
-mod query;
-mod rank;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod query;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod rank;
 pub mod recall;
-mod search;
-pub(crate) mod store;
-pub(crate) mod tokenizer;
-
-#[cfg(test)]
-mod cancellation_tests;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod search;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod store;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod tokenizer;
 
 pub use backfill::{IndexProgress, IndexState};
 pub use backfill_scheduler::SchedulerStats;
@@ -463,11 +476,20 @@ impl History {
         self.run_until(user, None, move |s, _| f(s)).await
     }
 
+    /// Blocking permits free now (all of them: no blocking work runs).
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn free_blocking_permits(&self) -> usize {
+        self.inner.permits.available_permits()
+    }
+
     /// Run `f` on the bounded blocking pool against the user's store, with a [`Stop`] flag that
     /// is set as soon as nobody waits for the result: this future dropped (a tool timeout, a
     /// stopped turn), `cancel` cancelled, or [`History::shutdown`]. `f` checks it (through a
     /// [`Budget`]) between blocks of work, so no blocking thread outlives its caller's interest.
-    async fn run_until<T, F>(
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub async fn run_until<T, F>(
         &self,
         user: &UserKey,
         cancel: Option<&CancellationToken>,

@@ -204,10 +204,7 @@ const COLS: &str = "m.id, m.session_id, m.role, m.active, m.compacted, m.timesta
 
 /// The statement that returns one candidate by id (its last parameter) when it passes the
 /// filters, through the `messages_filter` covering index, and the parameters bound before it.
-pub(crate) fn filter_check<'c>(
-    conn: &'c Connection,
-    f: &Filters,
-) -> Result<(Statement<'c>, Vec<Value>)> {
+pub fn filter_check<'c>(conn: &'c Connection, f: &Filters) -> Result<(Statement<'c>, Vec<Value>)> {
     let mut params = Vec::new();
     let filters = filter_sql(f, &mut params);
     let check_sql = format!(

@@ -6,6 +6,7 @@
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
 use crate::common::{OutcomeExt, current, env, meta, msg, q, read_req, session_ids, user};
+use mpa_history::backfill::pause_after;
 use mpa_history::recall::{DiscoverRequest, DiscoverResult, Sort};
 use mpa_history::{
     BackfillOptions, CapturedMessage, History, HistoryConfig, IndexState, IndexStatus, Role,
@@ -736,4 +737,16 @@ async fn a_failing_background_backfill_backs_off_instead_of_retrying_on_every_ca
         IndexState::Building { progress: 0, .. }
     ));
     hub.shutdown().await;
+}
+
+#[test]
+fn the_pause_is_four_batches_long_and_at_least_200_ms() {
+    assert_eq!(
+        pause_after(Duration::from_millis(10)),
+        Duration::from_millis(200)
+    );
+    assert_eq!(
+        pause_after(Duration::from_millis(100)),
+        Duration::from_millis(400)
+    );
 }

@@ -26,6 +26,9 @@
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
 use crate::common::{OutcomeExt, current, q};
+use mpa_history::legacy::HERMES_JSON_SENTINEL;
+use mpa_history::legacy::moviepilot::{py_json, py_str};
+use mpa_history::legacy::source::{hermes_content, parse_mp_time};
 use mpa_history::legacy::{
     ImportSummary, MoviePilotSource, import_hermes, import_moviepilot, legacy_identity,
     legacy_import_pending,
@@ -931,4 +934,40 @@ async fn moviepilot_rejects_a_directory_without_moviepilot_data() {
         matches!(&e, HistoryError::InvalidInput(m) if m.contains("not a readable SQLite")),
         "{e}"
     );
+}
+
+#[test]
+fn python_json_matches_json_dumps() {
+    // Expected strings are what CPython's json.dumps(..., ensure_ascii=False,
+    // sort_keys=True) prints for the same values.
+    let v = serde_json::json!(["s1", 0, "human", [{"type": "text", "text": "hé\n\"x\""}, {"b": 1.0, "a": null}]]);
+    let mut s = String::new();
+    py_json(&v, &mut s);
+    assert_eq!(
+        s,
+        r#"["s1", 0, "human", [{"text": "hé\n\"x\"", "type": "text"}, {"a": null, "b": 1.0}]]"#
+    );
+    let mut c = String::new();
+    py_str("\u{1}\u{8}", &mut c);
+    assert_eq!(c, r#""\u0001\b""#);
+}
+
+#[test]
+fn hermes_sentinel_content_keeps_text_blocks() {
+    let raw = format!(
+        "{HERMES_JSON_SENTINEL}{}",
+        r#"[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"b"}]"#
+    );
+    assert_eq!(hermes_content(raw), "a\nb");
+    assert_eq!(hermes_content("plain".into()), "plain");
+}
+
+#[test]
+fn naive_mp_time_is_local() {
+    assert!(parse_mp_time("2026-03-15 09:24:37").is_some());
+    assert_eq!(
+        parse_mp_time("2026-03-15T09:24:37Z").map(|t| t.timestamp()),
+        Some(1_773_566_677)
+    );
+    assert!(parse_mp_time("yesterday").is_none());
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 /// One output stream of a cell.
 #[derive(Debug, Default)]
-pub(crate) struct Capture {
+pub struct Capture {
     kept: Vec<u8>,
     keep_cap: usize,
     tail: Vec<u8>,
@@ -19,7 +19,7 @@ pub(crate) struct Capture {
 
 impl Capture {
     /// Keeps the first `keep_cap` bytes and the last `tail_cap`.
-    pub(crate) fn new(keep_cap: usize, tail_cap: usize) -> Self {
+    pub fn new(keep_cap: usize, tail_cap: usize) -> Self {
         Self {
             keep_cap,
             tail_cap,
@@ -27,7 +27,7 @@ impl Capture {
         }
     }
 
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
         let room = self.keep_cap.saturating_sub(self.kept.len());
         self.kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
@@ -57,7 +57,7 @@ impl Capture {
 
     /// The whole text when it fits `inline`, else 40 % head and 60 % tail with a marker between;
     /// `(text, truncated, bytes shown)`.
-    pub(crate) fn preview(&self, inline: usize) -> (String, bool, u64) {
+    pub fn preview(&self, inline: usize) -> (String, bool, u64) {
         if self.total <= inline as u64 && self.kept.len() as u64 == self.total {
             let text = String::from_utf8_lossy(&self.kept).into_owned();
             return (text, false, self.total);
@@ -107,7 +107,7 @@ fn utf8_suffix(b: &[u8]) -> &[u8] {
 }
 
 /// Finds `needle` in `hay`.
-pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.is_empty() || hay.len() < needle.len() {
         return None;
     }
@@ -115,7 +115,7 @@ pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// How many trailing bytes of `hay` could start `needle` (kept back until more arrives).
-pub(crate) fn partial_suffix(hay: &[u8], needle: &[u8]) -> usize {
+pub fn partial_suffix(hay: &[u8], needle: &[u8]) -> usize {
     let max = needle.len().saturating_sub(1).min(hay.len());
     (1..=max)
         .rev()
@@ -171,32 +171,5 @@ pub(crate) fn sweep(dir: &Path, retention: Duration) {
         if is_spill && old {
             let _ = std::fs::remove_file(e.path());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn preview_is_head_and_tail() {
-        let mut c = Capture::new(1000, 60);
-        for i in 0..100u32 {
-            c.push(format!("line {i:03}\n").as_bytes());
-        }
-        let (text, truncated, shown) = c.preview(100);
-        assert!(truncated);
-        assert!(text.starts_with("line 000\n"));
-        assert!(text.ends_with("line 099\n"));
-        assert_eq!(shown, 100);
-        let (all, cut, _) = Capture::new(10, 10).preview(100);
-        assert!(!cut && all.is_empty());
-    }
-
-    #[test]
-    fn markers_split_across_reads_are_found() {
-        assert_eq!(partial_suffix(b"abc\nSEN", b"\nSENTINEL "), 4);
-        assert_eq!(partial_suffix(b"abc", b"\nSENTINEL "), 0);
-        assert_eq!(find(b"xx\nSENTINEL 12\n", b"\nSENTINEL "), Some(2));
     }
 }

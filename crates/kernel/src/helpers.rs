@@ -87,7 +87,7 @@ fn py_str(s: &str) -> String {
 }
 
 /// The module's source for these helpers (names that are not Python identifiers are skipped).
-pub(crate) fn module_source(helpers: &[Helper]) -> String {
+pub fn module_source(helpers: &[Helper]) -> String {
     let mut src = String::with_capacity(BASE.len() + 512 * helpers.len());
     src.push_str(BASE);
     let mut names: Vec<String> = LOCAL_HELPERS.iter().map(|s| (*s).to_string()).collect();
@@ -107,29 +107,4 @@ pub(crate) fn module_source(helpers: &[Helper]) -> String {
     let all: Vec<String> = names.iter().map(|n| py_str(n)).collect();
     src.push_str(&format!("\n\n__all__ = [{}]\n", all.join(", ")));
     src
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn signature_follows_the_schema() {
-        let h = Helper {
-            name: "moviepilot_api".into(),
-            summary: "MoviePilot".into(),
-            parameters: json!({"type": "object", "properties": {
-                "operation_id": {"type": "string"}, "path_params": {}, "query": {}, "body": {},
-                "class": {}, "bad-name": {}},
-                "required": ["operation_id"]}),
-        };
-        assert_eq!(
-            helper_signature(&h),
-            "moviepilot_api(operation_id, path_params=None, query=None, body=None)"
-        );
-        let src = module_source(&[h]);
-        assert!(src.contains("def moviepilot_api(operation_id, path_params=None"));
-        assert!(src.contains("\"retry\""));
-    }
 }

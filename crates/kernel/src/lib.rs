@@ -38,6 +38,16 @@ pub use kernels::{CellRequest, KernelOwner, Kernels};
 pub use report::{CellReport, CellStatus, KernelState, ToolCallRecord, ToolError};
 pub use rpc::{RpcHandler, RpcOutcome};
 
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use capture::{Capture, find, partial_suffix};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use helpers::module_source;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use rpc::same_token;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

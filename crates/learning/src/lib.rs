@@ -65,6 +65,9 @@ pub mod patch_matcher;
 pub mod skills;
 pub mod threat;
 
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use difflib::{Matcher, OpTag};
 pub use error::{Error, Result};
 pub use memory::{Memory, MemoryConfig};
 pub use origin::{ReviewToken, WriteOrigin};

@@ -4,6 +4,10 @@
 
 mod difflib_parity;
 mod memory_api;
+mod memory_entries;
+mod memory_snapshot;
 mod patch_matcher;
 mod skills_api;
 mod skills_crash_recovery;
+mod skills_validate;
+mod threat;

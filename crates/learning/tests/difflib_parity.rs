@@ -1,7 +1,9 @@
 //! Property test: `patch_matcher::ratio` equals CPython's
-//! `difflib.SequenceMatcher(None, a, b).ratio()` (autojunk included) on random strings.
+//! `difflib.SequenceMatcher(None, a, b).ratio()` (autojunk included) on random strings; known
+//! values and opcodes printed by CPython.
 
 use mpa_learning::patch_matcher::ratio;
+use mpa_learning::{Matcher, OpTag};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::Write;
@@ -110,5 +112,37 @@ fn ratio_matches_python_difflib() {
     assert!(
         long_pairs > 50,
         "autojunk path exercised {long_pairs} times"
+    );
+}
+
+#[test]
+fn known_values() {
+    // Values printed by CPython 3 difflib.
+    assert_eq!(ratio("abcd", "bcde"), 0.75);
+    assert_eq!(ratio("", ""), 1.0);
+    assert_eq!(ratio("abc", ""), 0.0);
+    assert_eq!(
+        ratio(
+            "private Thread currentThread;",
+            "private volatile Thread currentThread;"
+        ),
+        0.8656716417910447
+    );
+}
+
+#[test]
+fn opcodes_cover_both_sides() {
+    let a: Vec<char> = "qabxcd".chars().collect();
+    let b: Vec<char> = "abycdf".chars().collect();
+    let ops = Matcher::new(&a, &b).opcodes();
+    assert_eq!(
+        ops,
+        vec![
+            (OpTag::Delete, 0, 1, 0, 0),
+            (OpTag::Equal, 1, 3, 0, 2),
+            (OpTag::Replace, 3, 4, 2, 3),
+            (OpTag::Equal, 4, 6, 3, 5),
+            (OpTag::Insert, 6, 6, 5, 6),
+        ]
     );
 }

@@ -233,7 +233,11 @@ fn review_rewrites_are_staged_listed_and_approved_by_the_user_only() {
     assert_eq!(e.memory.pending(&actor("u2", false), &FG).count, 0);
     let out = e
         .memory
-        .user_command(&a, &format!("/memory approve {}", s.pending_id))
+        .user_command(
+            &a,
+            &format!("/memory approve {}", s.pending_id),
+            mpa_protocol::Lang::En,
+        )
         .unwrap();
     assert!(out.starts_with("Applied proposal"), "{out}");
     assert_eq!(e.read(&a, "MEMORY.md").unwrap(), "keep\n");

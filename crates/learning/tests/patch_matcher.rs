@@ -340,3 +340,47 @@ fn line_trimmed_shadows_indentation_flexible_and_trimmed_boundary() {
         "the inputs exercise both: {decided:?}"
     );
 }
+
+#[test]
+fn exact_counts_non_overlapping() {
+    let r = apply("aaaa", "aa", "b", true).unwrap();
+    assert_eq!(
+        (r.content.as_str(), r.count, r.strategy),
+        ("bb", 2, Strategy::Exact)
+    );
+}
+
+#[test]
+fn whitespace_normalized_keeps_word_boundary() {
+    let content = "let  x =   1; y";
+    let r = apply(content, "let x = 1;", "let x = 2;", false).unwrap();
+    assert_eq!(r.strategy, Strategy::WhitespaceNormalized);
+    assert_eq!(r.content, "let x = 2; y");
+}
+
+#[test]
+fn escape_normalized_and_the_newline_drift_guard() {
+    let content = "a\n  b\nc";
+    let r = apply(content, "a\\n  b", "A\n  B", false).unwrap();
+    assert_eq!(r.strategy, Strategy::EscapeNormalized);
+    assert_eq!(r.content, "A\n  B\nc");
+    let err = apply(content, "a\\n  b", "A\\n  B", false).unwrap_err();
+    assert!(matches!(err, PatchError::Refused { .. }), "{err}");
+}
+
+#[test]
+fn preconditions() {
+    assert_eq!(apply("x", "", "y", false), Err(PatchError::EmptyOld));
+    assert_eq!(
+        apply("x", "  \n", "y", false),
+        Err(PatchError::WhitespaceOld)
+    );
+    assert_eq!(apply("x", "x", "x", false), Err(PatchError::Identical));
+}
+
+#[test]
+fn whitespace_diagnosis() {
+    let err = apply("\tfoo = 1\nbar", "    foo = 1\nbaz", "x", false).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("Did you mean"), "{msg}");
+}

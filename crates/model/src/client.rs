@@ -4,7 +4,7 @@
 use crate::catalogue::takes_max_completion_tokens;
 use crate::classify::{classify_http, parse_retry_after};
 use crate::decoder::{StreamDecoder, decode_completion_json};
-use crate::error::{ModelError, Result, scrub};
+use crate::error::{ModelError, NetworkFailure, Result, scrub};
 use crate::output_limit::{OutputLimit, refit};
 use crate::wire::{BodyOptions, OutputLimitParam};
 use crate::{ChatRequest, Completion, ModelConfig, StreamEvent, effective_max_output_tokens, wire};
@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Non-streamed JSON answers are read only this far.
 const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_CAP: Duration = Duration::from_secs(30);
+pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
+pub const BACKOFF_CAP: Duration = Duration::from_secs(30);
 /// Idle connections to the model server kept for reuse after a turn.
 const IDLE_CONNECTIONS: usize = 16;
 
@@ -69,6 +69,13 @@ impl AttemptError {
 }
 
 impl ModelClient {
+    /// The URL requests are sent to.
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn endpoint_url(&self) -> &str {
+        self.inner.url.as_str()
+    }
+
     pub fn new(cfg: ModelConfig) -> Result<Self> {
         let trimmed = cfg.base_url.trim().trim_end_matches('/');
         let config_err = |what: &str| ModelError::Config {
@@ -211,6 +218,7 @@ impl ModelClient {
                 }
                 Err(AttemptError::EmptyStream) => {
                     return Err(ModelError::Network {
+                        failure: NetworkFailure::Interrupted,
                         message: format!(
                             "{} answered HTTP 200 with nothing in it, streamed and not",
                             self.inner.endpoint
@@ -312,6 +320,7 @@ impl ModelClient {
         let mut resp = match sent {
             Err(_) => {
                 return Err(AttemptError::Retry(ModelError::Network {
+                    failure: NetworkFailure::Timeout,
                     message: format!(
                         "no response from {} within {}s",
                         inner.endpoint,
@@ -320,8 +329,10 @@ impl ModelClient {
                 }));
             }
             Ok(Err(e)) => {
+                let (failure, message) = self.transport_error(e);
                 return Err(AttemptError::Retry(ModelError::Network {
-                    message: self.transport_error(e),
+                    failure,
+                    message,
                 }));
             }
             Ok(Ok(resp)) => resp,
@@ -384,6 +395,7 @@ impl ModelClient {
             match next {
                 Err(_) => {
                     return Err(fail_or_retry(ModelError::Network {
+                        failure: NetworkFailure::Timeout,
                         message: format!(
                             "stream stalled: no data from {} for {}s",
                             inner.endpoint,
@@ -392,8 +404,9 @@ impl ModelClient {
                     }));
                 }
                 Ok(Err(e)) => {
-                    let detail = self.transport_error(e);
+                    let (_, detail) = self.transport_error(e);
                     return Err(fail_or_retry(ModelError::Network {
+                        failure: NetworkFailure::Interrupted,
                         message: format!("stream ended before completion: {detail}"),
                     }));
                 }
@@ -421,17 +434,31 @@ impl ModelClient {
         }
     }
 
-    /// A transport error as scrubbed text naming the endpoint, never the full URL.
-    fn transport_error(&self, e: reqwest::Error) -> String {
+    /// A transport error: what kind it was (reqwest's own classification: a failed connect —
+    /// refused, no route, a name that did not resolve — is `Unreachable`) and scrubbed text
+    /// naming the endpoint, never the full URL.
+    fn transport_error(&self, e: reqwest::Error) -> (NetworkFailure, String) {
         let endpoint = &self.inner.endpoint;
-        let what = if e.is_connect() {
-            format!("could not connect to {endpoint}")
+        let (failure, what) = if e.is_connect() {
+            (
+                NetworkFailure::Unreachable,
+                format!("could not connect to {endpoint}"),
+            )
         } else if e.is_timeout() {
-            format!("timed out talking to {endpoint}")
+            (
+                NetworkFailure::Timeout,
+                format!("timed out talking to {endpoint}"),
+            )
         } else if e.is_body() || e.is_decode() {
-            format!("response body from {endpoint} broke off")
+            (
+                NetworkFailure::Interrupted,
+                format!("response body from {endpoint} broke off"),
+            )
         } else {
-            format!("request to {endpoint} failed")
+            (
+                NetworkFailure::Interrupted,
+                format!("request to {endpoint} failed"),
+            )
         };
         let e = e.without_url();
         let mut causes: Vec<String> = Vec::new();
@@ -448,7 +475,7 @@ impl ModelClient {
         } else {
             format!("{what}: {}", causes.join(": "))
         };
-        scrub(&message, self.inner.api_key.as_deref())
+        (failure, scrub(&message, self.inner.api_key.as_deref()))
     }
 }
 
@@ -487,47 +514,10 @@ async fn read_capped(
 }
 
 /// Full-jitter exponential backoff: uniform in `[0, min(cap, base · 2^retry)]`.
-fn backoff(retry: u32) -> Duration {
+pub fn backoff(retry: u32) -> Duration {
     let ceiling = BACKOFF_BASE
         .saturating_mul(2u32.saturating_pow(retry.min(16)))
         .min(BACKOFF_CAP);
     let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rand::rng().random_range(0..=millis))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_stays_within_ceiling() {
-        for retry in 0..40 {
-            let d = backoff(retry);
-            assert!(d <= BACKOFF_CAP);
-            assert!(d <= BACKOFF_BASE.saturating_mul(2u32.saturating_pow(retry.min(16))));
-        }
-    }
-
-    #[test]
-    fn new_rejects_bad_config() {
-        let cfg = |url: &str, model: &str| ModelConfig {
-            base_url: url.into(),
-            model: model.into(),
-            ..ModelConfig::default()
-        };
-        assert!(matches!(
-            ModelClient::new(cfg("ftp://x", "m")),
-            Err(ModelError::Config { .. })
-        ));
-        assert!(matches!(
-            ModelClient::new(cfg("not a url", "m")),
-            Err(ModelError::Config { .. })
-        ));
-        let c = ModelClient::new(cfg("http://user:pw@127.0.0.1:9/v1/", "m")).unwrap();
-        assert_eq!(
-            c.inner.url.as_str(),
-            "http://user:pw@127.0.0.1:9/v1/chat/completions"
-        );
-        assert!(!format!("{c:?}").contains("pw"));
-    }
 }

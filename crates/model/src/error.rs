@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Longest provider text kept in an error message: enough for the reason (a vLLM or pydantic
 /// validation message runs to a few hundred characters once its noise is dropped, see
 /// [`crate::classify`]), short enough for a UI line.
-const SNIPPET_CHARS: usize = 500;
+pub const SNIPPET_CHARS: usize = 500;
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
@@ -47,8 +47,12 @@ pub enum ModelError {
         message: String,
     },
     /// Connection failures, timeouts, silence longer than the idle timeout, streams cut short.
+    /// `failure` says which, so callers never read it from the wording.
     #[error("model network error: {message}")]
-    Network { message: String },
+    Network {
+        failure: NetworkFailure,
+        message: String,
+    },
     /// Other 4xx (404: no such model or path), unparseable chunks, malformed responses.
     #[error("bad model response{}: {message}", status_suffix(*status))]
     BadResponse {
@@ -61,6 +65,18 @@ pub enum ModelError {
     /// The client could not be built from its configuration (e.g. an invalid base URL).
     #[error("model client configuration error: {message}")]
     Config { message: String },
+}
+
+/// What kind of network failure a [`ModelError::Network`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkFailure {
+    /// Nothing answered at the configured address: connection refused, no route, the host name
+    /// did not resolve. The model service is not running there (or the address is wrong).
+    Unreachable,
+    /// Connected, but no answer (or no further bytes) within the idle timeout.
+    Timeout,
+    /// Connected and answering, but the response broke off or ended before completion.
+    Interrupted,
 }
 
 fn status_suffix(status: Option<u16>) -> String {
@@ -103,6 +119,18 @@ impl ModelError {
             ModelError::Cancelled => "model_cancelled",
             ModelError::Config { .. } => "model_config",
         }
+    }
+
+    /// Whether nothing answered at the configured address (connection refused, no route, the
+    /// name did not resolve): the service is not there, as opposed to one that failed mid-way.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Network {
+                failure: NetworkFailure::Unreachable,
+                ..
+            }
+        )
     }
 
     /// Whether the request did not fit the model's context window (code `model_context_exceeded`):
@@ -179,60 +207,5 @@ fn truncate_chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scrub_removes_key_bearer_and_sk_tokens() {
-        let s = scrub(
-            "key MYSECRETKEY123 rejected; header Authorization: Bearer abc.def-ghi; also sk-proj-ABCDEFGH1234 and risk-free",
-            Some("MYSECRETKEY123"),
-        );
-        assert!(!s.contains("MYSECRETKEY123"), "{s}");
-        assert!(!s.contains("abc.def-ghi"), "{s}");
-        assert!(!s.contains("ABCDEFGH1234"), "{s}");
-        assert!(s.contains("risk-free"), "{s}");
-        assert!(s.contains("key [REDACTED:api_key] rejected"), "{s}");
-        assert!(s.contains("Bearer [REDACTED:token]"), "{s}");
-    }
-
-    #[test]
-    fn scrub_caps_length_on_char_boundary() {
-        let s = scrub(&"界".repeat(1000), None);
-        assert_eq!(s.chars().count(), SNIPPET_CHARS + 1);
-        assert!(s.ends_with('…'));
-    }
-
-    #[test]
-    fn retryability_and_codes() {
-        let e = ModelError::Server {
-            status: Some(503),
-            message: "x".into(),
-        };
-        assert!(e.is_retryable());
-        assert_eq!(e.code(), "model_server_error");
-        assert_eq!(e.to_string(), "model server error (HTTP 503): x");
-        assert!(!ModelError::Cancelled.is_retryable());
-        let e = ModelError::InvalidRequest {
-            status: Some(400),
-            message: "This model does not support image input".into(),
-        };
-        assert!(e.is_image_input_rejected());
-        assert!(!e.is_retryable());
-        assert_eq!(e.code(), "model_invalid_request");
-        let e = ModelError::ContextLengthExceeded {
-            status: Some(400),
-            message: "This model's maximum context length is 2048 tokens.".into(),
-        };
-        assert!(e.is_context_exceeded() && !e.is_retryable());
-        assert_eq!(e.code(), "model_context_exceeded");
-        assert_eq!(
-            e.to_string(),
-            "model context length exceeded (HTTP 400): This model's maximum context length is 2048 tokens."
-        );
     }
 }

@@ -41,24 +41,42 @@
 //! - The crate reads no environment variables; the host hands it a [`ModelConfig`].
 
 pub mod assembly;
-mod catalogue;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod catalogue;
 pub mod chunk;
-mod classify;
-mod client;
-mod completion;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod classify;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod client;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod completion;
 pub mod decoder;
-mod error;
-mod estimate;
-mod output_limit;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod error;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod estimate;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod output_limit;
 pub mod sse;
-mod tokens;
-mod wire;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod tokens;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod wire;
 
 pub use catalogue::{ModelProfile, model_profile};
 pub use classify::{CONTEXT_EXCEEDED_MARKERS, MAX_RETRY_AFTER, parse_retry_after};
 pub use client::ModelClient;
 pub use completion::{ArgumentsStatus, Completion, FinishReason, arguments_status};
-pub use error::{ModelError, Result, scrub};
+pub use error::{ModelError, NetworkFailure, Result, scrub};
 pub use estimate::{
     BudgetLimits, ESTIMATOR, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TOOL_OVERHEAD_TOKENS,
     TokenEstimate, estimate_breakdown, estimate_message_tokens, estimate_text_tokens,

@@ -4,7 +4,9 @@
 use crate::common;
 
 use common::{KEY, call, client, config, hello, run, usage};
-use mpa_model::{ChatRequest, FinishReason, ModelClient, ModelConfig, ModelError, StreamEvent};
+use mpa_model::{
+    ChatRequest, FinishReason, ModelClient, ModelConfig, ModelError, NetworkFailure, StreamEvent,
+};
 use mpa_protocol::{ContentPart, ImageUrl, Message, Outcome, ToolCall, ToolSpec};
 use mpa_test_support::{DEFAULT_REASONING, Dialect, MockModelServer, MockReply};
 use serde_json::json;
@@ -416,6 +418,59 @@ async fn connection_refused_is_a_retried_network_error() {
         "{err}"
     );
     assert_secret_free(&err);
+}
+
+/// Regression: core told "nothing answers at LLM_BASE_URL" from other network failures by the
+/// wording of the message; the client now says which failure it was.
+#[tokio::test]
+async fn unreachable_model_was_detected_by_message_prefix() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let refused = ModelClient::new(ModelConfig {
+        base_url: format!("http://127.0.0.1:{port}/v1/"),
+        model: "m".into(),
+        max_retries: 0,
+        ..ModelConfig::default()
+    })
+    .unwrap();
+    let err = run(&refused, &hello()).await.0.unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+    assert!(matches!(
+        err,
+        ModelError::Network {
+            failure: NetworkFailure::Unreachable,
+            ..
+        }
+    ));
+
+    // A name that does not resolve (`.invalid` never does, RFC 6761) is unreachable too.
+    let unresolved = ModelClient::new(ModelConfig {
+        base_url: "http://mpa-model.invalid/v1/".into(),
+        model: "m".into(),
+        max_retries: 0,
+        ..ModelConfig::default()
+    })
+    .unwrap();
+    let err = run(&unresolved, &hello()).await.0.unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+
+    // A server that answers and then breaks off is there: not unreachable.
+    let server = MockModelServer::start().await;
+    server.push(MockReply::text("a fairly long answer that never completes").drop_after(2));
+    let err = run(&client(&server), &hello()).await.0.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::Network {
+                failure: NetworkFailure::Interrupted,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!err.is_unreachable());
 }
 
 #[tokio::test]

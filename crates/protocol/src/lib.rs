@@ -421,6 +421,37 @@ impl Durability {
     }
 }
 
+/// The language a person reads the host's own text in (command replies, notices, errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    #[default]
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// Chinese when `text` has a CJK character, else English.
+    pub fn of(text: &str) -> Lang {
+        if text
+            .chars()
+            .any(|c| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF))
+        {
+            Lang::Zh
+        } else {
+            Lang::En
+        }
+    }
+
+    /// `en` or `zh`, whichever this language is.
+    pub fn pick<T>(self, en: T, zh: T) -> T {
+        match self {
+            Lang::En => en,
+            Lang::Zh => zh,
+        }
+    }
+}
+
 /// What a client submits to a session actor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -434,6 +465,10 @@ pub enum Op {
         /// host has not seen: taken into the conversation before this input, once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client_context: Option<ClientContext>,
+        /// The language the person reads the host's own replies in (a front end's negotiated
+        /// locale); `None`: the language of `text`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lang: Option<Lang>,
     },
     /// A message for the running turn (spec runtime.md §2): queued in the session's steering
     /// inbox and taken into the conversation before its next model call; a session with no

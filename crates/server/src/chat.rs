@@ -187,7 +187,14 @@ pub async fn stream(
     // While this user's turn runs, a message joins it (steering) instead of waiting behind it.
     let submitted = state
         .agent
-        .steer_to(&actor, &session, WEB_CHANNEL, text, images)
+        .steer_to(
+            &actor,
+            &session,
+            WEB_CHANNEL,
+            text,
+            images,
+            Some(locale.into()),
+        )
         .await;
     let events = match submitted {
         Ok(Steered::Queued { event, .. }) => {

@@ -28,7 +28,9 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
     }
 }
 
-fn declares_json(headers: &HeaderMap) -> bool {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn declares_json(headers: &HeaderMap) -> bool {
     let Some(ct) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -94,7 +96,9 @@ fn payload_too_large() -> ApiError {
     )
 }
 
-fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -194,82 +198,5 @@ where
                     ApiError::bad_request_code("invalid_path", format!("invalid path: {reason}"))
                 }
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-
-    #[derive(Debug, Deserialize)]
-    #[expect(dead_code, reason = "only deserialised")]
-    struct Login {
-        username: String,
-        password: String,
-        #[serde(default)]
-        count: Option<u32>,
-    }
-
-    fn err(body: &str) -> ApiError {
-        parse::<Login>(body.as_bytes()).unwrap_err()
-    }
-
-    #[test]
-    fn shape_errors_name_the_field_and_never_echo_the_value() {
-        let e = err(r#"{"username": "a", "password": "hunter2", "count": "hunter2"}"#);
-        assert_eq!(
-            (e.status, e.code),
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
-        );
-        assert_eq!(
-            e.message,
-            "field `count`: wrong type or value, expected u32"
-        );
-        let e = err(r#"{"username": "a", "password": 12345678}"#);
-        assert_eq!(
-            e.message,
-            "field `password`: wrong type or value, expected a string"
-        );
-        assert!(!e.message.contains("12345678"));
-        let e = err(r#"{"username": "a"}"#);
-        assert_eq!(e.message, "missing field `password`");
-        let e = err(r#"["hunter2"]"#);
-        assert!(!e.message.contains("hunter2"), "{}", e.message);
-    }
-
-    #[test]
-    fn syntax_errors_and_trailing_bytes_are_invalid_json() {
-        for body in [
-            r#"{"username": "a", "#,
-            "",
-            r#"{"username": "a", "password": "b"} x"#,
-            "not json",
-        ] {
-            let e = err(body);
-            assert_eq!(
-                (e.status, e.code),
-                (StatusCode::BAD_REQUEST, "invalid_json"),
-                "{body}"
-            );
-        }
-    }
-
-    #[test]
-    fn json_content_types() {
-        let mut h = HeaderMap::new();
-        assert!(!declares_json(&h));
-        for (ct, ok) in [
-            ("application/json", true),
-            ("application/json; charset=utf-8", true),
-            ("Application/JSON", true),
-            ("application/merge-patch+json", true),
-            ("text/json", false),
-            ("text/plain", false),
-            ("application/x-www-form-urlencoded", false),
-        ] {
-            h.insert(header::CONTENT_TYPE, ct.parse().unwrap());
-            assert_eq!(declares_json(&h), ok, "{ct}");
-        }
     }
 }

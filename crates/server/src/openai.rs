@@ -51,7 +51,9 @@ pub struct CompletionRequest {
 }
 
 /// Text and image URLs of an OpenAI message `content` (a string or a list of parts).
-fn split_content(content: &Value) -> (String, Vec<String>) {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn split_content(content: &Value) -> (String, Vec<String>) {
     match content {
         Value::String(s) => (s.clone(), Vec::new()),
         Value::Array(parts) => {
@@ -80,7 +82,9 @@ fn split_content(content: &Value) -> (String, Vec<String>) {
 /// What a stateless client sent before its newest user message: its own system text and its
 /// earlier user/assistant turns, as real messages (a session the host has not seen takes them
 /// in once; a known session already has its own history).
-fn client_context(messages: &[Value]) -> Option<mpa_protocol::ClientContext> {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn client_context(messages: &[Value]) -> Option<mpa_protocol::ClientContext> {
     let last_user = messages.iter().rposition(|m| m["role"] == "user")?;
     let system: Vec<String> = messages
         .iter()
@@ -113,7 +117,9 @@ fn client_context(messages: &[Value]) -> Option<mpa_protocol::ClientContext> {
 
 /// The session a request continues: the header names it outright; a `user` value maps to a
 /// per-caller id (hashed with the caller's id, so equal `user` strings of two callers never meet).
-fn session_for(actor: &Actor, headers: &HeaderMap, user: Option<&str>) -> String {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn session_for(actor: &Actor, headers: &HeaderMap, user: Option<&str>) -> String {
     if let Some(s) = headers
         .get("x-session-id")
         .and_then(|v| v.to_str().ok())
@@ -174,7 +180,7 @@ pub async fn completions(
     let events = if req.steer && session.exists {
         match state
             .agent
-            .steer_to(&actor, &session, OPENAI_CHANNEL, text, images)
+            .steer_to(&actor, &session, OPENAI_CHANNEL, text, images, None)
             .await?
         {
             Steered::Turn(rx) => rx,
@@ -439,65 +445,4 @@ pub async fn models(State(state): State<AppState>, Authed(_actor): Authed) -> Js
         "object": "list",
         "data": [{"id": state.cfg.model_name, "object": "model", "created": 0, "owned_by": "mpagent"}],
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn content_parts_split_into_text_and_images() {
-        let (t, i) = split_content(&json!([
-            {"type": "text", "text": "a"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,xx"}},
-            {"type": "text", "text": "b"}
-        ]));
-        assert_eq!(t, "a\nb");
-        assert_eq!(i, vec!["data:image/png;base64,xx".to_string()]);
-    }
-
-    #[test]
-    fn earlier_turns_and_system_text_become_real_context() {
-        let one = [json!({"role": "user", "content": "q"})];
-        assert_eq!(client_context(&one), None);
-        let many = [
-            json!({"role": "system", "content": "be brief"}),
-            json!({"role": "user", "content": "a"}),
-            json!({"role": "assistant", "content": "b"}),
-            json!({"role": "tool", "content": "ignored"}),
-            json!({"role": "user", "content": "c"}),
-        ];
-        let ctx = client_context(&many).unwrap();
-        assert_eq!(ctx.system.as_deref(), Some("be brief"));
-        assert_eq!(
-            ctx.messages,
-            vec![
-                mpa_protocol::Message::user("a"),
-                mpa_protocol::Message::assistant("b", vec![])
-            ]
-        );
-    }
-
-    #[test]
-    fn user_field_maps_to_a_per_caller_session() {
-        let a = Actor {
-            user_id: mpa_protocol::UserId("u1".into()),
-            user_name: "a".into(),
-            is_admin: false,
-        };
-        let b = Actor {
-            user_id: mpa_protocol::UserId("u2".into()),
-            ..a.clone()
-        };
-        let h = HeaderMap::new();
-        assert_eq!(
-            session_for(&a, &h, Some("x")),
-            session_for(&a, &h, Some("x"))
-        );
-        assert_ne!(
-            session_for(&a, &h, Some("x")),
-            session_for(&b, &h, Some("x"))
-        );
-        assert!(mpa_core::valid_session_id(&session_for(&a, &h, None)));
-    }
 }

@@ -3,10 +3,11 @@
 //! ([`mpa_core::web`]) — the same code the `/memory`, `/skills` and `/persona` commands run.
 
 use crate::auth::Authed;
-use crate::error::ApiError;
+use crate::error::{ApiError, request_locale};
 use crate::extract::{Json, Path};
 use crate::state::AppState;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use mpa_core::web::{commands, learning, personas::PersonaEdit};
 use mpa_core::{CoreError, Services};
 use mpa_protocol::Actor;
@@ -56,15 +57,17 @@ pub async fn memory_edit(
 pub async fn proposal(
     State(state): State<AppState>,
     Authed(actor): Authed,
+    headers: HeaderMap,
     Path((id, decision)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
+    let lang = request_locale(&headers).into();
     let approve = match decision.as_str() {
         "approve" => true,
         "discard" => false,
         _ => return Err(ApiError::for_status(axum::http::StatusCode::NOT_FOUND)),
     };
     blocking(&state, actor, move |s, a| {
-        learning::decide_proposal(s, a, &id, approve)
+        learning::decide_proposal(s, a, &id, approve, lang)
     })
     .await
     .map(Json)
@@ -92,10 +95,12 @@ pub async fn skill(
 pub async fn skill_action(
     State(state): State<AppState>,
     Authed(actor): Authed,
+    headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
+    let lang = request_locale(&headers).into();
     blocking(&state, actor, move |s, a| {
-        learning::skill_action(s, a, &name, &action)
+        learning::skill_action(s, a, &name, &action, lang)
     })
     .await
     .map(Json)

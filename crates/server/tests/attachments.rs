@@ -206,3 +206,108 @@ async fn oversize_uploads_get_413_with_the_limit_named() {
     );
     env.shutdown().await;
 }
+
+/// The image part of the last user message of a model request, or `None`; and its text.
+fn user_image(req: &Value) -> (Option<String>, String) {
+    let user = req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user" && m["content"].is_array())
+        .cloned()
+        .unwrap_or_else(|| panic!("no user message with parts: {req}"));
+    let parts = user["content"].as_array().unwrap();
+    let url = parts
+        .iter()
+        .find(|p| p["type"] == "image_url")
+        .map(|p| p["image_url"]["url"].as_str().unwrap().to_string());
+    let text = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    (url, text)
+}
+
+/// Regression: an attached image was turned into a data URL before the turn, so the chat row
+/// (transcript and display) held the image bytes. Now the chat keeps the reference, every model
+/// request carries the image itself, the page shows the attachment after a reload, and once the
+/// file is gone the model reads a note instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn attached_images_were_stored_as_data_urls_in_the_chat_row() {
+    let env = Env::start().await;
+    let alice = env.user("alice", "password", false).await;
+    let (_, image) = upload(&env, &alice, "poster.png", PNG).await;
+    let reference = image["ref"].as_str().unwrap().to_string();
+    let say =
+        |text: &str, images: Value| json!({"text": text, "session_id": "s-img", "images": images});
+    env.mock.push(MockReply::text("A poster."));
+    Frames::new(
+        env.stream(&alice, say("what is this", json!([image])))
+            .await,
+    )
+    .all()
+    .await;
+    env.mock.push(MockReply::text("Still a poster."));
+    Frames::new(env.stream(&alice, say("and now?", json!([]))).await)
+        .all()
+        .await;
+    let detail = env.wait_idle(&alice, "s-img").await;
+    let reqs = env.mock.requests();
+    for req in &reqs {
+        let (url, _) = user_image(req);
+        assert!(
+            url.as_deref()
+                .is_some_and(|u| u.starts_with("data:image/png;base64,")),
+            "every request carries the image: {url:?}"
+        );
+    }
+    // The stored chat: the reference, never the bytes.
+    let rows = env.chat_rows();
+    let (_, _, transcript, display) = rows
+        .iter()
+        .find(|r| r.0.ends_with("s-img"))
+        .unwrap_or_else(|| panic!("no chat row: {rows:?}"));
+    for stored in [transcript, display] {
+        assert!(
+            !stored.contains("data:image")
+                && !stored.contains("base64")
+                && !stored.contains("iVBORw0KGgo"),
+            "{stored}"
+        );
+    }
+    assert!(transcript.contains(&reference), "{transcript}");
+    // After a reload the page gets the attachment to show.
+    let first = &detail["display_messages"][0];
+    assert_eq!(first["attachments"][0]["url"], image["url"], "{detail}");
+    let (s, _) = env.get(&alice, image["url"].as_str().unwrap()).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // The file is gone: the model reads a note where the image was.
+    for f in files_under(&env.dir.path().join("agent/runtime/attachments")) {
+        std::fs::remove_file(f).unwrap();
+    }
+    env.mock.clear_requests();
+    env.mock.push(MockReply::text("I cannot see it any more."));
+    Frames::new(env.stream(&alice, say("look again", json!([]))).await)
+        .all()
+        .await;
+    let (url, text) = user_image(&env.mock.requests()[0]);
+    assert_eq!(url, None);
+    assert!(text.contains("no longer available"), "{text}");
+
+    // An image a client sends inline is stored as an attachment and kept by reference too.
+    env.mock.push(MockReply::text("Another poster."));
+    let inline = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB";
+    Frames::new(
+        env.stream(
+            &alice,
+            json!({"text": "and this", "session_id": "s-inline", "images": [inline]}),
+        )
+        .await,
+    )
+    .all()
+    .await;
+    env.wait_idle(&alice, "s-inline").await;
+    let rows = env.chat_rows();
+    let (_, _, transcript, _) = rows.iter().find(|r| r.0.ends_with("s-inline")).unwrap();
+    assert!(!transcript.contains("data:image"), "{transcript}");
+    assert!(transcript.contains("attachment:"), "{transcript}");
+    env.shutdown().await;
+}

@@ -160,3 +160,91 @@ async fn a_stored_stop_notice_carries_its_code() {
     assert_eq!(notice["notice_code"], "turn_stopped_by_user", "{notice}");
     env.shutdown().await;
 }
+
+/// One turn's reply text, sent with `headers`.
+async fn reply_in(env: &Env, token: &str, text: &str, headers: &[(&str, &str)]) -> String {
+    let mut r = env
+        .http
+        .post(env.url("/api/v1/agent/stream"))
+        .bearer_auth(token);
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = r
+        .json(&json!({"text": text, "session_id": "commands"}))
+        .send()
+        .await
+        .unwrap();
+    crate::common::text_of(&Frames::new(r).all().await)
+}
+
+/// Regression: `/memory`, `/skills` and `/persona` answered in English inside the Chinese page,
+/// and the page's skill and proposal buttons showed those English replies too.
+#[tokio::test(flavor = "multi_thread")]
+async fn command_replies_were_english_in_the_chinese_page() {
+    let env = Env::start_learning().await;
+    let token = env.user("alice", "password", false).await;
+    let zh = [("x-moviepilot-locale", "zh-CN")];
+    let en = [("accept-language", "zh-CN"), ("x-moviepilot-locale", "en")];
+    let accept_zh = [("accept-language", "zh-CN,zh;q=0.9")];
+    for (command, zh_text, en_text) in [
+        (
+            "/memory pending",
+            "没有待处理的记忆提议",
+            "No pending memory proposals",
+        ),
+        (
+            "/skills pin nosuch",
+            "没有名为 'nosuch' 的个人技能",
+            "No personal skill named 'nosuch'",
+        ),
+        ("/persona list", "尚未定义人设", "No personas defined"),
+        (
+            "/persona use someone",
+            "只有系统管理员可以执行此操作",
+            "administrator",
+        ),
+        (
+            "/memory nonsense",
+            "用法：/memory pending",
+            "Usage: /memory",
+        ),
+    ] {
+        let reply = reply_in(&env, &token, command, &zh).await;
+        assert!(reply.contains(zh_text), "{command}: {reply}");
+        let reply = reply_in(&env, &token, command, &accept_zh).await;
+        assert!(reply.contains(zh_text), "{command}: {reply}");
+        let reply = reply_in(&env, &token, command, &en).await;
+        assert!(reply.contains(en_text), "{command}: {reply}");
+        assert!(
+            !reply
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+            "{reply}"
+        );
+    }
+    // The page's buttons run the same commands: their messages follow the request too.
+    for (headers, expected) in [
+        (&zh[..], "没有名为 'nosuch' 的个人技能"),
+        (&en[..], "No personal skill named 'nosuch'"),
+    ] {
+        let mut r = env
+            .http
+            .post(env.url("/api/v1/agent/skills/nosuch/pin"))
+            .bearer_auth(&token);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        let v: Value = r
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["ok"], false, "{v}");
+        assert!(v["message"].as_str().unwrap().contains(expected), "{v}");
+    }
+    env.shutdown().await;
+}

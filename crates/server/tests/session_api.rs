@@ -304,3 +304,103 @@ async fn regenerate_while_a_turn_runs_is_refused() {
     assert_eq!(v["error"]["code"], "session_busy");
     env.shutdown().await;
 }
+
+/// What `session_search` tells the model for `query`, asked in a session of its own.
+async fn recalled(env: &Env, token: &str, session: &str, query: &str) -> String {
+    env.mock.clear_requests();
+    env.mock.push(MockReply::tool_calls(&[(
+        "c1",
+        "session_search",
+        json!({"query": query}),
+    )]));
+    env.mock.push(MockReply::text("done"));
+    Frames::new(
+        env.stream(
+            token,
+            json!({"text": "what did we say?", "session_id": session}),
+        )
+        .await,
+    )
+    .all()
+    .await;
+    let reqs = env.mock.requests();
+    let tool = reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool result: {:?}", reqs[1]));
+    tool["content"].as_str().unwrap().to_string()
+}
+
+/// Regression: after regenerate (or edit-and-resend) the answer the user threw away stayed in
+/// the evidence store, so session search and recall could still return it.
+#[tokio::test(flavor = "multi_thread")]
+async fn regenerate_left_the_dropped_exchange_in_the_evidence_store() {
+    let env = Env::start_full().await;
+    let alice = env.user("alice", "password", false).await;
+    turn(
+        &env,
+        &alice,
+        json!({"text": "which documentary was it", "session_id": "rg"}),
+        "It was the Quokkarama documentary.",
+    )
+    .await;
+    env.wait_idle(&alice, "rg").await;
+    env.evidence_settled(2).await;
+    turn(
+        &env,
+        &alice,
+        json!({"session_id": "rg", "text": "", "regenerate": true}),
+        "It was the Wombatorium documentary.",
+    )
+    .await;
+    env.wait_idle(&alice, "rg").await;
+    env.evidence_settled(4).await;
+
+    let (_, v) = env.get(&alice, "/api/v1/agent/sessions?q=Quokkarama").await;
+    assert_eq!(v["sessions"], json!([]), "{v}");
+    let (_, v) = env
+        .get(&alice, "/api/v1/agent/sessions?q=Wombatorium")
+        .await;
+    assert_eq!(v["sessions"][0]["session_id"], "rg", "{v}");
+    // A result from the chat `rg` names it (`…:rg`); the probes' own rows may quote each other.
+    let from_rg = |found: &str| found.contains(":rg\"");
+    let found = recalled(&env, &alice, "probe-1", "Quokkarama").await;
+    assert!(!from_rg(&found), "{found}");
+    let found = recalled(&env, &alice, "probe-2", "Wombatorium").await;
+    assert!(
+        from_rg(&found) && found.contains("Wombatorium documentary"),
+        "{found}"
+    );
+
+    // Edit-and-resend drops the regenerated exchange the same way, question included.
+    turn(
+        &env,
+        &alice,
+        json!({"session_id": "rg", "text": "which podcast was it", "edit_last": true}),
+        "It was the Platypodcast.",
+    )
+    .await;
+    env.wait_idle(&alice, "rg").await;
+    env.evidence_settled(6).await;
+    // (The probe sessions hold the search words themselves; the chat `rg` must not match.)
+    let (_, v) = env
+        .get(&alice, "/api/v1/agent/sessions?q=Wombatorium")
+        .await;
+    assert!(
+        !v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session_id"] == "rg"),
+        "{v}"
+    );
+    let found = recalled(&env, &alice, "probe-3", "Wombatorium").await;
+    assert!(!from_rg(&found), "{found}");
+    let found = recalled(&env, &alice, "probe-4", "Platypodcast").await;
+    assert!(from_rg(&found) && found.contains("Platypodcast"), "{found}");
+    env.shutdown().await;
+}

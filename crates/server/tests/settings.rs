@@ -421,3 +421,109 @@ async fn approving_a_pending_proposal_on_the_page_reaches_the_next_sessions_prom
     assert_eq!(v["ok"], false, "{v}");
     env.shutdown().await;
 }
+
+/// Acceptance (issue 29): a skill pinned on the page is refused to the background review — the
+/// review (mock model) tries to patch and to archive exactly that skill; its file stays
+/// byte-identical and the review's tool results say it was refused because it is pinned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skill_pinned_on_the_page_is_refused_to_the_background_review() {
+    let env = Env::start_learning_with(|c| {
+        c.memory_review_interval = 2;
+        c.skill_review_interval = 0;
+    })
+    .await;
+    let alice = env.user("alice", "password", false).await;
+    let skill = "---\nname: mine\ndescription: How this household names its shows\n---\n# mine\n\n## Steps\n1. check the library\n2. verify the result\n";
+    env.mock.push(MockReply::tool_calls(&[(
+        "c1",
+        "skill_manage",
+        json!({"operations": [{"action": "create", "name": "mine", "content": skill}]}),
+    )]));
+    env.mock.push(MockReply::text("Created the skill."));
+    Frames::new(
+        env.stream(&alice, json!({"text": "make a skill", "session_id": "pin"}))
+            .await,
+    )
+    .all()
+    .await;
+    env.wait_idle(&alice, "pin").await;
+    // Handed to the review (adopt), then pinned: the pin is what must hold.
+    for action in ["adopt", "pin"] {
+        let (s, v) = env
+            .send_json(
+                Method::POST,
+                &alice,
+                &format!("/api/v1/agent/skills/mine/{action}"),
+                json!({}),
+            )
+            .await;
+        assert_eq!((s, v["ok"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+    }
+    let (_, me) = env.get(&alice, "/api/v1/me").await;
+    let key = mpa_redact::UserKey::for_user(me["id"].as_str().unwrap());
+    let file = env
+        .dir
+        .path()
+        .join("agent/runtime/learning/users")
+        .join(key.as_str())
+        .join("skills/mine/SKILL.md");
+    let before = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+
+    // The second user turn makes the review due; its model edits and archives the skill.
+    env.mock.clear_requests();
+    env.mock.push(MockReply::text("You're welcome."));
+    env.mock.push(MockReply::tool_calls(&[
+        (
+            "r1",
+            "skill_manage",
+            json!({"operations": [{"action": "patch", "name": "mine",
+                   "old_string": "check the library", "new_string": "ask the review"}]}),
+        ),
+        (
+            "r2",
+            "skill_manage",
+            json!({"operations": [{"action": "delete", "name": "mine"}]}),
+        ),
+    ]));
+    env.mock.push(MockReply::text("Nothing else to save."));
+    Frames::new(
+        env.stream(&alice, json!({"text": "thanks", "session_id": "pin"}))
+            .await,
+    )
+    .all()
+    .await;
+    assert!(
+        env.mock
+            .wait_for_requests(3, std::time::Duration::from_secs(30))
+            .await,
+        "the review never finished: {:?}",
+        env.mock.requests()
+    );
+    env.wait_idle(&alice, "pin").await;
+    let reqs = env.mock.requests();
+    let results: Vec<String> = reqs[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["tool_call_id"] == "r1" || m["tool_call_id"] == "r2")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(results.len(), 2, "{:?}", reqs[2]);
+    for r in &results {
+        let v: Value = serde_json::from_str(r).unwrap();
+        assert_eq!(v["success"], false, "{v}");
+        assert!(r.contains("'mine' is pinned"), "{r}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before, "SKILL.md unchanged");
+    let (_, v) = env.get(&alice, "/api/v1/agent/skills").await;
+    let mine = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "mine")
+        .cloned()
+        .unwrap_or_else(|| panic!("the pinned skill is gone: {v}"));
+    assert_eq!(mine["pinned"], true, "{mine}");
+    assert_eq!(v["archived"], json!([]), "{v}");
+    env.shutdown().await;
+}

@@ -211,12 +211,21 @@ impl Store {
 
     /// Runs the write `f` on the writer, after the write running now and the short writes
     /// queued before it.
-    pub(crate) async fn run<T, F>(&self, f: F) -> Result<T>
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub async fn run<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
         self.inner.writer.run(Class::Short, f).await
+    }
+
+    /// Writes queued and not started yet.
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn queued_writes(&self) -> usize {
+        self.inner.writer.queued()
     }
 
     /// [`Store::run`] for a whole chat snapshot: short writes queued with it go first.
@@ -241,7 +250,9 @@ impl Store {
 
     /// Runs `f` with a read connection on the blocking pool. It sees every write committed
     /// before it started and never waits for the writer.
-    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T>
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -299,6 +310,3 @@ fn restrict_file(path: &Path) {
     // Best effort: the file may not exist yet (-wal/-shm appear lazily).
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
 }
-
-#[cfg(test)]
-mod concurrency_tests;

@@ -94,7 +94,6 @@ impl Writer {
     }
 
     /// Writes queued and not started yet.
-    #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
         let q = self.shared.lock();
         q.short.len() + q.snapshot.len()

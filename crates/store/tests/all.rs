@@ -3,5 +3,10 @@
 //! of their own stay separate targets (see Cargo.toml).
 
 mod chat_owner;
+mod chats;
+mod concurrency;
 mod ledger;
 mod migrations;
+mod moviepilot;
+mod tokens;
+mod users;

@@ -33,6 +33,7 @@ mod external;
 mod fixtures;
 pub mod floors;
 mod llama;
+mod mask;
 pub mod own_process;
 mod reply;
 mod server;
@@ -46,5 +47,6 @@ pub use fixtures::{
 pub use llama::{
     LLAMA_MODEL_VAR, LLAMA_PYTHON_VAR, LlamaCppOptions, LlamaCppServer, first_model_id,
 };
+pub use mask::{mask, mask_with};
 pub use reply::{DEFAULT_REASONING, DEFAULT_USAGE, Dialect, MockReply, MockToolCall, pieces};
 pub use server::{MockModelServer, last_user_text};

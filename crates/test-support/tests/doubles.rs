@@ -85,3 +85,30 @@ fn fixtures_exist_and_split_losslessly() {
         serde_json::from_str::<serde_json::Value>(body).unwrap();
     }
 }
+
+// From crates/test-support/src/mask.rs.
+
+#[test]
+fn mask_replaces_what_the_selector_reaches_and_nothing_else() {
+    let v = json!({
+        "pid": 41,
+        "sessions": [{"pid": 1, "name": "a"}, {"pid": 2, "name": "b"}],
+        "other": {"pid": 7}
+    });
+    let m = mask(&v, &[(".pid", "[pid]"), (".sessions[].pid", "[pid]")]);
+    assert_eq!(
+        m,
+        json!({
+            "pid": "[pid]",
+            "sessions": [{"pid": "[pid]", "name": "a"}, {"pid": "[pid]", "name": "b"}],
+            "other": {"pid": 7}
+        })
+    );
+    // Paths that are absent or of another shape mask nothing.
+    assert_eq!(mask(&v, &[(".missing.x", "?"), (".pid[]", "?")]), v);
+    let upper = mask_with(&json!([{"m": "ab"}, {"m": 3}]), "[].m", |x| {
+        x.as_str()
+            .map_or(x.clone(), |s| Value::String(s.to_uppercase()))
+    });
+    assert_eq!(upper, json!([{"m": "AB"}, {"m": 3}]));
+}

@@ -205,12 +205,13 @@ async fn actor_loop(
             u64::try_from(queued_at.elapsed().as_millis()).unwrap_or(u64::MAX),
             Ordering::SeqCst,
         );
-        let (text, images, client_context) = match op {
+        let (text, images, client_context, lang) = match op {
             Op::UserInput {
                 text,
                 images,
                 client_context,
-            } => (text, images, client_context),
+                lang,
+            } => (text, images, client_context, lang),
             // Between turns, so no turn's messages are in flight; the caller waits for `events`
             // to close.
             Op::Rename { title } => {
@@ -221,7 +222,17 @@ async fn actor_loop(
                 continue;
             }
             Op::Redo { text } => match crate::web::redo::rewind(&mut data, text) {
-                Some((text, images)) => (text, images, None),
+                Some(r) => {
+                    let target = crate::turn::capture::CaptureTarget::for_session(
+                        services.caps.history(),
+                        &data,
+                        &services.cfg.model.model,
+                    );
+                    if let Some(target) = target {
+                        crate::turn::capture::mark_rewound(&target, r.dropped).await;
+                    }
+                    (r.text, r.images, None, None)
+                }
                 None => {
                     let e = CoreError::NothingToRegenerate;
                     let _ = events.send(Event::Error {
@@ -283,6 +294,7 @@ async fn actor_loop(
             text,
             images,
             client_context,
+            lang,
         };
         let closing = Arc::clone(&shared);
         let stop_cause = move || {
@@ -489,6 +501,7 @@ impl SessionHandle {
                 text,
                 images,
                 client_context: None,
+                lang: None,
             },
         )?
         .ok_or(CoreError::SessionClosed)

@@ -444,7 +444,8 @@ fn browser_failure(action: &str, e: &BrowserError) -> ToolOutput {
 
 /// The host's public-address check ([`crate::net_guard`]) as the browser's request guard:
 /// every request of a tab without `allow_private_network` — the navigation, each redirect hop,
-/// each sub-resource — is checked before Chromium sends it.
+/// each sub-resource — is checked before Chromium sends it, and every connection the browser
+/// opens (WebSockets and workers included) goes to an address this check answered.
 pub struct PublicOnly {
     pub guard: crate::net_guard::NetGuard,
 }
@@ -457,6 +458,18 @@ impl mpa_browser::RequestGuard for PublicOnly {
             .check(&parsed, false)
             .await
             .map(drop)
+            .map_err(|e| e.message())
+    }
+
+    async fn addresses(
+        &self,
+        host: &str,
+        port: u16,
+        allow_private: bool,
+    ) -> Result<Vec<std::net::SocketAddr>, String> {
+        self.guard
+            .check_host(host, port, allow_private)
+            .await
             .map_err(|e| e.message())
     }
 }

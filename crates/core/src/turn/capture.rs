@@ -141,3 +141,18 @@ pub async fn mark_compacted(target: &CaptureTarget<'_>, removed: &[Message]) {
         tracing::warn!(session = %target.meta.session_id, error = %e, "compacted messages not marked");
     }
 }
+
+/// Marks a regenerated or edited exchange rewound (never searchable again): recall returns only
+/// the answer the user kept. A failure is logged; the rows stay until retention then.
+pub async fn mark_rewound(target: &CaptureTarget<'_>, uids: Vec<String>) {
+    if uids.is_empty() {
+        return;
+    }
+    if let Err(e) = target
+        .history
+        .mark_rewound(&target.owner, &target.meta.session_id, uids)
+        .await
+    {
+        tracing::warn!(session = %target.meta.session_id, error = %e, "rewound messages not marked");
+    }
+}

@@ -411,6 +411,30 @@ pub fn display_messages(messages: &[Message]) -> serde_json::Value {
     serde_json::Value::Array(display_lines(messages))
 }
 
+/// The attached images a user message refers to, as the page shows them after a reload (the
+/// file route; it answers while the attachment is kept).
+fn attached_images(m: &Message) -> Vec<serde_json::Value> {
+    let mpa_protocol::Content::Parts(parts) = &m.content else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            mpa_protocol::ContentPart::ImageUrl { image_url }
+                if crate::web::attachments::is_reference(&image_url.url) =>
+            {
+                let id = &image_url.url[crate::web::attachments::REF_PREFIX.len()..];
+                Some(serde_json::json!({
+                    "kind": "image",
+                    "ref": image_url.url,
+                    "url": format!("/api/v1/agent/file/{id}"),
+                }))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// [`display_messages`] as a list.
 pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
@@ -439,6 +463,10 @@ pub fn display_lines(messages: &[Message]) -> Vec<serde_json::Value> {
                 });
                 if let Some(at) = m.metadata.get(crate::web::CREATED_AT_KEY) {
                     v["created_at"] = at.clone();
+                }
+                let attached = attached_images(m);
+                if !attached.is_empty() {
+                    v["attachments"] = serde_json::Value::Array(attached);
                 }
                 out.push(v);
             }

@@ -41,37 +41,13 @@ pub enum TurnError {
 }
 
 /// The language a message to the user is written in: the language of what the user wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    En,
-    Zh,
-}
-
-impl Lang {
-    /// Chinese when the user's text has a CJK character, else English.
-    pub fn of(text: &str) -> Lang {
-        if text
-            .chars()
-            .any(|c| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF))
-        {
-            Lang::Zh
-        } else {
-            Lang::En
-        }
-    }
-}
-
-/// Whether a model error is "nothing answers at the configured address" (connection refused,
-/// no route, unknown host): the model client's own wording for a failed connect.
-fn unreachable(e: &ModelError) -> bool {
-    matches!(e, ModelError::Network { message } if message.starts_with("could not connect to"))
-}
+pub use mpa_protocol::Lang;
 
 impl TurnError {
     /// The stable machine-readable code (the wire `code` of [`mpa_protocol::Event::Error`]).
     pub fn code(&self) -> &'static str {
         match self {
-            TurnError::Model(e) if unreachable(e) => "model_unreachable",
+            TurnError::Model(e) if e.is_unreachable() => "model_unreachable",
             TurnError::Model(e) => e.code(),
             TurnError::IterationLimit { .. } => "iteration_limit",
             TurnError::InputBudget { .. } => "input_budget",
@@ -91,7 +67,7 @@ impl TurnError {
                 format!("{e}. {CONTEXT_EXCEEDED_HELP}")
             }
             // What to set, not a socket error: the first thing a new user meets without a model.
-            TurnError::Model(e @ ModelError::Network { message }) if unreachable(e) => {
+            TurnError::Model(e @ ModelError::Network { message, .. }) if e.is_unreachable() => {
                 format!(
                     "The model service cannot be reached ({message}). Check that LLM_BASE_URL points to a \
                      running OpenAI-compatible server and LLM_MODEL names a model it serves, then retry."

@@ -5,7 +5,7 @@
 use crate::capability::Learning;
 use crate::services::Services;
 use crate::transcript::Transcript;
-use mpa_protocol::{Actor, Message, Role};
+use mpa_protocol::{Actor, Lang, Message, Role};
 
 /// Metadata key on a host command's user message and on its reply.
 pub const HOST_COMMAND_KEY: &str = "host_command";
@@ -16,8 +16,8 @@ pub fn is_command(text: &str) -> bool {
     t.starts_with("/memory") || t.starts_with("/skills") || t.starts_with("/persona")
 }
 
-/// The host's reply when `text` is a host command; `None` otherwise.
-pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<String> {
+/// The host's reply, in `lang`, when `text` is a host command; `None` otherwise.
+pub async fn answer(services: &Services, actor: &Actor, text: &str, lang: Lang) -> Option<String> {
     if !is_command(text) {
         return None;
     }
@@ -33,10 +33,10 @@ pub async fn answer(services: &Services, actor: &Actor, text: &str) -> Option<St
             .as_ref()
             .and_then(|(memory, skills)| {
                 memory
-                    .user_command(&actor, &text)
-                    .or_else(|| skills.user_command(&actor, &text))
+                    .user_command(&actor, &text, lang)
+                    .or_else(|| skills.user_command(&actor, &text, lang))
             })
-            .or_else(|| personas.user_command(&actor, &text))
+            .or_else(|| personas.user_command(&actor, &text, lang))
     })
     .await
     .ok()

@@ -51,6 +51,8 @@ pub struct TurnInput {
     pub images: Vec<String>,
     /// A stateless client's earlier conversation, for a session the host has not seen.
     pub client_context: Option<mpa_protocol::ClientContext>,
+    /// The language the host's own replies are read in; `None`: the language of `text`.
+    pub lang: Option<mpa_protocol::Lang>,
 }
 
 /// Why a stopped turn stopped (the notice the next turn reads says which).
@@ -227,7 +229,12 @@ pub async fn run_turn(
             }
             Some(a.reply)
         }
-        None => host_command::answer(services, &actor, &input.text).await,
+        None => {
+            let lang = input
+                .lang
+                .unwrap_or_else(|| mpa_protocol::Lang::of(&input.text));
+            host_command::answer(services, &actor, &input.text, lang).await
+        }
     };
     let end = match host_reply {
         Some(reply) => {

@@ -1,9 +1,10 @@
 //! Files a user attaches on the web page (spec runtime.md §14.1): stored under the data
 //! directory in the uploader's own folder with a generated name, typed from their content (never
 //! from the name the client sent), found again only by their owner, kept for [`TTL`] in a
-//! registry of at most [`MAX_ENTRIES`]. What the model gets: images as data URLs (the turn turns
-//! them into image parts, or a note when the model takes no images), other files as a note with
-//! their name, type, size and reference.
+//! registry of at most [`MAX_ENTRIES`]. What the model gets: images as references kept in the
+//! chat (`attachment:<id>`), sent as image parts on the outbound copy of each request by the
+//! `AttachedImages` contributor (a note when the file is gone, or when the model takes no
+//! images), other files as a note with their name, type, size and reference.
 
 use crate::CoreError;
 use base64::Engine as _;
@@ -97,6 +98,20 @@ pub fn display_name(raw: &str) -> String {
     } else {
         clean.to_string()
     }
+}
+
+/// The bytes of a `data:image/…;base64,…` URL (a client that sent the image inline).
+fn inline_image(url: &str) -> Option<Vec<u8>> {
+    let rest = url.strip_prefix("data:image/")?;
+    let (_, data) = rest.split_once(";base64,")?;
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .ok()
+}
+
+/// Whether an image string in a message is an attachment reference (sent on the outbound copy).
+pub fn is_reference(image: &str) -> bool {
+    image.strip_prefix(REF_PREFIX).is_some_and(valid_id)
 }
 
 fn valid_id(id: &str) -> bool {
@@ -257,10 +272,14 @@ impl Attachments {
         })
     }
 
-    /// A message's text and images with `owner`'s attachments resolved: image references
-    /// become data URLs (other image strings — URLs, data URLs — pass as they are), and the files
-    /// are described in a note after the text. Any reference that is not `owner`'s is
-    /// [`CoreError::AttachmentNotFound`], and nothing is sent.
+    /// A message's text and images with `owner`'s attachments resolved: an image reference is
+    /// checked (`owner`'s, an image) and kept as its reference `attachment:<id>` — the chat
+    /// stores the reference, never the bytes (spec runtime.md §9, §14.1); the turn sends the
+    /// image on the outbound copy of each model request. An inline `data:image/…;base64,…`
+    /// image is stored as an attachment of `owner` and referenced the same way; other image
+    /// strings (http URLs) pass as they are. The files are described in a note after the text.
+    /// Any reference that is not `owner`'s is [`CoreError::AttachmentNotFound`], and nothing is
+    /// sent.
     pub fn resolve(
         &self,
         owner: &UserId,
@@ -272,7 +291,13 @@ impl Attachments {
             .into_iter()
             .map(|i| {
                 if i.starts_with(REF_PREFIX) || valid_id(&i) {
-                    self.data_url(owner, &i)
+                    let (a, _) = self.get(owner, &i)?;
+                    if a.kind != Kind::Image {
+                        return Err(CoreError::AttachmentNotFound);
+                    }
+                    Ok(a.reference)
+                } else if let Some(bytes) = inline_image(&i) {
+                    self.store(owner, "image", &bytes).map(|a| a.reference)
                 } else {
                     Ok(i)
                 }
@@ -285,6 +310,13 @@ impl Attachments {
             (false, false) => format!("{text}\n\n{note}"),
         };
         Ok((text, images))
+    }
+
+    /// What the model gets for the image reference `reference` in `owner`'s message: the image
+    /// as a data URL, or `None` when it is gone (expired, dropped from the registry, another
+    /// user's, or its file removed).
+    pub fn outbound_image(&self, owner: &UserId, reference: &str) -> Option<String> {
+        self.data_url(owner, reference).ok()
     }
 
     /// Entries held now (expired ones pruned first).

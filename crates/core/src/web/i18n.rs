@@ -42,6 +42,24 @@ impl Locale {
     }
 }
 
+impl From<mpa_protocol::Lang> for Locale {
+    fn from(lang: mpa_protocol::Lang) -> Locale {
+        match lang {
+            mpa_protocol::Lang::En => Locale::En,
+            mpa_protocol::Lang::Zh => Locale::Zh,
+        }
+    }
+}
+
+impl From<Locale> for mpa_protocol::Lang {
+    fn from(locale: Locale) -> mpa_protocol::Lang {
+        match locale {
+            Locale::En => mpa_protocol::Lang::En,
+            Locale::Zh => mpa_protocol::Lang::Zh,
+        }
+    }
+}
+
 /// The Chinese text for an error code; `None` for codes without one (the English text stands).
 pub fn zh(code: &str) -> Option<&'static str> {
     Some(match code {

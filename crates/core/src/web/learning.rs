@@ -9,7 +9,7 @@ use crate::capability::Learning;
 use crate::services::Services;
 use mpa_learning::WriteOrigin;
 use mpa_learning::memory::{Change, Op, ReplaceMode, Scope, Target, WriteRequest};
-use mpa_protocol::Actor;
+use mpa_protocol::{Actor, Lang};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -106,19 +106,28 @@ pub fn memory_edit(
     memory_view(services, actor)
 }
 
-/// `/memory approve ID` or `/memory discard ID`, answered as the command answers it.
+/// `/memory approve ID` or `/memory discard ID`, answered as the command answers it (in
+/// `lang`); `ok` is whether the proposal was there and is gone now (applied or discarded).
 pub fn decide_proposal(
     services: &Services,
     actor: &Actor,
     id: &str,
     approve: bool,
+    lang: Lang,
 ) -> Result<Value, CoreError> {
     let m = memory(services)?;
+    let waiting = || {
+        m.pending(actor, &WriteOrigin::Foreground)
+            .proposals
+            .iter()
+            .any(|p| p.id == id)
+    };
+    let was_waiting = waiting();
     let verb = if approve { "approve" } else { "discard" };
     let message = m
-        .user_command(actor, &format!("/memory {verb} {id}"))
+        .user_command(actor, &format!("/memory {verb} {id}"), lang)
         .unwrap_or_default();
-    let ok = message.starts_with("Applied proposal") || message.starts_with("Discarded proposal");
+    let ok = was_waiting && !waiting();
     Ok(json!({"ok": ok, "message": message}))
 }
 
@@ -157,6 +166,7 @@ pub fn skill_action(
     actor: &Actor,
     name: &str,
     action: &str,
+    lang: Lang,
 ) -> Result<Value, CoreError> {
     if !matches!(action, "pin" | "unpin" | "adopt" | "restore") {
         return Err(CoreError::InvalidInput(format!(
@@ -166,17 +176,23 @@ pub fn skill_action(
     if name.split_whitespace().count() != 1 {
         return Err(CoreError::InvalidInput("a skill name is one word".into()));
     }
-    let before = skills(services)?.list(actor, None);
-    let message = skills(services)?
-        .user_command(actor, &format!("/skills {action} {name}"))
+    let s = skills(services)?;
+    let before = s.list(actor, None);
+    let message = s
+        .user_command(actor, &format!("/skills {action} {name}"), lang)
         .unwrap_or_default();
-    let after = skills(services)?.list(actor, None);
-    // The command's success sentences; a restore succeeded when the skill is back in the list.
+    // Whether the change was made, read from the skills themselves (never from the reply's
+    // wording, which follows the reader's language): a restore brought the skill back, a pin,
+    // unpin or adoption shows in its standing.
+    let standing = s
+        .ownership_view(actor)
+        .ok()
+        .and_then(|v| v.standing.get(name).cloned());
     let ok = match action {
-        "restore" => before != after,
-        _ => ["Pinned '", "Unpinned '", "Background review may now"]
-            .iter()
-            .any(|p| message.starts_with(p)),
+        "restore" => before != s.list(actor, None),
+        "pin" => standing.is_some_and(|st| st.pinned),
+        "unpin" => standing.is_some_and(|st| !st.pinned),
+        _ => standing.is_some_and(|st| st.created_by == mpa_learning::skills::CreatedBy::Agent),
     };
     Ok(json!({"ok": ok, "message": message}))
 }

@@ -8,7 +8,7 @@
 //! Stored as one JSON file under the data directory, replaced atomically on every change.
 
 use crate::CoreError;
-use mpa_protocol::Actor;
+use mpa_protocol::{Actor, Lang};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -185,8 +185,9 @@ impl Personas {
     }
 
     /// The `/persona` command: `/persona` or `/persona list` lists, `/persona use NAME|ID`
-    /// switches (administrators). `None` when `text` is not a persona command.
-    pub fn user_command(&self, actor: &Actor, text: &str) -> Option<String> {
+    /// switches (administrators); answered in `lang`. `None` when `text` is not a persona
+    /// command.
+    pub fn user_command(&self, actor: &Actor, text: &str, lang: Lang) -> Option<String> {
         let mut words = text.split_whitespace();
         if words.next()? != "/persona" {
             return None;
@@ -197,7 +198,11 @@ impl Personas {
             (None | Some("list"), true) => {
                 let (active, personas) = self.list();
                 if personas.is_empty() {
-                    "No personas defined; the default voice is used.".to_string()
+                    lang.pick(
+                        "No personas defined; the default voice is used.",
+                        "尚未定义人设；使用默认语气。",
+                    )
+                    .to_string()
                 } else {
                     let lines: Vec<String> = personas
                         .iter()
@@ -210,7 +215,8 @@ impl Personas {
                             format!("{mark} {} ({})", p.name, p.id)
                         })
                         .collect();
-                    format!("Personas (* active):\n{}", lines.join("\n"))
+                    let head = lang.pick("Personas (* active):", "人设（* 为当前使用）：");
+                    format!("{head}\n{}", lines.join("\n"))
                 }
             }
             (Some("use"), false) => {
@@ -220,16 +226,32 @@ impl Personas {
                     ..PersonaEdit::default()
                 };
                 match self.edit(actor, &key, edit) {
-                    Ok(p) => format!(
-                        "Active persona: {}. New sessions use it; this one keeps its voice.",
-                        p.name
+                    Ok(p) => lang.pick(
+                        format!(
+                            "Active persona: {}. New sessions use it; this one keeps its voice.",
+                            p.name
+                        ),
+                        format!(
+                            "当前人设：{}。新会话将使用它；本会话保持原来的语气。",
+                            p.name
+                        ),
                     ),
-                    Err(e) => e.to_string(),
+                    Err(e) => localised(&e, lang),
                 }
             }
-            _ => "Usage: /persona list · /persona use NAME (administrators)".to_string(),
+            _ => lang
+                .pick(
+                    "Usage: /persona list · /persona use NAME (administrators)",
+                    "用法：/persona list · /persona use 名称（仅管理员）",
+                )
+                .to_string(),
         })
     }
+}
+
+/// A refusal in the reader's language (the same table the HTTP errors use).
+fn localised(e: &CoreError, lang: Lang) -> String {
+    crate::web::i18n::localise(e.code(), &e.to_string(), lang.into())
 }
 
 /// The persona layer of a system prompt: the style, fenced by what it cannot do.

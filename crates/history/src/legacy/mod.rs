@@ -25,8 +25,12 @@
 
 mod cursor;
 mod hermes;
-mod moviepilot;
-mod source;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod moviepilot;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod source;
 
 pub use cursor::legacy_import_pending;
 use cursor::*;
@@ -50,7 +54,9 @@ pub(crate) const PAGE_ROWS: i64 = 500;
 /// Snapshot records read per page (each is one whole conversation).
 pub(crate) const SNAPSHOT_PAGE: i64 = 20;
 /// Prefix Hermes puts before JSON-encoded (list/dict) content.
-pub(crate) const HERMES_JSON_SENTINEL: &str = "\u{0}json:";
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub const HERMES_JSON_SENTINEL: &str = "\u{0}json:";
 pub(crate) const HERMES_CURSOR: &str = "import-hermes-cursor.json";
 pub(crate) const MOVIEPILOT_CURSOR: &str = "import-moviepilot-cursor.json";
 
@@ -88,46 +94,4 @@ pub struct ImportProgress {
     pub done: u64,
     pub total: u64,
     pub imported: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::moviepilot::{py_json, py_str};
-    use super::*;
-
-    #[test]
-    fn python_json_matches_json_dumps() {
-        // Expected strings are what CPython's json.dumps(..., ensure_ascii=False,
-        // sort_keys=True) prints for the same values.
-        let v = serde_json::json!(["s1", 0, "human", [{"type": "text", "text": "hé\n\"x\""}, {"b": 1.0, "a": null}]]);
-        let mut s = String::new();
-        py_json(&v, &mut s);
-        assert_eq!(
-            s,
-            r#"["s1", 0, "human", [{"text": "hé\n\"x\"", "type": "text"}, {"a": null, "b": 1.0}]]"#
-        );
-        let mut c = String::new();
-        py_str("\u{1}\u{8}", &mut c);
-        assert_eq!(c, r#""\u0001\b""#);
-    }
-
-    #[test]
-    fn hermes_sentinel_content_keeps_text_blocks() {
-        let raw = format!(
-            "{HERMES_JSON_SENTINEL}{}",
-            r#"[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"b"}]"#
-        );
-        assert_eq!(hermes_content(raw), "a\nb");
-        assert_eq!(hermes_content("plain".into()), "plain");
-    }
-
-    #[test]
-    fn naive_mp_time_is_local() {
-        assert!(parse_mp_time("2026-03-15 09:24:37").is_some());
-        assert_eq!(
-            parse_mp_time("2026-03-15T09:24:37Z").map(|t| t.timestamp()),
-            Some(1_773_566_677)
-        );
-        assert!(parse_mp_time("yesterday").is_none());
-    }
 }

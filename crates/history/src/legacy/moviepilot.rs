@@ -192,7 +192,7 @@ pub(crate) fn snapshot_page(
 
 /// Python's `json.dumps(v, ensure_ascii=False, sort_keys=True)` with default separators, so
 /// our legacy identities equal the ones MoviePilot computed (spec §6.1).
-pub(crate) fn py_json(v: &Value, out: &mut String) {
+pub fn py_json(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -234,7 +234,7 @@ pub(crate) fn py_json(v: &Value, out: &mut String) {
     }
 }
 
-pub(crate) fn py_str(s: &str, out: &mut String) {
+pub fn py_str(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -61,7 +61,7 @@ pub(crate) fn epoch_to_dt(f: f64) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// Parse a MoviePilot time string: RFC 3339, or a naive `YYYY-MM-DD HH:MM:SS[.f]` which
 /// MoviePilot writes in its local time zone (taken to be this machine's).
-pub(crate) fn parse_mp_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+pub fn parse_mp_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -257,7 +257,7 @@ pub(crate) fn non_empty(s: &str) -> Option<String> {
 }
 
 /// Text of Hermes content: plain, or the sentinel-prefixed JSON of a list/dict.
-pub(crate) fn hermes_content(raw: String) -> String {
+pub fn hermes_content(raw: String) -> String {
     match raw.strip_prefix(HERMES_JSON_SENTINEL) {
         Some(json) => match serde_json::from_str::<Value>(json) {
             Ok(v) => content_text(&v),

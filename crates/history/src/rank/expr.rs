@@ -16,16 +16,16 @@ pub(crate) enum Node {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Phrase {
+pub struct Phrase {
     /// The phrase as FTS5 text (a quoted string), for counting it on its own.
-    pub(crate) text: String,
+    pub text: String,
     /// Its tokens as the index stores them.
     pub(crate) tokens: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Query {
-    pub(crate) phrases: Vec<Phrase>,
+pub struct Query {
+    pub phrases: Vec<Phrase>,
     pub(crate) root: Node,
 }
 
@@ -35,8 +35,9 @@ pub(crate) type Mask = u64;
 impl Query {
     /// Whether a row holding exactly the phrases in `present` matches (tests compare this with
     /// FTS5's own matching).
-    #[cfg(test)]
-    pub(crate) fn matches(&self, present: Mask) -> bool {
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn matches(&self, present: Mask) -> bool {
         self.eval(present, 0) == Truth::Yes
     }
 
@@ -46,7 +47,7 @@ impl Query {
     /// so its phrases are not on the row). With `NOT`, what FTS5 reports also depends on where
     /// its iterators happen to stand (a `NOT` whose left side is exhausted leaves its right
     /// side's iterator behind), so such queries are only bounded — see [`Query::has_not`].
-    pub(crate) fn counted(&self, present: Mask) -> Mask {
+    pub fn counted(&self, present: Mask) -> Mask {
         counted(&self.root, present).1
     }
 
@@ -64,7 +65,7 @@ impl Query {
     }
 
     /// Whether the query has a `NOT` anywhere.
-    pub(crate) fn has_not(&self) -> bool {
+    pub fn has_not(&self) -> bool {
         fn any_not(n: &Node) -> bool {
             match n {
                 Node::Phrase(_) => false,

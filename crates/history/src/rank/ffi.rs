@@ -23,7 +23,7 @@ use std::ffi::{CStr, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The SQL name of the function.
-pub(crate) const RANK_FUNCTION: &str = "mpa_rank";
+pub const RANK_FUNCTION: &str = "mpa_rank";
 const RANK_FUNCTION_C: &CStr = c"mpa_rank";
 
 /// `mpa_phrase(table)`: for a query of one phrase, the phrase's occurrences in the current row
@@ -42,7 +42,7 @@ const OCCURRENCES_FUNCTION_C: &CStr = c"mpa_occurrences";
 pub(crate) const MAX_PHRASES: usize = 64;
 
 /// Registers `mpa_rank` and `mpa_phrase` on `conn`; registering again replaces them.
-pub(crate) fn register_rank_function(conn: &Connection) -> rusqlite::Result<()> {
+pub fn register_rank_function(conn: &Connection) -> rusqlite::Result<()> {
     let api = crate::tokenizer::fts5_api_of(conn)?;
     for (name, function) in [
         (RANK_FUNCTION_C, x_call::<Rank> as Extension),

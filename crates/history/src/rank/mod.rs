@@ -16,14 +16,25 @@
 //! serve (prefix queries, an index that is rebuilding, a store whose segments are not
 //! summarised yet) goes to the plain `bm25()` path.
 
-mod expr;
-mod ffi;
-mod postings;
-pub(crate) mod stats;
-mod walk;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod expr;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod ffi;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod postings;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod stats;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod walk;
 
-pub(crate) use ffi::{OCCURRENCES_FUNCTION, register_rank_function};
-pub(crate) use walk::{ListCache, SharedLists, Walk, plan};
+pub(crate) use ffi::OCCURRENCES_FUNCTION;
+pub use ffi::register_rank_function;
+pub use walk::{ListCache, SharedLists, Walk, plan};
 
 /// Ids per segment. A segment is summarised once its last id has been assigned; the ids
 /// above the last summarised segment (at most about this many) are scored through FTS5, which
@@ -42,7 +53,7 @@ const B: f64 = 0.75;
 /// that does not occur adds exactly 0, so it is skipped. Non-decreasing in every frequency in
 /// floating point too (each step is a correctly rounded monotone operation), so frequency bounds
 /// give a score bound.
-pub(crate) fn bm25(freq: &[f64], idf: &[f64], d: f64, avgdl: f64) -> f64 {
+pub fn bm25(freq: &[f64], idf: &[f64], d: f64, avgdl: f64) -> f64 {
     bm25_normed(freq, idf, length_norm(d, avgdl))
 }
 
@@ -64,7 +75,7 @@ pub(crate) fn bm25_normed(freq: &[f64], idf: &[f64], norm: f64) -> f64 {
 }
 
 /// FTS5's idf for a phrase held by `n` of `rows` documents (never ≤ 0).
-pub(crate) fn idf(rows: f64, n: f64) -> f64 {
+pub fn idf(rows: f64, n: f64) -> f64 {
     let n = n.clamp(0.0, rows);
     let v = ((rows - n + 0.5) / (n + 0.5)).ln();
     if v <= 0.0 { 1e-6 } else { v }
@@ -72,7 +83,7 @@ pub(crate) fn idf(rows: f64, n: f64) -> f64 {
 
 /// The indexes whose ranking can use segment statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum RankIndex {
+pub enum RankIndex {
     /// `messages_fts` (SQLite's `unicode61`), searched through its first three columns.
     Base,
     /// `messages_fts_cjk` (the native `cjk_unicode61`).
@@ -80,7 +91,7 @@ pub(crate) enum RankIndex {
 }
 
 impl RankIndex {
-    pub(crate) const ALL: [RankIndex; 2] = [RankIndex::Base, RankIndex::Cjk];
+    pub const ALL: [RankIndex; 2] = [RankIndex::Base, RankIndex::Cjk];
 
     pub(crate) fn of_table(table: &str) -> Option<Self> {
         match table {
@@ -90,7 +101,7 @@ impl RankIndex {
         }
     }
 
-    pub(crate) fn table(self) -> &'static str {
+    pub fn table(self) -> &'static str {
         match self {
             Self::Base => "messages_fts",
             Self::Cjk => "messages_fts_cjk",
@@ -98,7 +109,7 @@ impl RankIndex {
     }
 
     /// The index's columns, in declaration order (read from `<table>_src`).
-    pub(crate) fn columns(self) -> &'static [&'static str] {
+    pub fn columns(self) -> &'static [&'static str] {
         match self {
             Self::Base => &["content", "tool_name", "tool_calls", "tool_result"],
             Self::Cjk => &["content", "tool_name"],
@@ -107,7 +118,7 @@ impl RankIndex {
 
     /// Leading columns a ranked search matches (the base index's tool bodies are excluded by a
     /// column filter; their tokens still count in the document length).
-    pub(crate) fn searched_columns(self) -> usize {
+    pub fn searched_columns(self) -> usize {
         match self {
             Self::Base => 3,
             Self::Cjk => 2,
@@ -156,7 +167,7 @@ impl RankIndex {
     }
 
     /// The column filter a ranked search of this index wraps its expression in.
-    pub(crate) fn match_expr(self, expr: &str) -> String {
+    pub fn match_expr(self, expr: &str) -> String {
         match self {
             Self::Base => format!("{{content tool_name tool_calls}} : ({expr})"),
             Self::Cjk => expr.to_owned(),
@@ -171,6 +182,3 @@ const MAX_TOKEN_BYTES: usize = 32768;
 pub(crate) fn truncate(token: &[u8]) -> &[u8] {
     &token[..token.len().min(MAX_TOKEN_BYTES)]
 }
-
-#[cfg(test)]
-mod tests;

@@ -7,13 +7,13 @@
 
 /// One document holding the term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Posting {
-    pub(crate) id: i64,
-    pub(crate) tf: u32,
-    pub(crate) len: u32,
+pub struct Posting {
+    pub id: i64,
+    pub tf: u32,
+    pub len: u32,
 }
 
-pub(crate) fn encode(lo: i64, postings: &[Posting]) -> Vec<u8> {
+pub fn encode(lo: i64, postings: &[Posting]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + postings.len() * 4);
     put_varint(&mut out, postings.len() as u64);
     let mut prev = lo - 1;
@@ -28,8 +28,9 @@ pub(crate) fn encode(lo: i64, postings: &[Posting]) -> Vec<u8> {
 
 /// `None` for anything [`encode`] cannot have written for a segment starting at `lo` and
 /// ending at `hi`.
-#[cfg(test)]
-pub(crate) fn decode(lo: i64, hi: i64, bytes: &[u8]) -> Option<Vec<Posting>> {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn decode(lo: i64, hi: i64, bytes: &[u8]) -> Option<Vec<Posting>> {
     let mut out = Vec::new();
     decode_into(lo, hi, bytes, &mut out).then_some(out)
 }

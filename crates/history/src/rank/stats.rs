@@ -21,21 +21,21 @@ pub(crate) const FORMAT: i64 = 2;
 
 /// One summarised segment as a query reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Segment {
-    pub(crate) lo: i64,
-    pub(crate) hi: i64,
+pub struct Segment {
+    pub lo: i64,
+    pub hi: i64,
 }
 
 /// The posting lists of one segment, before they are written.
 #[derive(Debug, Default)]
-pub(crate) struct Built {
-    pub(crate) docs: u64,
+pub struct Built {
+    pub docs: u64,
     /// Every term of the searched columns with its postings, by term.
-    pub(crate) terms: Vec<(Vec<u8>, Vec<Posting>)>,
+    pub terms: Vec<(Vec<u8>, Vec<Posting>)>,
 }
 
 /// The highest id ever assigned (deleted rows included): every id up to it is final.
-pub(crate) fn id_high_water(conn: &Connection) -> Result<i64> {
+pub fn id_high_water(conn: &Connection) -> Result<i64> {
     Ok(conn
         .query_row(
             "SELECT seq FROM sqlite_sequence WHERE name = 'messages'",
@@ -47,7 +47,7 @@ pub(crate) fn id_high_water(conn: &Connection) -> Result<i64> {
 }
 
 /// Tokenizes the documents of ids `lo..=hi` of `index` into posting lists.
-pub(crate) fn build(conn: &Connection, index: RankIndex, lo: i64, hi: i64) -> Result<Built> {
+pub fn build(conn: &Connection, index: RankIndex, lo: i64, hi: i64) -> Result<Built> {
     let cols = index.columns();
     let searched = index.searched_columns();
     let sql = format!(
@@ -160,7 +160,7 @@ pub(crate) fn write(
 
 /// The current summarised segments of `index`, in id order, without overlaps (a row that
 /// overlaps an earlier one — another grid's leftover — is ignored).
-pub(crate) fn segments(conn: &Connection, index: RankIndex) -> Result<Vec<Segment>> {
+pub fn segments(conn: &Connection, index: RankIndex) -> Result<Vec<Segment>> {
     let mut st = conn.prepare(
         "SELECT lo, hi FROM rank_segments WHERE idx = ?1 AND format = ?2 AND tokenizer = ?3 \
          ORDER BY lo",
@@ -181,8 +181,9 @@ pub(crate) fn segments(conn: &Connection, index: RankIndex) -> Result<Vec<Segmen
 }
 
 /// A term's posting blobs: segment `lo` → (documents holding it, encoded postings).
-#[cfg(test)]
-pub(crate) fn term(
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn term(
     conn: &Connection,
     index: RankIndex,
     term: &[u8],

@@ -49,15 +49,15 @@ impl PartialOrd for Entry {
 }
 
 /// A query ready to walk: its collection statistics and every match, scored or bounded.
-pub(crate) struct Plan {
+pub struct Plan {
     index: RankIndex,
     match_expr: String,
     avgdl: f64,
     idf: Vec<f64>,
     entries: Vec<Entry>,
     /// Rows scored through FTS5 (unsummarised ids) and postings read from segment lists.
-    pub(crate) rows_scored_by_fts5: usize,
-    pub(crate) postings_read: usize,
+    pub rows_scored_by_fts5: usize,
+    pub postings_read: usize,
 }
 
 /// Rows and tokens of an index, from FTS5's averages record (`<table>_data` id 1: SQLite
@@ -303,7 +303,7 @@ struct TokenLists {
 /// the least recently used go first once `budget` bytes are held): a search that needs a token
 /// another one decoded — over the same summarised segments of the same store — does not read
 /// and decode it again.
-pub(crate) struct SharedLists {
+pub struct SharedLists {
     budget: usize,
     inner: Mutex<SharedState>,
 }
@@ -384,7 +384,7 @@ impl SharedLists {
 /// Posting lists one search uses, shared by its plans (a query that finds nothing is retried
 /// relaxed over the same tokens) and, through the store's [`SharedLists`], with later searches.
 #[derive(Default)]
-pub(crate) struct ListCache<'s> {
+pub struct ListCache<'s> {
     lists: HashMap<(RankIndex, Vec<u8>), Arc<TokenLists>>,
     /// A phrase's postings over the ids no list covers (the relaxed retries read the same ones).
     phrases: HashMap<(RankIndex, String), Arc<Vec<Posting>>>,
@@ -494,7 +494,7 @@ fn fingerprint(segments: &[Segment]) -> u64 {
 
 /// A plan for ranking `expr` (sanitised, without the column filter) on `index`, or `None` when
 /// the posting lists cannot serve it (the caller then uses `bm25()`).
-pub(crate) fn plan(
+pub fn plan(
     conn: &Connection,
     index: RankIndex,
     expr: &str,
@@ -677,7 +677,7 @@ pub(crate) fn plan(
 }
 
 /// Rows of a plan that pass the filters, best first, one at a time.
-pub(crate) struct Walk<'c> {
+pub struct Walk<'c> {
     conn: &'c Connection,
     index: RankIndex,
     match_expr: String,
@@ -693,9 +693,9 @@ pub(crate) struct Walk<'c> {
     /// Rows returned so far.
     returned: usize,
     /// Bounded entries confirmed through FTS5 (for tests and benchmarks).
-    pub(crate) confirmed: usize,
-    pub(crate) rows_scored_by_fts5: usize,
-    pub(crate) postings_read: usize,
+    pub confirmed: usize,
+    pub rows_scored_by_fts5: usize,
+    pub postings_read: usize,
     /// Every match has been returned or filtered out.
     exhausted: bool,
     /// Checked between rows: filtered-out rows can make one pull long.
@@ -708,7 +708,7 @@ pub(crate) struct Walk<'c> {
 impl<'c> Walk<'c> {
     /// `check` selects one candidate by id (its last parameter) when it passes the filters,
     /// bound to `check_params` first.
-    pub(crate) fn new(
+    pub fn new(
         conn: &'c Connection,
         plan: Plan,
         check: Statement<'c>,
@@ -780,7 +780,7 @@ impl<'c> Walk<'c> {
     }
 
     /// The next row that passes the filters, or `None` when every match has been seen.
-    pub(crate) fn next_row(&mut self) -> Result<Option<Candidate>> {
+    pub fn next_row(&mut self) -> Result<Option<Candidate>> {
         // Once per pull (a discover pulls a few hundred at most), then once per block of
         // entries skipped by the filters.
         self.budget.check()?;
@@ -818,7 +818,7 @@ impl<'c> Walk<'c> {
 
     /// Whether at least `k` matching rows pass the filters, counting newest first without
     /// scoring (for `candidate_limit_reached` when the walk stopped early).
-    pub(crate) fn at_least(&mut self, k: usize) -> Result<bool> {
+    pub fn at_least(&mut self, k: usize) -> Result<bool> {
         if self.returned >= k {
             return Ok(true);
         }
@@ -870,19 +870,23 @@ impl Drop for Walk<'_> {
 }
 
 impl Plan {
-    #[cfg(test)]
-    pub(crate) fn idf(&self) -> &[f64] {
+    // public for the crate's tests (tests/all.rs); not part of the API
+    #[doc(hidden)]
+    pub fn idf(&self) -> &[f64] {
         &self.idf
     }
 
-    #[cfg(test)]
-    pub(crate) fn avgdl(&self) -> f64 {
+    // public for the crate's tests (tests/all.rs); not part of the API
+
+    #[doc(hidden)]
+    pub fn avgdl(&self) -> f64 {
         self.avgdl
     }
 }
 
 /// The parsed query, for tests.
-#[cfg(test)]
-pub(crate) fn parse_for_test(expr: &str, index: RankIndex) -> Option<Query> {
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub fn parse_for_test(expr: &str, index: RankIndex) -> Option<Query> {
     parse(expr, index)
 }

@@ -3,10 +3,16 @@
 //! ([`write`]: append, compaction flags, end reasons, delete with tombstone, retention).
 
 mod paths;
-mod pool;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod pool;
 mod registry;
-pub(crate) mod schema;
-pub(crate) mod write;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod schema;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod write;
 
 pub(crate) use paths::*;
 pub(crate) use pool::*;

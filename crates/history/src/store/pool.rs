@@ -9,7 +9,7 @@ pub(crate) const POOL_SIZE: usize = 4;
 
 /// Open one connection with the policy of spec §2.3. Reads `user_version` before any PRAGMA that
 /// writes, so a newer database is refused untouched.
-pub(crate) fn open_connection(
+pub fn open_connection(
     db: &Path,
     busy: Duration,
     durability: mpa_protocol::Durability,
@@ -58,7 +58,7 @@ fn rank_pending(conn: &Connection, size: i64) -> Result<bool> {
 }
 
 /// A lazily opened per-user store with a small connection pool.
-pub(crate) struct UserStore {
+pub struct UserStore {
     pub(crate) db: PathBuf,
     busy: Duration,
     deadline: Duration,
@@ -222,7 +222,7 @@ impl UserStore {
     /// Run a read in one snapshot within `budget`: SQLite's progress handler interrupts a
     /// statement once it is spent (the Rust work inside `f` checks the same budget itself), and
     /// the interruption is reported as the budget's error (deadline or cancellation).
-    pub(crate) fn read_within<T>(
+    pub fn read_within<T>(
         &self,
         budget: &Budget,
         f: impl FnOnce(&Connection) -> Result<T>,

@@ -17,7 +17,7 @@ impl std::error::Error for TokenizerArgError {}
 
 /// One configured tokenizer instance (unicode61 options).
 #[derive(Debug, Clone)]
-pub(crate) struct CjkTokenizer {
+pub struct CjkTokenizer {
     pub(crate) token_categories: [bool; 32],
     /// Indexed by byte; bytes ≥ 0x80 are always false (they start a multi-byte character).
     pub(crate) ascii_token: [bool; 256],
@@ -27,7 +27,7 @@ pub(crate) struct CjkTokenizer {
     /// Index into a fold entry: `remove_diacritics` 0, 1 or 2.
     pub(crate) diacritics: usize,
     /// Emit run-end characters (issue 5 item 3); off only to compare with the reference split.
-    pub(crate) run_ends: bool,
+    pub run_ends: bool,
     /// Split CJK runs into bigrams. Off, the tokenizer is SQLite's plain `unicode61` (CJK
     /// characters are ordinary letters), which the ranking statistics of the base index use.
     pub(crate) split_cjk: bool,
@@ -70,7 +70,7 @@ impl CjkChar {
 
 /// `emit(token, start, end, colocated)`; breaking stops the tokenizer. Generic rather than
 /// `dyn` so the FTS5 callback inlines into the hot loop.
-pub(crate) trait Emit: FnMut(&[u8], usize, usize, bool) -> ControlFlow<()> {}
+pub trait Emit: FnMut(&[u8], usize, usize, bool) -> ControlFlow<()> {}
 
 impl<F: FnMut(&[u8], usize, usize, bool) -> ControlFlow<()>> Emit for F {}
 
@@ -107,7 +107,7 @@ impl<E: Emit> Emitter<'_, E> {
 
 impl CjkTokenizer {
     /// Parses FTS5 tokenizer arguments as unicode61 does (pairs of option and value).
-    pub(crate) fn new(args: &[&str]) -> Result<Self, TokenizerArgError> {
+    pub fn new(args: &[&str]) -> Result<Self, TokenizerArgError> {
         if !args.len().is_multiple_of(2) {
             return Err(TokenizerArgError(
                 "options must come in name/value pairs".into(),
@@ -196,7 +196,7 @@ impl CjkTokenizer {
         }
     }
 
-    pub(crate) fn is_token_char(&self, c: u32, classes: &[u8]) -> bool {
+    pub fn is_token_char(&self, c: u32, classes: &[u8]) -> bool {
         let category = if c < 0x1_0000 {
             classes[c as usize] & CATEGORY_MASK
         } else {
@@ -209,7 +209,7 @@ impl CjkTokenizer {
     /// The tokenizer proper, on raw bytes (SQLite text need not be valid UTF-8). Streams:
     /// a non-CJK segment is emitted when a CJK character or the token's end closes it, and a
     /// bigram as soon as its second character is read. Stops as soon as `emit` breaks.
-    pub(crate) fn tokenize_bytes(&self, text: &[u8], reason: TokenizeReason, emit: &mut impl Emit) {
+    pub fn tokenize_bytes(&self, text: &[u8], reason: TokenizeReason, emit: &mut impl Emit) {
         thread_local! {
             // FTS5 tokenizes row by row; reusing the fold buffer saves an allocation per row.
             static SEGMENT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };

@@ -5,7 +5,7 @@ use super::*;
 
 /// The safe face of an FTS5 tokenizer: the FFI below adapts any implementation, so nothing
 /// outside this section touches a raw pointer.
-pub(crate) trait NativeTokenizer: Sized + 'static {
+pub trait NativeTokenizer: Sized + 'static {
     /// The name tables use in `tokenize='…'`.
     const NAME: &'static CStr;
     /// Builds an instance from the arguments after the name.
@@ -32,7 +32,7 @@ pub fn register_cjk_tokenizer(conn: &Connection) -> rusqlite::Result<()> {
     register::<CjkTokenizer>(conn)
 }
 
-pub(crate) fn register<T: NativeTokenizer>(conn: &Connection) -> rusqlite::Result<()> {
+pub fn register<T: NativeTokenizer>(conn: &Connection) -> rusqlite::Result<()> {
     let api = fts5_api(conn)?;
     let mut module = ffi::fts5_tokenizer {
         xCreate: Some(x_create::<T>),
@@ -80,7 +80,7 @@ impl ToSql for Fts5ApiSlot {
     }
 }
 
-pub(crate) fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
+pub fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
     let mut api: *mut ffi::fts5_api = std::ptr::null_mut();
     conn.query_row("SELECT fts5(?1)", [Fts5ApiSlot(&mut api)], |_| Ok(()))
         .map_err(|err| match err {

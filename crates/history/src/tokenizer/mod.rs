@@ -37,13 +37,21 @@
 //! Unsafe code is confined to `fts5_ffi.rs`; every callback runs under
 //! `catch_unwind` and reports a panic as `SQLITE_ERROR`.
 
-mod cjk;
-mod fts5_ffi;
-mod tables;
-mod unicode61;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod cjk;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod fts5_ffi;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod tables;
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub mod unicode61;
 
 use cjk::*;
-pub(crate) use fts5_ffi::fts5_api as fts5_api_of;
+pub use fts5_ffi::fts5_api as fts5_api_of;
 pub use fts5_ffi::register_cjk_tokenizer;
 use unicode61::*;
 
@@ -76,7 +84,7 @@ pub enum TokenizeReason {
 }
 
 impl TokenizeReason {
-    fn from_flags(flags: c_int) -> Self {
+    pub fn from_flags(flags: c_int) -> Self {
         if flags & ffi::FTS5_TOKENIZE_QUERY != 0 {
             Self::Query {
                 prefix: flags & ffi::FTS5_TOKENIZE_PREFIX != 0,
@@ -110,7 +118,7 @@ pub fn is_cjk(c: char) -> bool {
     is_cjk_code(c as u32)
 }
 
-const fn is_cjk_code(c: u32) -> bool {
+pub const fn is_cjk_code(c: u32) -> bool {
     matches!(
         c,
         0x1100..=0x11FF
@@ -196,6 +204,3 @@ fn default_tokenizer() -> &'static CjkTokenizer {
     static DEFAULT: OnceLock<CjkTokenizer> = OnceLock::new();
     DEFAULT.get_or_init(CjkTokenizer::default)
 }
-
-#[cfg(test)]
-mod tests;

@@ -5,7 +5,7 @@ use super::*;
 
 /// unicode61's category numbering (`sqlite3Fts5UnicodeCatParse`); 0 is "no data", which SQLite
 /// always treats as a token character, and 30 is never returned.
-pub(crate) const CATEGORY_NAMES: [(&str, u8); 29] = [
+pub const CATEGORY_NAMES: [(&str, u8); 29] = [
     ("Cc", 1),
     ("Cf", 2),
     ("Cn", 3),
@@ -36,7 +36,7 @@ pub(crate) const CATEGORY_NAMES: [(&str, u8); 29] = [
     ("Zp", 28),
     ("Zs", 29),
 ];
-pub(crate) const CATEGORY_CO: u8 = 31;
+pub const CATEGORY_CO: u8 = 31;
 pub(crate) const CATEGORY_MASK: u8 = 0x1F;
 /// BMP class byte: low five bits are the category, then these flags.
 pub(crate) const CLASS_FOLDS: u8 = 0x20;
@@ -44,7 +44,7 @@ pub(crate) const CLASS_CJK: u8 = 0x40;
 pub(crate) const CLASS_DIACRITIC: u8 = 0x80;
 
 /// One byte per BMP code point, so the hot path never binary-searches for ordinary text.
-pub(crate) fn bmp_classes() -> &'static [u8] {
+pub fn bmp_classes() -> &'static [u8] {
     static CLASSES: OnceLock<Box<[u8]>> = OnceLock::new();
     CLASSES.get_or_init(|| {
         let mut classes = vec![0u8; 0x1_0000].into_boxed_slice();
@@ -93,7 +93,7 @@ pub(crate) fn is_diacritic(c: u32) -> bool {
 }
 
 /// Folds one code point the way unicode61 does; 0 means "drop it" (a removed diacritic).
-pub(crate) fn fold(c: u32, diacritics: usize, classes: &[u8]) -> u32 {
+pub fn fold(c: u32, diacritics: usize, classes: &[u8]) -> u32 {
     if c < 0x80 {
         return if (0x41..=0x5A).contains(&c) {
             c + 32
@@ -113,7 +113,7 @@ pub(crate) fn fold(c: u32, diacritics: usize, classes: &[u8]) -> u32 {
 /// unicode61's UTF-8 reader (`FTS5_READ_UTF8`), reproduced so invalid input splits identically:
 /// a lead byte swallows every following continuation byte, overlong/surrogate/U+FFFE/U+FFFF
 /// results become U+FFFD, and a stray continuation byte reads as its own value.
-pub(crate) fn read_utf8(text: &[u8], mut i: usize) -> (u32, usize) {
+pub fn read_utf8(text: &[u8], mut i: usize) -> (u32, usize) {
     const LEAD: [u8; 64] = [
         0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e,
         0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d,
@@ -141,7 +141,7 @@ pub(crate) fn read_utf8(text: &[u8], mut i: usize) -> (u32, usize) {
 }
 
 /// `FTS5_WRITE_UTF8`: also encodes the out-of-range values `read_utf8` can produce.
-pub(crate) fn push_utf8(out: &mut Vec<u8>, c: u32) {
+pub fn push_utf8(out: &mut Vec<u8>, c: u32) {
     let mut bytes = [0u8; 4];
     let len = encode_utf8(c, &mut bytes);
     out.extend_from_slice(&bytes[..len]);

@@ -25,6 +25,9 @@ pub use search::{
 };
 pub use snapshot::{MemorySnapshot, SnapshotStore};
 pub use store::{Scope, Target};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use snapshot::capped;
 
 use crate::ActorKey;
 use crate::{ReviewToken, WriteOrigin};

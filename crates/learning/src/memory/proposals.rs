@@ -181,14 +181,27 @@ impl Memory {
         self.proposal_files(actor).len()
     }
 
-    pub(crate) fn load_proposal(&self, actor: &Actor, id: &str) -> Result<Proposal, String> {
+    pub(crate) fn load_proposal(
+        &self,
+        actor: &Actor,
+        id: &str,
+        lang: mpa_protocol::Lang,
+    ) -> Result<Proposal, String> {
         match fs::read(self.proposal_path(actor, id)) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map_err(|e| format!("Proposal {id} is unreadable ({e}); discard it.")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(format!("No pending memory proposal {id}."))
-            }
-            Err(e) => Err(format!("Cannot read proposal {id}: {e}")),
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+                lang.pick(
+                    format!("Proposal {id} is unreadable ({e}); discard it."),
+                    format!("提议 {id} 无法读取（{e}）；请丢弃它。"),
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(lang.pick(
+                format!("No pending memory proposal {id}."),
+                format!("没有待处理的记忆提议 {id}。"),
+            )),
+            Err(e) => Err(lang.pick(
+                format!("Cannot read proposal {id}: {e}"),
+                format!("无法读取提议 {id}：{e}"),
+            )),
         }
     }
 

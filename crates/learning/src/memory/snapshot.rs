@@ -129,7 +129,7 @@ fn header(s: &SnapshotStore) -> String {
 
 /// Render-side cap for files grown by other writers: keep the first 70 % and the last 20 %
 /// of max(2·limit, 4000) chars.
-fn capped(text: &str, limit: usize) -> String {
+pub fn capped(text: &str, limit: usize) -> String {
     let cap = (2 * limit).max(4000);
     let n = chars(text);
     if n <= cap {
@@ -143,19 +143,4 @@ fn capped(text: &str, limit: usize) -> String {
         "{head_s}\n[... {} chars truncated: this memory is far over budget. Consolidate it with one memory batch that merges or removes entries ...]\n{tail_s}",
         n - head - tail
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cap_keeps_head_and_tail() {
-        let text = "a".repeat(3000) + &"b".repeat(3000);
-        let out = capped(&text, 1375);
-        assert!(out.starts_with(&"a".repeat(2800)));
-        assert!(out.ends_with(&"b".repeat(800)));
-        assert!(out.contains("2400 chars truncated"));
-        assert_eq!(capped("short", 1375), "short");
-    }
 }

@@ -159,11 +159,19 @@ impl Skills {
     }
 
     /// Restore an archived skill (`/skills restore`). Caller holds the lock.
-    pub(crate) fn restore_archived(&self, key: &UserKey, name: &str) -> Result<String> {
+    pub(crate) fn restore_archived(
+        &self,
+        key: &UserKey,
+        name: &str,
+        lang: mpa_protocol::Lang,
+    ) -> Result<String> {
         validate::check_name(name, "skill name").map_err(Error::Invalid)?;
         if self.find(key, name).is_some() {
-            return Err(Error::Refused(format!(
-                "A skill named '{name}' already exists (personal or public); nothing was restored."
+            return Err(Error::Refused(lang.pick(
+                format!(
+                    "A skill named '{name}' already exists (personal or public); nothing was restored."
+                ),
+                format!("已有名为 '{name}' 的技能（个人或公共）；未恢复任何内容。"),
             )));
         }
         let personal = self.personal_root(key);
@@ -189,7 +197,10 @@ impl Skills {
             match candidates.pop() {
                 Some(n) => archive_root.join(n),
                 None => {
-                    return Err(Error::Invalid(format!("No archived skill named '{name}'.")));
+                    return Err(Error::Invalid(lang.pick(
+                        format!("No archived skill named '{name}'."),
+                        format!("归档中没有名为 '{name}' 的技能。"),
+                    )));
                 }
             }
         };
@@ -222,7 +233,10 @@ impl Skills {
         record.absorbed_into = None;
         sidecar.insert(name.to_string(), record);
         ownership::save(&personal, &sidecar)?;
-        Ok(format!("Restored skill '{name}'."))
+        Ok(lang.pick(
+            format!("Restored skill '{name}'."),
+            format!("已恢复技能 '{name}'。"),
+        ))
     }
 }
 

@@ -7,23 +7,27 @@ use super::ownership::{self, CreatedBy, Record};
 use super::validate;
 use crate::ActorKey;
 use crate::durable_fs::MutationLock;
-use mpa_protocol::Actor;
+use mpa_protocol::{Actor, Lang};
 
 const USAGE: &str =
     "Usage: /skills restore NAME · /skills adopt NAME · /skills pin NAME · /skills unpin NAME";
+const USAGE_ZH: &str =
+    "用法：/skills restore 名称 · /skills adopt 名称 · /skills pin 名称 · /skills unpin 名称";
 
 impl Skills {
-    /// Handle `/skills …` typed by the user. `None` when `text` is not a skills command.
-    pub fn user_command(&self, actor: &Actor, text: &str) -> Option<String> {
+    /// Handle `/skills …` typed by the user, answered in `lang`. `None` when `text` is not a
+    /// skills command.
+    pub fn user_command(&self, actor: &Actor, text: &str, lang: Lang) -> Option<String> {
         let mut words = text.split_whitespace();
         if words.next()? != "/skills" {
             return None;
         }
+        let usage = lang.pick(USAGE, USAGE_ZH);
         let (Some(sub), Some(name), None) = (words.next(), words.next(), words.next()) else {
-            return Some(USAGE.to_string());
+            return Some(usage.to_string());
         };
         if !matches!(sub, "restore" | "adopt" | "pin" | "unpin") {
-            return Some(USAGE.to_string());
+            return Some(usage.to_string());
         }
         if let Err(e) = validate::check_name(name, "skill name") {
             return Some(e);
@@ -31,19 +35,32 @@ impl Skills {
         let key = actor.user_key();
         let _guard = match MutationLock::acquire(&self.learning_root(&key)) {
             Ok(g) => g,
-            Err(e) => return Some(format!("Skills are busy ({e}); try again.")),
+            Err(e) => {
+                return Some(lang.pick(
+                    format!("Skills are busy ({e}); try again."),
+                    format!("技能正忙（{e}），请重试。"),
+                ));
+            }
         };
         if sub == "restore" {
-            return Some(match self.restore_archived(&key, name) {
+            return Some(match self.restore_archived(&key, name, lang) {
                 Ok(m) => m,
                 Err(e) => e.to_string(),
             });
         }
         match self.find(&key, name) {
-            None => return Some(format!("No personal skill named '{name}'.")),
+            None => {
+                return Some(lang.pick(
+                    format!("No personal skill named '{name}'."),
+                    format!("没有名为 '{name}' 的个人技能。"),
+                ));
+            }
             Some(s) if s.source == SkillSource::Public => {
-                return Some(format!(
-                    "'{name}' is a public skill; only personal skills can be adopted or pinned."
+                return Some(lang.pick(
+                    format!(
+                        "'{name}' is a public skill; only personal skills can be adopted or pinned."
+                    ),
+                    format!("'{name}' 是公共技能；只有个人技能可以交给后台维护或固定。"),
                 ));
             }
             Some(_) => {}
@@ -59,17 +76,26 @@ impl Skills {
         let msg = match sub {
             "adopt" => {
                 record.created_by = CreatedBy::Agent;
-                format!("Background review may now maintain '{name}' (unless it is pinned).")
+                lang.pick(
+                    format!("Background review may now maintain '{name}' (unless it is pinned)."),
+                    format!("后台复盘现在可以维护 '{name}'（固定的除外）。"),
+                )
             }
             "pin" => {
                 record.pinned = true;
-                format!(
-                    "Pinned '{name}': background review will not change it and it cannot be deleted."
+                lang.pick(
+                    format!(
+                        "Pinned '{name}': background review will not change it and it cannot be deleted."
+                    ),
+                    format!("已固定 '{name}'：后台复盘不会修改它，它也不能被删除。"),
                 )
             }
             _ => {
                 record.pinned = false;
-                format!("Unpinned '{name}'.")
+                lang.pick(
+                    format!("Unpinned '{name}'."),
+                    format!("已取消固定 '{name}'。"),
+                )
             }
         };
         Some(match ownership::save(&personal, &sidecar) {

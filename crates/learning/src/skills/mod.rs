@@ -19,8 +19,12 @@ mod view;
 
 pub use catalog::SkillSource;
 pub use journal::CommitHook;
+pub use ownership::CreatedBy;
 pub use reply::{ManageFailure, ManageReport, OpResult, SkillFile, SkillList, SkillSummary};
 pub use request::{ManageOp, Patch};
+// public for the crate's tests (tests/all.rs); not part of the API
+#[doc(hidden)]
+pub use validate::{FileTarget, check_file_path, check_name, check_skill_md};
 pub use validate::{MAX_CONTENT_CHARS, MAX_FILE_BYTES, NEW_DESCRIPTION_CHARS, SUPPORT_DIRS};
 
 use crate::ActorKey;

@@ -2,12 +2,13 @@
 //
 // MPA_ROLE=user: attach an image and a text file whose name is an XSS payload (picker), see both
 // previews, send them; open Memory, approve the pending proposal the test staged and see the
-// entry change; axe on the memory and skills views in light and dark mode; the persona view
+// entry change; axe on the memory and skills views in light and dark mode; pin the personal
+// skill MPA_SKILL the test staged (its badge shows it); the persona view
 // lists personas but offers this user no switch.
 // MPA_ROLE=admin: create a persona and switch to it.
 //
 // Env (besides harness.mjs): MPA_ROLE, MPA_AXE, MPA_PROPOSAL_OLD, MPA_PROPOSAL_NEW,
-// MPA_PERSONA_NAME, MPA_PERSONA_STYLE.
+// MPA_PERSONA_NAME, MPA_PERSONA_STYLE, MPA_SKILL.
 import { axe as axeCheck, env, login, run } from './harness.mjs';
 
 const shot = env('MPA_SCREENSHOT');
@@ -102,6 +103,16 @@ await run(async (page, expect, consoleErrors, result) => {
   await page.click('[data-view=skills]');
   await page.waitForSelector('#view .card');
   await inBothModes('skills view');
+  // Pin the personal skill the test staged: its pin button (after View), then the badge.
+  const skill = env('MPA_SKILL', '');
+  if (skill) {
+    const row = `#view .skill[data-skill="${skill}"]`;
+    await page.click(`${row} .actions button:nth-child(2)`);
+    await page.waitForSelector(`${row} .badge.pinned`);
+    result.pinStatus = await page.textContent('#view .view-status');
+    await page.screenshot({ path: shotAs('skill-pinned'), fullPage: false });
+    expect(true, 'the pin button pins the personal skill');
+  }
 
   // Persona: listed for everyone, switched only by admins.
   await page.click('[data-view=persona]');

@@ -64,9 +64,14 @@ impl Env {
 
     /// A full host with memory and skills too (as `mpagent serve` runs them).
     pub async fn start_learning() -> Env {
+        Env::start_learning_with(|_| {}).await
+    }
+
+    /// [`Env::start_learning`] with its agent configured by `configure` (review intervals, …).
+    pub async fn start_learning_with(configure: impl FnOnce(&mut AgentConfig)) -> Env {
         Env::start_caps(|_| {}, |_| {}, true, None, Vec::new())
             .await
-            .with_learning()
+            .with_learning(configure)
             .await
     }
 
@@ -146,7 +151,7 @@ impl Env {
     }
 
     /// The same host restarted over the same data directory with memory and skills enabled.
-    async fn with_learning(mut self) -> Env {
+    async fn with_learning(mut self, configure: impl FnOnce(&mut AgentConfig)) -> Env {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -172,7 +177,9 @@ impl Env {
                 mpa_learning::Memory::new(mpa_learning::MemoryConfig::new(dir.clone())),
                 mpa_learning::Skills::new(dir.clone()),
             ));
-        let agent = Agent::builder(AgentConfig::new(model), self.store.clone())
+        let mut config = AgentConfig::new(model);
+        configure(&mut config);
+        let agent = Agent::builder(config, self.store.clone())
             .caps(caps)
             .build()
             .unwrap();

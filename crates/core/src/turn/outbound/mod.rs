@@ -9,6 +9,7 @@
 //! placed in [`standard`] where its block belongs.
 
 mod acting_note;
+mod attached_images;
 mod continuation;
 mod discovery;
 mod plan_block;
@@ -69,5 +70,8 @@ pub fn standard() -> Vec<Arc<dyn Contributor>> {
         // §9.3): patches on the copy, so a compaction proposed later keeps only those after
         // its cut.
         Arc::new(vision::VisionProjection),
+        // After the projection (on top of its copies): the user's attached images, kept in the
+        // chat as references, sent as images (or a note once gone).
+        Arc::new(attached_images::AttachedImages),
     ]
 }

@@ -3,10 +3,11 @@
 //! statement that would otherwise never end. Regressions for issue 24 ("session_search outruns
 //! its deadline": the tool timeout did not cancel blocking work, and a search kept a core busy
 //! after its result was delivered).
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use crate::budget::Budget;
-use crate::error::HistoryError;
-use crate::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
+use mpa_history::budget::Budget;
+use mpa_history::error::HistoryError;
+use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
 use mpa_protocol::UserId;
 use mpa_redact::UserKey;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ async fn endless(
     h: &History,
     u: &UserKey,
     cancel: Option<&CancellationToken>,
-) -> crate::Result<i64> {
+) -> mpa_history::Result<i64> {
     let deadline = h.config().query_deadline;
     h.run_until(u, cancel, move |s, stop| {
         let budget = Budget::new(deadline, Some(stop.clone()));
@@ -60,7 +61,7 @@ async fn endless(
 /// work has really ended, not just the caller.
 async fn wait_idle(h: &History) {
     let until = Instant::now() + Duration::from_secs(60);
-    while h.inner.permits.available_permits() < h.config().blocking_permits {
+    while h.free_blocking_permits() < h.config().blocking_permits {
         assert!(Instant::now() < until, "the blocking read kept running");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -104,7 +105,7 @@ async fn session_search_outruns_its_deadline_shutdown_stops_running_statements_o
     };
     // Once the statement holds its permit, shut down.
     let until = Instant::now() + Duration::from_secs(60);
-    while h.inner.permits.available_permits() == h.config().blocking_permits {
+    while h.free_blocking_permits() == h.config().blocking_permits {
         assert!(Instant::now() < until, "the read never started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -1,8 +1,11 @@
 //! The connections under load: reads beside a long write, short writes before a waiting
 //! snapshot, a snapshot never starved, a failing write alone.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use super::*;
+use chrono::Utc;
 use mpa_protocol::UserId;
+use mpa_store::{Chat, Result, Store, StoreError};
+use std::time::Duration;
 
 /// Queues a write on the writer that opens a transaction, inserts a token for `user`, and
 /// holds the writer until `release` is sent — a long snapshot being written. Returns once
@@ -28,7 +31,7 @@ async fn hold_the_writer(
                     tx.execute(
                         "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at)
                          VALUES (?1, ?2, ?3, ?4)",
-                        rusqlite::params![token, uid, now(), later],
+                        rusqlite::params![token, uid, Utc::now().to_rfc3339(), later],
                     )?;
                     let _ = started_tx.send(());
                     let _ = release_rx.recv();
@@ -159,7 +162,7 @@ async fn snapshot_behind_a_held_writer(
 
 /// Waits until `n` writes are queued behind the one running.
 async fn queued(store: &Store, n: usize) {
-    while store.inner.writer.queued() < n {
+    while store.queued_writes() < n {
         tokio::task::yield_now().await;
     }
 }

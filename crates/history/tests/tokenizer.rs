@@ -1,5 +1,13 @@
-use super::fts5_ffi::*;
-use super::*;
+//! The CJK tokenizer against SQLite's own unicode61 and FTS5: tokens, offsets, tables.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
+
+use mpa_history::tokenizer::cjk::*;
+use mpa_history::tokenizer::fts5_ffi::*;
+use mpa_history::tokenizer::unicode61::*;
+use mpa_history::tokenizer::*;
+use rusqlite::{Connection, ffi};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ops::ControlFlow;
 
 /// SQLite's own `unicode61`, driven through the fts5_api: the oracle for the tables and for
 /// everything outside CJK.

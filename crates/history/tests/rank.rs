@@ -2,12 +2,13 @@
 //! indexed, `mpa_rank` equals `bm25()` given the same idf, the expression model matches exactly
 //! the rows FTS5 matches, and a walk returns exactly the order a full sort gives — also with
 //! filters, rows above the last segment, and damaged lists.
+#![expect(clippy::unwrap_used, reason = "a test's panic is its failure report")]
 
-use super::expr::Query;
-use super::postings::Posting;
-use super::walk::parse_for_test;
-use super::*;
-use crate::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
+use mpa_history::rank::expr::Query;
+use mpa_history::rank::postings::Posting;
+use mpa_history::rank::walk::parse_for_test;
+use mpa_history::rank::*;
+use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
 use mpa_protocol::UserId;
 use mpa_redact::UserKey;
 use rusqlite::Connection;
@@ -136,7 +137,7 @@ async fn store(dir: &std::path::Path, n: usize, size: i64, seed: u64) -> History
 }
 
 fn connect(h: &History) -> Connection {
-    crate::store::open_connection(
+    mpa_history::store::pool::open_connection(
         &h.db_path(&user()),
         std::time::Duration::from_secs(5),
         mpa_protocol::Durability::Durable,
@@ -532,8 +533,8 @@ fn full_sort(conn: &Connection, index: RankIndex, expr: &str, p: &walk::Plan) ->
     all
 }
 
-fn no_filters() -> crate::search::Filters {
-    crate::search::Filters {
+fn no_filters() -> mpa_history::search::Filters {
+    mpa_history::search::Filters {
         roles: Vec::new(),
         after: None,
         before: None,
@@ -550,14 +551,18 @@ fn planned(conn: &Connection, index: RankIndex, expr: &str) -> walk::Plan {
 }
 
 /// A walk of `p` through the rows that pass `filters`.
-fn walk_of<'c>(conn: &'c Connection, p: walk::Plan, filters: &crate::search::Filters) -> Walk<'c> {
-    let (check, params) = crate::search::filter_check(conn, filters).unwrap();
+fn walk_of<'c>(
+    conn: &'c Connection,
+    p: walk::Plan,
+    filters: &mpa_history::search::Filters,
+) -> Walk<'c> {
+    let (check, params) = mpa_history::search::filter_check(conn, filters).unwrap();
     Walk::new(conn, p, check, params, unbounded()).unwrap()
 }
 
 /// A budget no test query spends.
-fn unbounded() -> crate::budget::Budget {
-    crate::budget::Budget::new(std::time::Duration::from_secs(3600), None)
+fn unbounded() -> mpa_history::budget::Budget {
+    mpa_history::budget::Budget::new(std::time::Duration::from_secs(3600), None)
 }
 
 /// The ids a walk yields, in its order, to the end.
@@ -595,8 +600,8 @@ async fn walks_return_the_full_sort_order_mostly_from_posting_lists() {
 /// them.
 #[tokio::test]
 async fn session_search_outruns_its_deadline_the_ranking_stops_when_its_budget_is_spent() {
-    use crate::budget::{Budget, Stop};
-    use crate::error::HistoryError;
+    use mpa_history::budget::{Budget, Stop};
+    use mpa_history::error::HistoryError;
     let dir = tempfile::tempdir().unwrap();
     let h = store(dir.path(), 2000, 250, 3).await;
     let conn = connect(&h);
@@ -612,7 +617,7 @@ async fn session_search_outruns_its_deadline_the_ranking_stops_when_its_budget_i
     // A caller that stops waiting stops a walk planned in time.
     let (expr, index) = QUERIES[0];
     let p = planned(&conn, index, expr);
-    let (check, params) = crate::search::filter_check(&conn, &no_filters()).unwrap();
+    let (check, params) = mpa_history::search::filter_check(&conn, &no_filters()).unwrap();
     let stop = Stop::new(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)));
     let budget = Budget::new(std::time::Duration::from_secs(3600), Some(stop.clone()));
     let mut w = Walk::new(&conn, p, check, params, budget).unwrap();
@@ -647,7 +652,7 @@ async fn filtered_walks_skip_rows_without_losing_order() {
     for (expr, index) in QUERIES {
         let p = planned(&conn, index, expr);
         let all = full_sort(&conn, index, expr, &p);
-        let f = crate::search::Filters {
+        let f = mpa_history::search::Filters {
             roles: vec!["assistant"],
             after: None,
             before: None,
@@ -716,7 +721,7 @@ async fn damaged_statistics_cost_speed_never_results() {
 /// cannot be read (a dropped table) cost speed, never the answer.
 #[tokio::test]
 async fn deleted_rows_and_lost_lists_never_change_what_discover_finds() {
-    use crate::recall::{DiscoverRequest, SearchOutcome};
+    use mpa_history::recall::{DiscoverRequest, SearchOutcome};
     let dir = tempfile::tempdir().unwrap();
     let h = store(dir.path(), 3000, 250, 21).await;
     let discover = |q: &str| {
@@ -728,8 +733,8 @@ async fn deleted_rows_and_lost_lists_never_change_what_discover_finds() {
             let r = h
                 .search(
                     &user(),
-                    &crate::SearchContext::default(),
-                    crate::SearchRequest::Discover(req),
+                    &mpa_history::SearchContext::default(),
+                    mpa_history::SearchRequest::Discover(req),
                 )
                 .await
                 .unwrap();
@@ -765,7 +770,7 @@ async fn deleted_rows_and_lost_lists_never_change_what_discover_finds() {
 /// segment is summarised, a row in it is found at once.
 #[tokio::test]
 async fn lists_kept_between_searches_follow_new_segments() {
-    use crate::recall::{DiscoverRequest, SearchOutcome};
+    use mpa_history::recall::{DiscoverRequest, SearchOutcome};
     let dir = tempfile::tempdir().unwrap();
     let h = store(dir.path(), 2000, 250, 17).await;
     let top = |q: &str| {
@@ -775,8 +780,8 @@ async fn lists_kept_between_searches_follow_new_segments() {
             let r = h
                 .search(
                     &user(),
-                    &crate::SearchContext::default(),
-                    crate::SearchRequest::Discover(DiscoverRequest::new(&q)),
+                    &mpa_history::SearchContext::default(),
+                    mpa_history::SearchRequest::Discover(DiscoverRequest::new(&q)),
                 )
                 .await
                 .unwrap();
@@ -833,7 +838,7 @@ fn probe() {
     let Ok(db) = std::env::var("MPA_PROBE_DB") else {
         return;
     };
-    let conn = crate::store::open_connection(
+    let conn = mpa_history::store::pool::open_connection(
         std::path::Path::new(&db),
         std::time::Duration::from_secs(5),
         mpa_protocol::Durability::Durable,
@@ -907,8 +912,8 @@ async fn probe_tail() {
         .unwrap_or(8000);
     let h = probe_history(&dir, None);
     let mut lines = Vec::new();
-    crate::corpus::generate(n, 4242, |l| lines.push(l.replace("\"s0", "\"tail-s0")));
-    let stats = crate::import::import_reader(
+    mpa_history::corpus::generate(n, 4242, |l| lines.push(l.replace("\"s0", "\"tail-s0")));
+    let stats = mpa_history::import::import_reader(
         &h,
         &bench_key(),
         "bench-history",
@@ -960,12 +965,12 @@ async fn probe_search() {
     let key = bench_key();
     let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for _ in 0..rounds {
-        for q in crate::bench::BENCH_QUERIES {
+        for q in mpa_history::bench::BENCH_QUERIES {
             let t = std::time::Instant::now();
             h.search(
                 &key,
-                &crate::SearchContext::default(),
-                crate::SearchRequest::Discover(crate::recall::DiscoverRequest::new(q)),
+                &mpa_history::SearchContext::default(),
+                mpa_history::SearchRequest::Discover(mpa_history::recall::DiscoverRequest::new(q)),
             )
             .await
             .unwrap();
