@@ -46,7 +46,8 @@ pub struct AddArgs {
     /// A streamable HTTP server: its URL.
     #[arg(long)]
     pub url: Option<String>,
-    /// NAME=VALUE sent with every request (repeat; values are stored, never shown).
+    /// 'Name: Value' (as curl writes it) or NAME=VALUE, sent with every request, e.g.
+    /// 'Authorization: Bearer …' (repeat; values are stored, never shown).
     #[arg(long = "header")]
     pub headers: Vec<String>,
     /// A tool of the server that only reads (repeat); every other tool counts as a write.
@@ -83,6 +84,23 @@ fn pairs(
             None => return Err(format!("{item:?} must be NAME=VALUE")),
         };
         out.insert(k, v.into());
+    }
+    Ok(out)
+}
+
+/// `Name: Value` (curl's form; a token may hold '=') or `NAME=VALUE`.
+fn header_pairs(items: &[String]) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut out = serde_json::Map::new();
+    for item in items {
+        let by_colon = item.split_once(':').filter(|(name, _)| {
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+        let (name, value) = match by_colon.or_else(|| item.split_once('=')) {
+            Some((name, value)) => (name.trim(), value.trim()),
+            // Not quoted back: the text may be the credential itself.
+            None => return Err("a --header must be 'Name: Value' or NAME=VALUE".into()),
+        };
+        out.insert(name.to_string(), value.into());
     }
     Ok(out)
 }
@@ -183,7 +201,7 @@ fn add_config(add: AddArgs) -> Result<serde_json::Value, String> {
         (None, Some(url)) => {
             o.insert("transport".into(), "streamable_http".into());
             o.insert("url".into(), url.into());
-            o.insert("headers".into(), pairs(&add.headers, false)?.into());
+            o.insert("headers".into(), header_pairs(&add.headers)?.into());
         }
         _ => return Err("give either --command (stdio) or --url (streamable HTTP)".into()),
     }

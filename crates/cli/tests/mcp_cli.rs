@@ -490,3 +490,81 @@ async fn mpagent_mcp_commands_and_the_stdio_server() {
     let out = run(&["mcp", "remove", "shelf"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mpagent_mcp_add_and_test_a_streamable_http_server_with_a_bearer_header() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let fixture_dir = dir.path().join("fixture");
+    std::fs::create_dir_all(&fixture_dir).unwrap();
+    let bearer = "hunter2-http-bearer==";
+    let _server = tokio::process::Command::new(&python)
+        .args([SERVER, "http", "0"])
+        .env("MCP_FIXTURE_DIR", &fixture_dir)
+        .env("MCP_FIXTURE_BEARER", bearer)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let port_file = fixture_dir.join("port");
+    assert!(
+        mpa_test_support::eventually(std::time::Duration::from_secs(60), || port_file.exists())
+            .await
+    );
+    let port: u16 = std::fs::read_to_string(&port_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        mpa_test_support::eventually(std::time::Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let run = |args: &[&str]| common::mpagent_sync(&data, args);
+    let text = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+
+    // curl's form of a header, a token with '=' in it.
+    let header = format!("Authorization: Bearer {bearer}");
+    let added = run(&["mcp", "add", "remote", "--url", &url, "--header", &header]);
+    assert!(added.status.success(), "{}", text(&added));
+    assert!(
+        text(&added).contains("mcp__remote__lookup"),
+        "{}",
+        text(&added)
+    );
+    let tested = run(&["mcp", "test", "remote"]);
+    assert!(tested.status.success(), "{}", text(&tested));
+    let listed = run(&["mcp", "list"]);
+    assert!(text(&listed).contains("Authorization"), "{}", text(&listed));
+    // The header's value never comes back.
+    for out in [&added, &tested, &listed] {
+        assert!(!text(out).contains(bearer), "{}", text(out));
+    }
+
+    // Without the header the server's 401 is the error (and the exit code 1).
+    let out = run(&["mcp", "add", "open", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("401"), "{}", text(&out));
+
+    // A url that is not http(s) is bad usage and stores nothing.
+    for bad in [
+        "ftp://127.0.0.1/mcp",
+        "file:///etc/passwd",
+        "127.0.0.1:9/mcp",
+    ] {
+        let out = run(&["mcp", "add", "bad", "--url", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out));
+        assert!(text(&out).contains("http:// or https://"), "{}", text(&out));
+    }
+    let out = run(&["mcp", "list"]);
+    assert!(!text(&out).contains("\"bad\""), "{}", text(&out));
+}

@@ -441,3 +441,232 @@ async fn a_bad_server_configuration_is_refused_and_changes_nothing() {
     hub.remove("ghost").await.unwrap();
     assert!(hub.list().await.unwrap().is_empty());
 }
+
+// ---- The same server over streamable HTTP (the SDK's own app under uvicorn, on 127.0.0.1) ----
+
+const BEARER: &str = "s3cret-http-bearer";
+
+/// The fixture served over streamable HTTP: a child of the test, killed when dropped.
+struct HttpFixture {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl HttpFixture {
+    /// Starts it on `port` (0: a free one) and waits until it listens.
+    async fn start(fixture_dir: &Path, port: u16) -> HttpFixture {
+        let port_file = fixture_dir.join("port");
+        let _ = std::fs::remove_file(&port_file);
+        let child = tokio::process::Command::new("python3")
+            .args([FIXTURE, "http", &port.to_string()])
+            .env("MCP_FIXTURE_DIR", fixture_dir)
+            .env("MCP_FIXTURE_BEARER", BEARER)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        assert!(
+            mpa_test_support::eventually(Duration::from_secs(60), || port_file.exists()).await,
+            "the HTTP fixture never wrote its port"
+        );
+        let port: u16 = std::fs::read_to_string(&port_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The port is written once the socket is bound; uvicorn accepts once its app started.
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let up = mpa_test_support::eventually(Duration::from_secs(60), || {
+            std::net::TcpStream::connect(addr).is_ok()
+        })
+        .await;
+        assert!(up, "the HTTP fixture never accepted a connection");
+        HttpFixture { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+fn http_config(url: &str, with_bearer: bool) -> Value {
+    let headers = if with_bearer {
+        json!({"Authorization": format!("Bearer {BEARER}")})
+    } else {
+        json!({})
+    };
+    json!({"name": "remote", "transport": "streamable_http", "url": url,
+           "headers": headers, "read_tools": ["lookup"]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamable_http_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidence() {
+    if !python_mcp() {
+        return;
+    }
+    let env = Env::open().await;
+    let fixture = HttpFixture::start(&env.fixture_dir, 0).await;
+    let hub = env.host.mcp().unwrap();
+    let added = hub.add(http_config(&fixture.url(), true)).await.unwrap();
+    assert_eq!(added["status"], "connected", "{added}");
+    assert!(
+        added["tools"]
+            .to_string()
+            .contains("mcp__remote__slow_write"),
+        "{added}"
+    );
+    // The header's value is a secret: only its name comes back, here and in the list.
+    assert_eq!(added["header_names"], json!(["Authorization"]));
+    let listed = serde_json::to_string(&hub.list().await.unwrap()).unwrap();
+    for shown in [added.to_string(), listed] {
+        assert!(!shown.contains(BEARER), "{shown}");
+    }
+
+    env.mock.push(MockReply::tool_calls(&[
+        ("h1", "mcp__remote__lookup", json!({"title": "Arrival"})),
+        ("h2", "mcp__remote__broken", json!({})),
+    ]));
+    env.mock
+        .push(MockReply::text("Arrival (2021), by Denis Villeneuve."));
+    let (status, answer) = env.turn(&env.admin, "http-chat").await;
+    assert_eq!(status, TurnStatus::Completed);
+    assert!(answer.contains("Villeneuve"));
+    let reqs = env.mock.requests();
+    assert!(tool_names(&reqs[0]).contains("mcp__remote__lookup"));
+    let found = tool_result(&reqs[1], "h1");
+    assert!(
+        found
+            .to_string()
+            .contains("catalogue entry: Arrival (2021)"),
+        "{found}"
+    );
+    // Ledgered like every external call; isError → failed.
+    assert_eq!(found["_tool_execution"]["outcome"], "succeeded", "{found}");
+    assert_eq!(
+        tool_result(&reqs[1], "h2")["_tool_execution"]["outcome"],
+        "failed"
+    );
+    let history = env.host.agent().services().caps.history().cloned().unwrap();
+    let hits = mpa_core::history::search_json(
+        &history,
+        &mpa_core::UserKey::for_user(&env.admin.user_id),
+        None,
+        json!({"query": "Arrival", "role_filter": "tool"}),
+    )
+    .await;
+    assert!(hits.to_string().contains("http-chat"), "{hits}");
+    env.host.agent().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamable_http_server_refusing_a_missing_header_gives_a_clear_error() {
+    if !python_mcp() {
+        return;
+    }
+    let env = Env::open().await;
+    let fixture = HttpFixture::start(&env.fixture_dir, 0).await;
+    let added = env
+        .host
+        .mcp()
+        .unwrap()
+        .add(http_config(&fixture.url(), false))
+        .await
+        .unwrap();
+    assert_eq!(added["status"], "unavailable", "{added}");
+    assert_eq!(added["error"], "mcp_server_unavailable");
+    let message = added["message"].as_str().unwrap();
+    assert!(
+        message.contains("401") && message.contains("refused the credentials"),
+        "{message}"
+    );
+    env.host.agent().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_streamable_http_server_is_unavailable_then_reconnects_on_the_same_port() {
+    if !python_mcp() {
+        return;
+    }
+    let env = Env::open().await;
+    let mut fixture = HttpFixture::start(&env.fixture_dir, 0).await;
+    let hub = env.host.mcp().unwrap();
+    assert_eq!(
+        hub.add(http_config(&fixture.url(), true)).await.unwrap()["status"],
+        "connected"
+    );
+    // A stdio server next to it is not disturbed by the HTTP one's death.
+    assert_eq!(env.add().await["status"], "connected");
+    let call = |tool: &'static str, title: &'static str| {
+        let agent = env.host.agent().clone();
+        let admin = env.admin.clone();
+        async move {
+            agent
+                .run_tool(&admin, "http-kill", tool, json!({ "title": title }))
+                .await
+                .unwrap()
+        }
+    };
+    let (out, outcome) = call("mcp__remote__lookup", "Dune").await;
+    assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+
+    let port = fixture.port;
+    fixture.kill().await;
+    let (out, outcome) = call("mcp__remote__lookup", "Dune").await;
+    assert_eq!(
+        out.error.as_deref(),
+        Some("mcp_server_unavailable"),
+        "{}",
+        out.content
+    );
+    assert_eq!(outcome, Outcome::Failed);
+    let (out, outcome) = call("mcp__fixture__lookup", "Dune").await;
+    assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+
+    // Back on the same port: the next call connects a new session.
+    let _fixture = HttpFixture::start(&env.fixture_dir, port).await;
+    let (out, outcome) = call("mcp__remote__lookup", "Sicario").await;
+    assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+    assert!(
+        out.content.contains("catalogue entry: Sicario"),
+        "{}",
+        out.content
+    );
+    env.host.agent().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_admin_never_sees_a_streamable_http_server_s_tools() {
+    if !python_mcp() {
+        return;
+    }
+    let env = Env::open().await;
+    let fixture = HttpFixture::start(&env.fixture_dir, 0).await;
+    assert_eq!(
+        env.host
+            .mcp()
+            .unwrap()
+            .add(http_config(&fixture.url(), true))
+            .await
+            .unwrap()["status"],
+        "connected"
+    );
+    let bob = env.host.local_actor("bob", false).await.unwrap();
+    env.mock.push(MockReply::tool_calls(&[(
+        "b1",
+        "mcp__remote__lookup",
+        json!({"title": "Dune"}),
+    )]));
+    env.mock.push(MockReply::text("no"));
+    env.turn(&bob, "bob-http").await;
+    let reqs = env.mock.requests();
+    assert!(
+        !tool_names(&reqs[0]).iter().any(|n| n.starts_with("mcp__")),
+        "{:?}",
+        tool_names(&reqs[0])
+    );
+    assert_eq!(tool_result(&reqs[1], "b1")["error"], "permission_denied");
+    env.host.agent().shutdown().await;
+}

@@ -12,7 +12,10 @@ use crate::config::{ServerConfig, TransportKind};
 use crate::error::McpError;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -211,10 +214,28 @@ impl Server {
                     .await
                     .map_err(|e| format!("the MCP handshake failed: {e}"))
             }
-            TransportKind::StreamableHttp => Err(
-                "streamable_http servers are not supported by this build yet; use a stdio server"
-                    .into(),
-            ),
+            TransportKind::StreamableHttp => {
+                let url = self.cfg.url.as_deref().unwrap_or_default();
+                let mut headers = std::collections::HashMap::new();
+                for (name, value) in &self.cfg.headers {
+                    // Validated when stored; a hand-edited store still gets words, not a value.
+                    let name = http::HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| format!("header name {name:?} is not valid"))?;
+                    let value = http::HeaderValue::from_str(value)
+                        .map_err(|_| format!("the value of header {name} is not valid"))?;
+                    headers.insert(name, value);
+                }
+                let client = crate::http::HttpClient::new(self.opts.connect_timeout)?;
+                let config = StreamableHttpClientTransportConfig::with_uri(url)
+                    .custom_headers(headers)
+                    .reinit_on_expired_session(true);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                self.listener
+                    .clone()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake failed: {e}"))
+            }
         }
     }
 
@@ -283,6 +304,11 @@ impl Server {
         {
             let _ = old.cancel().await;
         }
+        // An HTTP request that never reached the server (nothing listens there now) took no
+        // effect: the server is down, not lost mid-call.
+        if never_delivered(&e) {
+            return self.unavailable(format!("its endpoint cannot be reached: {e}"));
+        }
         McpError::ConnectionLost {
             server: self.cfg.name.clone(),
             reason: e.to_string(),
@@ -309,4 +335,15 @@ impl Server {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// Whether a request failed before any byte of it reached the server: an HTTP connect failure.
+fn never_delivered(e: &ServiceError) -> bool {
+    let ServiceError::TransportSend(sent) = e else {
+        return false;
+    };
+    matches!(
+        sent.error.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+        Some(StreamableHttpError::Client(e)) if e.is_connect()
+    )
 }

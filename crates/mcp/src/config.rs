@@ -39,6 +39,17 @@ pub struct ServerConfig {
     pub read_tools: Vec<String>,
 }
 
+/// Headers the streamable HTTP transport sets itself (an admin's value would break the session).
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "content-length",
+    "host",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
 /// Longest server name (a tool name is at most 64 characters in the function-calling APIs).
 pub const MAX_NAME_LEN: usize = 24;
 
@@ -82,8 +93,19 @@ impl ServerConfig {
             }
             TransportKind::StreamableHttp => {
                 let url = self.url.as_deref().unwrap_or_default();
-                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
-                    return bad("a streamable_http server needs an http:// or https:// url");
+                let parsed = reqwest::Url::parse(url).ok();
+                if !parsed.as_ref().is_some_and(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some_and(|h| !h.is_empty())
+                }) {
+                    return bad(
+                        "a streamable_http server needs an http:// or https:// url with a host",
+                    );
+                }
+                if parsed.is_some_and(|u| !u.username().is_empty() || u.password().is_some()) {
+                    return bad(
+                        "put credentials in headers, not in the url (the url is shown to admins)",
+                    );
                 }
                 if self.command.is_some() || !self.args.is_empty() || !self.env.is_empty() {
                     return bad("command, args and env belong to a stdio server");
@@ -92,6 +114,25 @@ impl ServerConfig {
                     k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 }) {
                     return bad("header names must be non-empty tokens of letters, digits and '-'");
+                }
+                if let Some(name) = self
+                    .headers
+                    .keys()
+                    .find(|k| RESERVED_HEADERS.iter().any(|r| k.eq_ignore_ascii_case(r)))
+                {
+                    return Err(McpError::InvalidConfig(format!(
+                        "header {name} is set by the MCP transport itself and cannot be configured"
+                    )));
+                }
+                if let Some(name) = self
+                    .headers
+                    .iter()
+                    .find(|(_, v)| http::HeaderValue::from_str(v).is_err())
+                    .map(|(k, _)| k)
+                {
+                    return Err(McpError::InvalidConfig(format!(
+                        "the value of header {name} is not a valid HTTP header value (no line breaks or control characters)"
+                    )));
                 }
             }
         }

@@ -6,7 +6,8 @@
 //! - [`client`]: one connection per configured server ([`Server`]): started on first use, its
 //!   tools listed ([`RemoteTool`]), calls made ([`CallResult`]), reconnected with backoff after
 //!   it died, `notifications/tools/list_changed` reported to the owner, its child process ended
-//!   with the connection ([`Server::close`]).
+//!   with the connection ([`Server::close`]). A `streamable_http` server's HTTP exchanges go
+//!   through `http` (rmcp's client transport on the workspace's reqwest 0.12).
 //! - [`publish`]: the host's tools as an MCP server ([`Catalogue`] is what the host provides:
 //!   the tools an actor may see and a call as that actor); served over streamable HTTP
 //!   ([`publish::http_service`], the caller's [`mpa_protocol::Actor`] read from the request's
@@ -17,6 +18,7 @@
 pub mod client;
 pub mod config;
 pub mod error;
+mod http;
 pub mod publish;
 
 pub use client::{CallResult, ClientOptions, RemoteTool, Server};

@@ -1,3 +1,4 @@
 //! The crate's one integration-test binary.
 
 mod config;
+mod http_client;

@@ -63,6 +63,33 @@ fn bad_configurations_are_refused_by_field_without_echoing_values() {
             "header",
         ),
         (
+            json!({"name": "ok", "transport": "streamable_http", "url": "ftp://h/mcp"}),
+            "http:// or https://",
+        ),
+        (
+            json!({"name": "ok", "transport": "streamable_http", "url": "file:///etc/passwd"}),
+            "http:// or https://",
+        ),
+        (
+            json!({"name": "ok", "transport": "streamable_http", "url": "http://"}),
+            "http:// or https://",
+        ),
+        (
+            json!({"name": "ok", "transport": "streamable_http",
+                   "url": "https://me:12345678@h/mcp"}),
+            "credentials in headers",
+        ),
+        (
+            json!({"name": "ok", "transport": "streamable_http", "url": "http://h/mcp",
+                   "headers": {"Mcp-Session-Id": "12345678"}}),
+            "Mcp-Session-Id is set by the MCP transport",
+        ),
+        (
+            json!({"name": "ok", "transport": "streamable_http", "url": "http://h/mcp",
+                   "headers": {"Authorization": "Bearer 12345678\r\nX-Evil: 1"}}),
+            "the value of header Authorization",
+        ),
+        (
             json!({"name": "ok", "transport": "pigeon", "command": "x"}),
             "expected one of",
         ),
