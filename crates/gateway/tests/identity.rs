@@ -217,7 +217,8 @@ async fn wrong_password_and_unknown_user_are_the_same_error() {
     );
 
     // A MoviePilot that is down: not sent, and the password is nowhere in the error.
-    let dead = common::client(&format!("http://{}", common::dead_addr().await));
+    let down = common::dead_addr().await;
+    let dead = common::client(&format!("http://{down}"));
     let e = dead.login("alice", PASSWORD).await.unwrap_err();
     assert!(
         matches!(e, GatewayError::NotSent { ref operation_id, .. } if operation_id == "login"),
@@ -265,8 +266,9 @@ async fn no_error_shows_the_token() {
             .await
             .unwrap_err(),
     );
+    let down = common::dead_addr().await;
     errors.push(
-        common::client(&format!("http://{}", common::dead_addr().await))
+        common::client(&format!("http://{down}"))
             .send(&list, &ctx)
             .await
             .unwrap_err(),

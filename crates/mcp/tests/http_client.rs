@@ -86,9 +86,11 @@ async fn an_endless_sse_event_is_cut_off_at_the_limit() {
 
 #[tokio::test]
 async fn a_server_that_is_not_there_is_unavailable() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    drop(listener);
+    // A bound socket that never listens: connects are refused, and no server started meanwhile
+    // can take the port (a dropped listener's port could be handed straight to one).
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/mcp", reserved.local_addr().unwrap());
     let err = server(&url).list_tools().await.unwrap_err();
     assert_eq!(err.code(), "mcp_server_unavailable", "{err}");
 }

@@ -167,11 +167,28 @@ pub async fn stalling_server(partial: &'static [u8]) -> SocketAddr {
 }
 
 /// An address nothing listens on (bound, then released).
-pub async fn dead_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    addr
+/// An address on which nothing answers (a connect is refused), for as long as it lives: a
+/// socket bound to the port that never listens. A dropped listener's port could go straight to
+/// the next `bind(0)` — a server another test (or this one) starts a moment later — and then the
+/// "dead" address answers.
+pub struct DeadAddr {
+    addr: SocketAddr,
+    _reserved: tokio::net::TcpSocket,
+}
+
+impl std::fmt::Display for DeadAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.addr.fmt(f)
+    }
+}
+
+pub async fn dead_addr() -> DeadAddr {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    DeadAddr {
+        addr: socket.local_addr().unwrap(),
+        _reserved: socket,
+    }
 }
 
 pub const TOKEN: &str =
