@@ -75,6 +75,25 @@ struct Env {
 }
 
 impl Env {
+    /// The admin's evidence history searched for tool results matching `query`.
+    async fn tool_evidence(&self, query: &str) -> Value {
+        let history = self
+            .host
+            .agent()
+            .services()
+            .caps
+            .history()
+            .cloned()
+            .unwrap();
+        mpa_core::history::search_json(
+            &history,
+            &mpa_core::UserKey::for_user(&self.admin.user_id),
+            None,
+            json!({"query": query, "role_filter": "tool"}),
+        )
+        .await
+    }
+
     async fn open() -> Env {
         let dir = tempfile::tempdir().unwrap();
         let fixture_dir = dir.path().join("fixture");
@@ -243,14 +262,7 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
     assert_eq!(outcome("c1"), Some(json!("succeeded")));
     assert_eq!(outcome("c2"), Some(json!("failed")));
     // The result is in the evidence history.
-    let history = env.host.agent().services().caps.history().cloned().unwrap();
-    let hits = mpa_core::history::search_json(
-        &history,
-        &mpa_core::UserKey::for_user(&env.admin.user_id),
-        None,
-        json!({"query": "Villeneuve", "role_filter": "tool"}),
-    )
-    .await;
+    let hits = env.tool_evidence("Villeneuve").await;
     assert!(hits.to_string().contains("mcp-chat"), "{hits}");
     env.host.agent().shutdown().await;
 }
@@ -549,14 +561,7 @@ async fn a_streamable_http_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_e
         tool_result(&reqs[1], "h2")["_tool_execution"]["outcome"],
         "failed"
     );
-    let history = env.host.agent().services().caps.history().cloned().unwrap();
-    let hits = mpa_core::history::search_json(
-        &history,
-        &mpa_core::UserKey::for_user(&env.admin.user_id),
-        None,
-        json!({"query": "Arrival", "role_filter": "tool"}),
-    )
-    .await;
+    let hits = env.tool_evidence("Arrival").await;
     assert!(hits.to_string().contains("http-chat"), "{hits}");
     env.host.agent().shutdown().await;
 }

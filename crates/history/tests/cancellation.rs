@@ -10,7 +10,7 @@ use mpa_history::error::HistoryError;
 use mpa_history::{CapturedMessage, History, HistoryConfig, Provenance, Role, SessionMeta};
 use mpa_protocol::UserId;
 use mpa_redact::UserKey;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A statement that never ends by itself.
@@ -60,11 +60,12 @@ async fn endless(
 /// Waits (polling, with a deadline) until every blocking permit is free again: the blocking
 /// work has really ended, not just the caller.
 async fn wait_idle(h: &History) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while h.free_blocking_permits() < h.config().blocking_permits {
-        assert!(Instant::now() < until, "the blocking read kept running");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let all = h.config().blocking_permits;
+    assert!(
+        mpa_test_support::eventually(Duration::from_secs(60), || h.free_blocking_permits() == all)
+            .await,
+        "the blocking read kept running"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -104,11 +105,12 @@ async fn session_search_outruns_its_deadline_shutdown_stops_running_statements_o
         tokio::spawn(async move { endless(&h, &u, None).await })
     };
     // Once the statement holds its permit, shut down.
-    let until = Instant::now() + Duration::from_secs(60);
-    while h.free_blocking_permits() == h.config().blocking_permits {
-        assert!(Instant::now() < until, "the read never started");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let all = h.config().blocking_permits;
+    assert!(
+        mpa_test_support::eventually(Duration::from_secs(60), || h.free_blocking_permits() < all)
+            .await,
+        "the read never started"
+    );
     h.shutdown().await;
     let err = running.await.unwrap().unwrap_err();
     assert!(matches!(err, HistoryError::Cancelled), "{err}");
