@@ -559,10 +559,18 @@ async fn interrupt_sends_one_sigint_and_the_sleep_ends() {
     let f = fixture();
     let s = scope(&f.p, "admin");
     let mark = marker();
-    // Interrupted once the shell runs on its terminal: a SIGINT sent before the child owns
-    // the PTY's foreground group reaches nobody (seen under load).
+    // Interrupted once `sleep` itself runs: a SIGINT sent before the child owns the PTY's
+    // foreground group reaches nobody, and one that reaches `sh -c` between `echo` and the exec
+    // of `sleep` is caught by dash and forgotten by the exec (both seen under load in CI).
     let id = start(&f.p, &s, "echo armed; sleep 100", true, &mark).await;
     wait_for_text(&f.p, &s, &id, "armed").await;
+    let sleeping = mpa_test_support::eventually(Duration::from_secs(30), || {
+        marked_processes(&mark).iter().any(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    })
+    .await;
+    assert!(sleeping, "sleep never started");
     let v = act(&f.p, &s, &id, SessionAction::Interrupt).await.unwrap();
     assert_eq!(
         (v.signal, v.signal_sent),
