@@ -12,6 +12,11 @@
 //! connection, so a kept-alive client connection cannot carry a second host's request to the
 //! first host's address). A refusal is `403` with the reason, remembered so a navigation it
 //! stopped reports the refusal and not a generic network failure.
+//!
+//! The port is on loopback, where every local account can connect; only connections from
+//! sockets of the host's own user (the Chromium it started) are served — the owner of the
+//! client socket is read from `/proc/net/tcp` — so another account on the machine cannot use a
+//! profile's admissions (its private-network permission, its checked addresses) as a relay.
 
 use crate::RequestGuard;
 use http_body_util::{Either, Empty, Full};
@@ -20,6 +25,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -33,7 +39,7 @@ const KEPT_REFUSALS: usize = 32;
 type Body = Either<Incoming, Either<Full<Bytes>, Empty<Bytes>>>;
 
 /// One profile's proxy. Dropping it stops accepting connections.
-pub(crate) struct Egress {
+pub struct Egress {
     port: u16,
     state: Arc<State>,
     accept: tokio::task::JoinHandle<()>,
@@ -68,6 +74,11 @@ impl Egress {
             state,
             accept,
         })
+    }
+
+    /// The proxy's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The Chromium switches that send every connection, loopback included, through it.
@@ -168,8 +179,8 @@ fn answer(status: StatusCode, text: &str) -> Response<Body> {
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     loop {
-        let sock = match listener.accept().await {
-            Ok((sock, _)) => sock,
+        let (sock, peer) = match listener.accept().await {
+            Ok(pair) => pair,
             Err(e) => {
                 // Out of descriptors and the like: wait for some to be released.
                 tracing::warn!("browser egress accept failed: {e}");
@@ -179,6 +190,15 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         };
         let state = state.clone();
         tokio::spawn(async move {
+            let own = sock
+                .local_addr()
+                .ok()
+                .and_then(|local| socket_owner(peer, local))
+                .is_some_and(|uid| uid == own_uid());
+            if !own {
+                tracing::warn!(%peer, "browser egress: a connection from another account was refused");
+                return;
+            }
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(handle(&state, req).await) }
@@ -189,6 +209,60 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                 .await;
         });
     }
+}
+
+/// The effective user id of this process.
+fn own_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The user owning the TCP socket whose local end is `client` and remote end is `server` (a
+/// connection to one of our listeners, seen from the connecting side), from `/proc/net/tcp` or
+/// `/proc/net/tcp6`. `None` when no such socket is listed (it is gone, or not on this host).
+#[doc(hidden)]
+pub fn socket_owner(client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    let table = if client.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(table).ok()?;
+    owner_in_table(&text, client, server)
+}
+
+/// [`socket_owner`] over the text of a `/proc/net/tcp{,6}` table.
+#[doc(hidden)]
+pub fn owner_in_table(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    let (want_local, want_remote) = (proc_address(client), proc_address(server));
+    table.lines().skip(1).find_map(|line| {
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (local, remote, uid) = (fields.get(1)?, fields.get(2)?, fields.get(7)?);
+        (local.eq_ignore_ascii_case(&want_local) && remote.eq_ignore_ascii_case(&want_remote))
+            .then(|| uid.parse().ok())
+            .flatten()
+    })
+}
+
+/// An address as the kernel prints it in `/proc/net/tcp{,6}`: the address's bytes as 32-bit
+/// words in host order, in hex, then `:` and the port in hex.
+fn proc_address(addr: SocketAddr) -> String {
+    let words = |bytes: &[u8]| -> String {
+        bytes
+            .chunks(4)
+            .map(|w| {
+                let mut word = [0u8; 4];
+                word.copy_from_slice(w);
+                format!("{:08X}", u32::from_ne_bytes(word))
+            })
+            .collect()
+    };
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) => words(&v4.octets()),
+        std::net::IpAddr::V6(v6) => words(&v6.octets()),
+    };
+    format!("{ip}:{:04X}", addr.port())
 }
 
 /// `host` and `port` of a request target; an IPv6 literal without its brackets.

@@ -21,7 +21,9 @@
 
 mod cdp;
 mod dom;
-mod egress;
+// Public for the crate's tests (tests/all.rs); not part of the API.
+#[doc(hidden)]
+pub mod egress;
 mod error;
 mod jpeg;
 mod launch;

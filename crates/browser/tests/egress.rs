@@ -119,3 +119,96 @@ async fn a_public_pages_image_fetch_and_websocket_get_nothing_from_loopback() {
     assert!(seen.load(Ordering::SeqCst) >= 2, "{seen:?}");
     b.shutdown().await;
 }
+
+/// Admits every host and answers `127.0.0.1:<port>` for it.
+struct ToLoopback(u16);
+
+#[async_trait::async_trait]
+impl mpa_browser::RequestGuard for ToLoopback {
+    async fn admit(&self, _url: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn addresses(
+        &self,
+        _host: &str,
+        _port: u16,
+        _allow_private: bool,
+    ) -> Result<Vec<std::net::SocketAddr>, String> {
+        Ok(vec![std::net::SocketAddr::from(([127, 0, 0, 1], self.0))])
+    }
+}
+
+/// A `CONNECT` through the proxy on `proxy` by a bash process running as `uid` (`None`: ours);
+/// what the proxy answered (empty when it closed the connection without a word).
+fn connect_as(uid: Option<u32>, proxy: u16, target: u16) -> String {
+    use std::os::unix::process::CommandExt;
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{proxy} || exit 9; \
+         printf 'CONNECT 127.0.0.1:{target} HTTP/1.1\\r\\nHost: 127.0.0.1:{target}\\r\\n\\r\\n' >&3; \
+         timeout 5 head -c 12 <&3"
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["-c", &script]);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let out = cmd.output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(9),
+        "bash could not connect: {out:?}"
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_local_account_cannot_relay_through_a_profiles_proxy() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !mpa_test_support::external_program("root (to connect as a second local account)", root) {
+        return;
+    }
+    let (target, seen) = counting_server().await;
+    let proxy = mpa_browser::egress::Egress::start(Arc::new(ToLoopback(target)))
+        .await
+        .unwrap();
+    let port = proxy.port();
+    // The host's own account (the Chromium it starts) is served: the tunnel opens.
+    let ours = tokio::task::spawn_blocking(move || connect_as(None, port, target))
+        .await
+        .unwrap();
+    assert_eq!(ours, "HTTP/1.1 200", "{ours:?}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    // `nobody` gets the connection closed without a word, and nothing reaches the target.
+    let theirs = tokio::task::spawn_blocking(move || connect_as(Some(65534), port, target))
+        .await
+        .unwrap();
+    assert_eq!(theirs, "", "another account was served");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "another account reached the target"
+    );
+}
+
+#[cfg(target_endian = "little")]
+#[test]
+fn the_owner_of_a_client_socket_is_read_from_the_kernels_table() {
+    let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n\
+   1: 0100007F:A1B2 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 222 1 0 20 4 30 10 -1\n\
+   2: 0100007F:1F90 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 333 1 0 20 4 30 10 -1\n";
+    let (client, server) = (
+        "127.0.0.1:41394".parse().unwrap(),
+        "127.0.0.1:8080".parse().unwrap(),
+    );
+    let owner = mpa_browser::egress::owner_in_table(table, client, server);
+    assert_eq!(owner, Some(1000), "the client's row, not the server's");
+    let unknown = "127.0.0.1:41395".parse().unwrap();
+    assert_eq!(
+        mpa_browser::egress::owner_in_table(table, unknown, server),
+        None
+    );
+}
