@@ -194,6 +194,7 @@ async fn an_external_server_s_tool_answers_in_a_chat_turn_and_is_kept_as_evidenc
         [
             "mcp__fixture__broken",
             "mcp__fixture__lookup",
+            "mcp__fixture__open_shelf",
             "mcp__fixture__slow_write"
         ]
         .into()
@@ -673,5 +674,67 @@ async fn a_non_admin_never_sees_a_streamable_http_server_s_tools() {
         tool_names(&reqs[0])
     );
     assert_eq!(tool_result(&reqs[1], "b1")["error"], "permission_denied");
+    env.host.agent().shutdown().await;
+}
+
+/// Waits until the hub lists `tool` (its registry set was refreshed); false after 30 s.
+async fn listed_eventually(env: &Env, tool: &str) -> bool {
+    let hub = env.host.mcp().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if serde_json::to_string(&hub.list().await.unwrap())
+            .unwrap()
+            .contains(tool)
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_list_changed_notification_brings_the_new_tool_over_stdio_and_http() {
+    if !python_mcp() {
+        return;
+    }
+    let env = Env::open().await;
+    let fixture = HttpFixture::start(&env.fixture_dir, 0).await;
+    let hub = env.host.mcp().unwrap();
+    assert_eq!(env.add().await["status"], "connected");
+    let remote = hub.add(http_config(&fixture.url(), true)).await.unwrap();
+    assert_eq!(remote["status"], "connected", "{remote}");
+    for server in ["fixture", "remote"] {
+        let new_tool = format!("mcp__{server}__shelf_note");
+        // Not there before the server says so; calling it is an unknown tool.
+        let listed = serde_json::to_string(&hub.list().await.unwrap()).unwrap();
+        assert!(!listed.contains(&new_tool), "{listed}");
+        let (out, outcome) = env
+            .host
+            .agent()
+            .run_tool(
+                &env.admin,
+                "changed",
+                &format!("mcp__{server}__open_shelf"),
+                json!({}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+        // The notification (stdio: on the pipe; HTTP: on the GET event stream) refreshes the
+        // server's set in the registry, and the new tool answers through the one call path.
+        assert!(
+            listed_eventually(&env, &new_tool).await,
+            "{server}: the new tool never appeared"
+        );
+        let (out, outcome) = env
+            .host
+            .agent()
+            .run_tool(&env.admin, "changed", &new_tool, json!({"text": "Dune"}))
+            .await
+            .unwrap();
+        assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
+        assert!(out.content.contains("shelf note: Dune"), "{}", out.content);
+    }
     env.host.agent().shutdown().await;
 }
