@@ -15,7 +15,7 @@
 //!
 //! The port is on loopback, where every local account can connect; only connections from
 //! sockets of the host's own user (the Chromium it started) are served — the owner of the
-//! client socket is read from `/proc/net/tcp` — so another account on the machine cannot use a
+//! client socket is asked of the kernel, [`crate::peer`] — so another account on the machine cannot use a
 //! profile's admissions (its private-network permission, its checked addresses) as a relay.
 
 use crate::RequestGuard;
@@ -25,7 +25,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -193,8 +192,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
             let own = sock
                 .local_addr()
                 .ok()
-                .and_then(|local| socket_owner(peer, local))
-                .is_some_and(|uid| uid == own_uid());
+                .and_then(|local| crate::peer::socket_owner(peer, local))
+                .is_some_and(|uid| uid == crate::peer::own_uid());
             if !own {
                 tracing::warn!(%peer, "browser egress: a connection from another account was refused");
                 return;
@@ -209,60 +208,6 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                 .await;
         });
     }
-}
-
-/// The effective user id of this process.
-fn own_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// The user owning the TCP socket whose local end is `client` and remote end is `server` (a
-/// connection to one of our listeners, seen from the connecting side), from `/proc/net/tcp` or
-/// `/proc/net/tcp6`. `None` when no such socket is listed (it is gone, or not on this host).
-#[doc(hidden)]
-pub fn socket_owner(client: SocketAddr, server: SocketAddr) -> Option<u32> {
-    let table = if client.is_ipv4() {
-        "/proc/net/tcp"
-    } else {
-        "/proc/net/tcp6"
-    };
-    let text = std::fs::read_to_string(table).ok()?;
-    owner_in_table(&text, client, server)
-}
-
-/// [`socket_owner`] over the text of a `/proc/net/tcp{,6}` table.
-#[doc(hidden)]
-pub fn owner_in_table(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u32> {
-    let (want_local, want_remote) = (proc_address(client), proc_address(server));
-    table.lines().skip(1).find_map(|line| {
-        // sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (local, remote, uid) = (fields.get(1)?, fields.get(2)?, fields.get(7)?);
-        (local.eq_ignore_ascii_case(&want_local) && remote.eq_ignore_ascii_case(&want_remote))
-            .then(|| uid.parse().ok())
-            .flatten()
-    })
-}
-
-/// An address as the kernel prints it in `/proc/net/tcp{,6}`: the address's bytes as 32-bit
-/// words in host order, in hex, then `:` and the port in hex.
-fn proc_address(addr: SocketAddr) -> String {
-    let words = |bytes: &[u8]| -> String {
-        bytes
-            .chunks(4)
-            .map(|w| {
-                let mut word = [0u8; 4];
-                word.copy_from_slice(w);
-                format!("{:08X}", u32::from_ne_bytes(word))
-            })
-            .collect()
-    };
-    let ip = match addr.ip() {
-        std::net::IpAddr::V4(v4) => words(&v4.octets()),
-        std::net::IpAddr::V6(v6) => words(&v6.octets()),
-    };
-    format!("{ip}:{:04X}", addr.port())
 }
 
 /// `host` and `port` of a request target; an IPv6 literal without its brackets.

@@ -27,6 +27,9 @@ pub mod egress;
 mod error;
 mod jpeg;
 mod launch;
+// Public for the crate's tests (tests/all.rs); not part of the API.
+#[doc(hidden)]
+pub mod peer;
 mod session;
 
 pub use error::{BrowserError, Result};

@@ -199,16 +199,55 @@ fn the_owner_of_a_client_socket_is_read_from_the_kernels_table() {
     let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
    0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n\
    1: 0100007F:A1B2 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 222 1 0 20 4 30 10 -1\n\
-   2: 0100007F:1F90 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 333 1 0 20 4 30 10 -1\n";
+   2: 0100007F:1F90 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 333 1 0 20 4 30 10 -1\n\
+   3: 0100007F:A1B3 0100007F:1F90 06 00000000:00000000 03:00000F9B 00000000     0        0 0 3 0000000000000000\n";
     let (client, server) = (
         "127.0.0.1:41394".parse().unwrap(),
         "127.0.0.1:8080".parse().unwrap(),
     );
-    let owner = mpa_browser::egress::owner_in_table(table, client, server);
+    let owner = mpa_browser::peer::owner_in_table(table, client, server);
     assert_eq!(owner, Some(1000), "the client's row, not the server's");
-    let unknown = "127.0.0.1:41395".parse().unwrap();
+    let unknown = "127.0.0.1:41396".parse().unwrap();
     assert_eq!(
-        mpa_browser::egress::owner_in_table(table, unknown, server),
+        mpa_browser::peer::owner_in_table(table, unknown, server),
         None
     );
+    // A client that already closed (TIME_WAIT, row 3) has no owner; its "0" is not root's.
+    let closed = "127.0.0.1:41395".parse().unwrap();
+    assert_eq!(
+        mpa_browser::peer::owner_in_table(table, closed, server),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_names_the_owner_of_a_loopback_connection_by_netlink_and_by_proc() {
+    use mpa_browser::peer::{own_uid, owner_by_netlink, owner_by_proc, socket_owner};
+    for host in ["127.0.0.1", "::1"] {
+        let Ok(listener) = tokio::net::TcpListener::bind((host, 0)).await else {
+            continue; // no IPv6 loopback on this machine
+        };
+        let server = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(server).await.unwrap();
+        let (_accepted, peer) = listener.accept().await.unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert_eq!(owner_by_netlink(peer, server), Some(own_uid()), "{host}");
+        assert_eq!(owner_by_proc(peer, server), Some(own_uid()), "{host}");
+        assert_eq!(socket_owner(peer, server), Some(own_uid()), "{host}");
+        // The server's own end, or a port nobody connected from, is not the client's socket.
+        let mut elsewhere = peer;
+        elsewhere.set_port(if peer.port() == 1 { 2 } else { 1 });
+        assert_eq!(owner_by_netlink(elsewhere, server), None, "{host}");
+        assert_eq!(socket_owner(elsewhere, server), None, "{host}");
+        // The client closes first, so its end waits in TIME_WAIT — an ownerless record the
+        // kernel reports as user 0, which must not pass for root's.
+        drop(client);
+        drop(_accepted);
+        let closed = mpa_test_support::eventually(Duration::from_secs(10), || {
+            owner_by_netlink(peer, server).is_none()
+        })
+        .await;
+        assert!(closed, "{host}: a closed client still has an owner");
+        assert_eq!(socket_owner(peer, server), None, "{host}");
+    }
 }
