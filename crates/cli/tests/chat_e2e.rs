@@ -569,6 +569,52 @@ async fn help_documents_options_and_env_vars() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_command_starts_with_default_signals_when_the_host_was_started_ignoring_them() {
+    // A host started in the background of a script, under `nohup` or by a supervisor inherits
+    // "ignore" for SIGINT, SIGQUIT or SIGHUP; a command it runs must not, or `interrupt`, a
+    // closed terminal and job control would reach nothing.
+    let mock = MockModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // `run` (pipes) and `start` on a PTY (its output waited for within the yield time).
+    let runs = [
+        json!({"action": "run", "command": "grep SigIgn /proc/self/status"}),
+        json!({"action": "start", "command": "grep SigIgn /proc/self/status",
+               "use_pty": true, "yield_time_ms": 10000}),
+    ];
+    for args in runs {
+        let mut c = mpagent(dir.path(), &mock);
+        // SAFETY: the hook runs in the forked child before exec and calls only signal(2), which
+        // is async-signal-safe; it allocates nothing.
+        unsafe {
+            c.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGTERM] {
+                    libc::signal(signal, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+        c.arg("tool").args([
+            "execute_command",
+            "--user",
+            "root",
+            "--admin",
+            "--args",
+            &args.to_string(),
+        ]);
+        let r = run(c).await;
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+        let output = v["output"].as_str().unwrap();
+        let ignored = output
+            .split_once("SigIgn:")
+            .and_then(|(_, rest)| u64::from_str_radix(rest.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("{args}: {output}"));
+        // The standard signals 1..=31 (bit n-1); glibc keeps 32 and up to itself.
+        assert_eq!(ignored & 0x7fff_ffff, 0, "{args}: {output}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn execute_command_is_admin_only_and_outcomes_are_honest() {
     let mock = MockModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();

@@ -245,6 +245,28 @@ async fn run(rounds: usize) {
     let dir = tempfile::tempdir().unwrap();
     let env = env(dir.path(), Duration::from_secs(600));
 
+    // ---- the egress proxy's owner check of one accepted connection ----
+    {
+        use mpa_browser::peer::{owner_by_netlink, owner_by_proc};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(server).await.unwrap();
+        let (_accepted, peer) = listener.accept().await.unwrap();
+        let sockets = std::fs::read_to_string("/proc/net/tcp")
+            .map(|t| t.lines().count().saturating_sub(1))
+            .unwrap_or(0);
+        let netlink = timed(rounds, || async { owner_by_netlink(peer, server).unwrap() }).await;
+        report(
+            "owner check per proxy connection: sock_diag netlink",
+            netlink,
+        );
+        let proc = timed(rounds, || async { owner_by_proc(peer, server).unwrap() }).await;
+        report(
+            &format!("owner check fallback: /proc/net/tcp ({sockets} sockets)"),
+            proc,
+        );
+    }
+
     // ---- cold start ----
     let mut cold = Vec::new();
     let (mut start, mut nav) = (Vec::new(), Vec::new());

@@ -114,10 +114,21 @@ pub(crate) fn spawn(launch: &Launch, plan: StdioPlan<'_>) -> Result<tokio::proce
         }
     }
     // SAFETY: the hook runs in the forked child before exec and calls only async-signal-safe
-    // functions (setsid, ioctl); it allocates nothing and touches no locks. `last_os_error`
-    // only reads errno.
+    // functions (signal, setsid, ioctl); it allocates nothing and touches no locks.
+    // `last_os_error` only reads errno.
     unsafe {
         cmd.pre_exec(move || {
+            // A command starts as in a fresh terminal, whatever the host inherited: a host
+            // started in the background of a script, under `nohup` or by a supervisor that
+            // ignores SIGINT/SIGQUIT/SIGHUP would otherwise pass the ignoring on through exec,
+            // and `interrupt` (SIGINT), a closed terminal (SIGHUP) or a shell's own job control
+            // would reach nothing. (Handlers are reset by exec itself; only "ignore" survives.
+            // 1..32: the standard signals; the real-time ones are not ignored by shells.)
+            for signal in 1..32 {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
             }
