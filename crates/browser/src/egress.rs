@@ -15,8 +15,9 @@
 //!
 //! The port is on loopback, where every local account can connect; only connections from
 //! sockets of the host's own user (the Chromium it started) are served — the owner of the
-//! client socket is asked of the kernel, [`crate::peer`] — so another account on the machine cannot use a
-//! profile's admissions (its private-network permission, its checked addresses) as a relay.
+//! client socket is asked of the kernel ([`crate::peer`]) — so another account on the machine
+//! cannot use a profile's admissions (its private-network permission, its checked addresses)
+//! as a relay.
 
 use crate::RequestGuard;
 use http_body_util::{Either, Empty, Full};

@@ -123,7 +123,7 @@ pub(crate) fn spawn(launch: &Launch, plan: StdioPlan<'_>) -> Result<tokio::proce
             // ignores SIGINT/SIGQUIT/SIGHUP would otherwise pass the ignoring on through exec,
             // and `interrupt` (SIGINT), a closed terminal (SIGHUP) or a shell's own job control
             // would reach nothing. (Handlers are reset by exec itself; only "ignore" survives.
-            // 1..32: the standard signals; the real-time ones are not ignored by shells.)
+            // 1..32 are the standard signals; glibc refuses to touch the ones it reserves.)
             for signal in 1..32 {
                 if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                     libc::signal(signal, libc::SIG_DFL);
