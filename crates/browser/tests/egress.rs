@@ -185,7 +185,7 @@ async fn another_local_account_cannot_relay_through_a_profiles_proxy() {
         .await
         .unwrap();
     assert_eq!(theirs, "", "another account was served");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The proxy closed that connection before reading a byte of it, so nothing can follow.
     assert_eq!(
         seen.load(Ordering::SeqCst),
         1,

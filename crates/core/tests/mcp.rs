@@ -677,22 +677,6 @@ async fn a_non_admin_never_sees_a_streamable_http_server_s_tools() {
     env.host.agent().shutdown().await;
 }
 
-/// Waits until the hub lists `tool` (its registry set was refreshed); false after 30 s.
-async fn listed_eventually(env: &Env, tool: &str) -> bool {
-    let hub = env.host.mcp().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if serde_json::to_string(&hub.list().await.unwrap())
-            .unwrap()
-            .contains(tool)
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_list_changed_notification_brings_the_new_tool_over_stdio_and_http() {
     if !python_mcp() {
@@ -723,10 +707,12 @@ async fn a_tool_list_changed_notification_brings_the_new_tool_over_stdio_and_htt
         assert_eq!(outcome, Outcome::Succeeded, "{}", out.content);
         // The notification (stdio: on the pipe; HTTP: on the GET event stream) refreshes the
         // server's set in the registry, and the new tool answers through the one call path.
-        assert!(
-            listed_eventually(&env, &new_tool).await,
-            "{server}: the new tool never appeared"
-        );
+        let tools = &env.host.agent().services().tools;
+        let appeared = mpa_test_support::eventually(Duration::from_secs(30), || {
+            tools.meta(&new_tool).is_some()
+        })
+        .await;
+        assert!(appeared, "{server}: the new tool never appeared");
         let (out, outcome) = env
             .host
             .agent()
